@@ -1,0 +1,289 @@
+// Package config holds the configuration model of kafka-ext-proc and loads it
+// from YAML: strict decoding, defaults, templates and semantic validation, with
+// every mistake reported as file:line:column.
+//
+// The model is immutable once loaded; the processor builds its routing snapshot
+// from it and swaps snapshots atomically on reload.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Pos is a position in a configuration file.
+type Pos struct {
+	File string
+	Line int // 1-based
+	Col  int // 1-based
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// Error is one configuration mistake at a position.
+type Error struct {
+	Pos Pos
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// Errors is every mistake found in one load, in file order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Config is a loaded, validated configuration file.
+type Config struct {
+	Source   string                   // the file it was read from
+	Kafka    map[string]*KafkaCluster // `kafka` client bindings by name
+	Bindings []*Binding               // http-kafka and grpc-kafka bindings, in file order
+	Guards   map[string]*Guard
+	Limits   Limits
+}
+
+// KafkaCluster is a binding of type kafka, kind client: a cluster routes name in `exit`.
+type KafkaCluster struct {
+	Name string
+	// Properties pass through to librdkafka (bootstrap.servers, security.protocol, sasl.*, ssl.*).
+	Properties map[string]string
+	Pos        Pos
+}
+
+// BindingType names the two proxy bindings.
+type BindingType string
+
+const (
+	HTTPKafka BindingType = "http-kafka"
+	GRPCKafka BindingType = "grpc-kafka"
+)
+
+// Binding is an http-kafka or grpc-kafka binding of kind proxy.
+type Binding struct {
+	Name   string
+	Type   BindingType
+	HTTP   *HTTPOptions // set, with defaults, when Type is HTTPKafka
+	GRPC   *GRPCOptions // set, with defaults, when Type is GRPCKafka
+	Routes []*Route
+	Pos    Pos
+}
+
+// CorrelationHeaders are the Kafka header names the bindings inject (spec §2.2, §2.6).
+type CorrelationHeaders struct {
+	ReplyTo       string // default gateway:reply-to
+	CorrelationID string // default gateway:correlation-id
+	Service       string // grpc-kafka only; default gateway:service
+	Method        string // grpc-kafka only; default gateway:method
+}
+
+// HTTPOptions are http-kafka options with defaults applied.
+type HTTPOptions struct {
+	IdempotencyHeader string // default idempotency-key (lower case)
+	Correlation       CorrelationHeaders
+}
+
+// GRPCOptions are grpc-kafka options with defaults applied.
+type GRPCOptions struct {
+	IdempotencyMetadata string // default idempotency-key (lower case)
+	ReliabilityField    int    // default 32767
+	ReliabilityMetadata string // default last-message-id (lower case)
+	Correlation         CorrelationHeaders
+}
+
+// Route is one entry of a binding's routes.
+type Route struct {
+	Index   int                // position in the binding's routes
+	Guarded []GuardRequirement // sorted by guard name; all must pass
+	When    []Condition        // ORed; empty matches everything
+	Exit    string             // a KafkaCluster name
+	With    *With
+	Pos     Pos
+}
+
+// GuardRequirement is one entry of `guarded`: the guard and the roles it must grant.
+type GuardRequirement struct {
+	Guard string
+	Roles []string
+}
+
+// Condition is one `when` entry. HTTP conditions use Method and Path; gRPC
+// conditions use GRPCMethod or Service, and Metadata.
+type Condition struct {
+	Method string        // HTTP method, upper case; empty = any
+	Path   *PathTemplate // nil = any path
+
+	GRPCMethod string // "pkg.Service/Method" or "pkg.Service/*"
+	Service    string // "pkg.Service"
+	Metadata   []MetadataMatch
+
+	Pos Pos
+}
+
+// MetadataMatch is one `metadata` entry of a gRPC condition.
+type MetadataMatch struct {
+	Name   string // lower case
+	Value  []byte // for Binary, the decoded bytes
+	Binary bool   // given as {base64: ...}
+}
+
+// PathTemplate is a parsed `when[].path`: literal parts and `{name}` parameters.
+// A parameter matches one non-empty segment without '/', ';' or '?'.
+type PathTemplate struct {
+	Raw    string
+	Parts  []PathPart
+	Params []string // parameter names in order of appearance
+}
+
+// PathPart is a literal run of a path template or a parameter.
+type PathPart struct {
+	Literal string
+	Param   string // non-empty for a parameter
+}
+
+// Capability selects the variant of `with`.
+type Capability string
+
+const (
+	Fetch   Capability = "fetch"
+	Produce Capability = "produce"
+)
+
+// Acks is the Kafka acknowledgement mode of a produce route.
+type Acks string
+
+const (
+	AcksNone           Acks = "none"
+	AcksLeaderOnly     Acks = "leader_only"
+	AcksInSyncReplicas Acks = "in_sync_replicas"
+)
+
+// With holds a route's Kafka parameters.
+type With struct {
+	Capability   Capability
+	Topic        Template
+	TopicPattern string // glob; required when Topic is not static
+
+	// fetch
+	Filters []Filter
+	Merge   *Merge
+
+	// produce
+	Acks      Acks // default in_sync_replicas
+	Key       *Template
+	Overrides []HeaderTemplate // in file order
+	ReplyTo   string
+	Async     []HeaderTemplate // in file order; includes location when set
+
+	Pos Pos
+}
+
+// Filter is one `filters` entry; all its parts must match.
+type Filter struct {
+	Key     *Template
+	Headers []HeaderTemplate
+}
+
+// HeaderTemplate is a name with a templated value.
+type HeaderTemplate struct {
+	Name  string
+	Value Template
+}
+
+// Merge is `merge` of a fetch route. Only the constants of spec §2.4 are accepted.
+type Merge struct {
+	ContentType  string // application/json
+	PatchInitial string // []
+	PatchPath    string // /-
+}
+
+// RefKind is what a `${...}` reference names.
+type RefKind int
+
+const (
+	RefNone           RefKind = iota // a literal part
+	RefParam                         // ${params.name}
+	RefIdempotencyKey                // ${idempotencyKey}
+	RefCorrelationID                 // ${correlationId}
+	RefGuardIdentity                 // ${guarded['g'].identity}
+)
+
+// TemplatePart is a literal run or one reference of a Template.
+type TemplatePart struct {
+	Literal string
+	Ref     RefKind
+	Name    string // parameter name for RefParam, guard name for RefGuardIdentity
+}
+
+// Template is a string value with `${...}` references, parsed at load time.
+// `${env:NAME}` is resolved while loading and never appears here.
+type Template struct {
+	Raw   string
+	Parts []TemplatePart
+}
+
+// Static reports whether the template has no references.
+func (t Template) Static() bool {
+	for _, p := range t.Parts {
+		if p.Ref != RefNone {
+			return false
+		}
+	}
+	return true
+}
+
+// Expand renders the template, asking resolve for each reference.
+func (t Template) Expand(resolve func(TemplatePart) string) string {
+	if len(t.Parts) == 1 && t.Parts[0].Ref == RefNone {
+		return t.Parts[0].Literal
+	}
+	var b strings.Builder
+	for _, p := range t.Parts {
+		if p.Ref == RefNone {
+			b.WriteString(p.Literal)
+		} else {
+			b.WriteString(resolve(p))
+		}
+	}
+	return b.String()
+}
+
+// Guard is one entry of `guards`.
+type Guard struct {
+	Name string
+	Type string // jwt or envoy-jwt
+	JWT  *JWTOptions
+	Pos  Pos
+}
+
+// JWTOptions configure a jwt or envoy-jwt guard.
+type JWTOptions struct {
+	Issuer        string
+	Audience      string
+	Keys          []byte // a JWKS document (JSON), inline, from keys-file, or ${env:...}
+	Algorithms    []string
+	RolesClaim    string        // default scope
+	IdentityClaim string        // default sub
+	Skew          time.Duration // default 30s
+	Provider      string        // envoy-jwt: the jwt_authn provider's payload_in_metadata name
+}
+
+// Limits bound what one request or the whole process may hold.
+type Limits struct {
+	MaxBody         int64         // bytes of an HTTP body or one gRPC message; default 1MiB
+	MaxWait         time.Duration // clamp of prefer: wait=N; default 60s
+	ReplyTimeout    time.Duration // default 30s
+	ReplyRetention  time.Duration // default 10m
+	KafkaTimeout    time.Duration // default 5s
+	MaxViewBytes    int64         // default 256MiB
+	ReplyIndexBytes int64         // default 64MiB
+	MaxViews        int           // templated-topic views; default 1000
+	ViewIdle        time.Duration // idle templated views are evicted after this; default 10m
+	StreamLagBudget int           // records a gRPC fetch stream may fall behind; default 10000
+}
