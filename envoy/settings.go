@@ -13,6 +13,9 @@ type Settings struct {
 	RequestTimeout time.Duration
 	// MaxRequestHeadersKB is the HCM max_request_headers_kb (Envoy default 60).
 	MaxRequestHeadersKB int
+	// CodecType is the HCM codec_type as the proto enum name ("AUTO", "HTTP1",
+	// "HTTP2", "HTTP3").
+	CodecType string
 
 	ExtProc ExtProc
 	Routes  []Route
@@ -56,6 +59,8 @@ type Route struct {
 
 	// DirectResponseStatus is set for direct_response routes (0 otherwise).
 	DirectResponseStatus int
+	// DirectResponseBody is the direct_response inline body ("" if none).
+	DirectResponseBody string
 	// Cluster is set for routes to a cluster.
 	Cluster string
 	// Timeout is route.timeout (Envoy default 15s; 0 = disabled) and
@@ -65,7 +70,10 @@ type Route struct {
 	IdleTimeout time.Duration
 
 	// ExtProcInitialMetadata is the per-route ExtProcPerRoute
-	// overrides.grpc_initial_metadata (e.g. x-kafka-ext-proc-binding).
+	// overrides.grpc_initial_metadata (e.g. x-kafka-ext-proc-binding), merged
+	// over the route configuration and virtual host levels as Envoy merges
+	// them. Envoy adds it to ExtProc.InitialMetadata, replacing equal keys
+	// (ext_proc.cc mergePerRouteConfig).
 	ExtProcInitialMetadata map[string]string
 	// ExtProcDisabled is ExtProcPerRoute.disabled.
 	ExtProcDisabled bool

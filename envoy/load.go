@@ -1,0 +1,51 @@
+// Package envoy reads the Envoy bootstrap (envoy.yaml) that fronts the
+// processor: it loads it strictly into go-control-plane's Bootstrap, validates
+// it with the protos' own rules (including every typed config inside an Any),
+// checks what Envoy only checks in C++ and what the processor's design needs,
+// and reduces it to the Settings the Envoy emulator runs on.
+package envoy
+
+import (
+	"fmt"
+	"os"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	// Every extension type envoy.yaml may name in an "@type", so that protojson
+	// resolves the Anys (an unregistered type URL is an error, not a skip).
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+)
+
+// Load reads and parses an Envoy bootstrap file (see Parse).
+func Load(path string) (*bootstrapv3.Bootstrap, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading Envoy bootstrap: %w", err)
+	}
+	b, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
+// Parse converts YAML to JSON (duplicate keys rejected) and unmarshals it into
+// a Bootstrap with protojson, which rejects unknown fields and unknown "@type"s
+// as Envoy does. It does not validate; see Validate and Check.
+func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing Envoy bootstrap YAML: %w", err)
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, b); err != nil {
+		return nil, fmt.Errorf("decoding Envoy bootstrap: %w", err)
+	}
+	return b, nil
+}
