@@ -1,0 +1,355 @@
+package kafkaio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/google/uuid"
+)
+
+// ErrUnknownTopic means the topic does not exist; requests never create topics.
+var ErrUnknownTopic = errors.New("topic does not exist")
+
+// ErrNotReady means the view did not catch up before the caller's deadline.
+var ErrNotReady = errors.New("view is not caught up yet")
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	Name         string            // the kafka binding's name, for logs
+	Properties   map[string]string // librdkafka properties of the binding
+	KafkaTimeout time.Duration     // bound of metadata look-ups and of answers that need Kafka
+	Logger       *slog.Logger
+	// CoalesceWindow bounds how long View.Changed waits to gather writes
+	// before waking its waiters (default 2ms).
+	CoalesceWindow time.Duration
+}
+
+// Client is one Kafka cluster: its shared live consumer, its admin handle,
+// and the views read from it. Nothing in it is per request.
+type Client struct {
+	opts    ClientOptions
+	logger  *slog.Logger
+	groupID string
+
+	live  *kafka.Consumer
+	admin *kafka.AdminClient
+
+	mu    sync.Mutex
+	views map[string]*viewSlot
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type viewSlot struct {
+	done chan struct{} // closed when view or err is set
+	view *View
+	err  error
+}
+
+// NewClient connects the shared consumer of a cluster. It does not wait for
+// the brokers: readiness is per view.
+func NewClient(opts ClientOptions) (*Client, error) {
+	if opts.KafkaTimeout <= 0 {
+		opts.KafkaTimeout = 5 * time.Second
+	}
+	if opts.CoalesceWindow <= 0 {
+		opts.CoalesceWindow = 2 * time.Millisecond
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("kafka", opts.Name)
+	groupID := "kafka-ext-proc-" + uuid.NewString()
+	live, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, groupID))
+	if err != nil {
+		return nil, fmt.Errorf("creating the live consumer of kafka binding %q: %w", opts.Name, err)
+	}
+	admin, err := kafka.NewAdminClientFromConsumer(live)
+	if err != nil {
+		live.Close()
+		return nil, fmt.Errorf("creating the admin handle of kafka binding %q: %w", opts.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		opts: opts, logger: logger, groupID: groupID,
+		live: live, admin: admin,
+		views: map[string]*viewSlot{},
+		ctx:   ctx, cancel: cancel,
+	}
+	c.wg.Add(2)
+	go c.forwardLogs(live.Logs(), "live", nil)
+	go c.pollLive()
+	return c, nil
+}
+
+// Close stops the consumers. Views stop changing; waiters are not woken.
+func (c *Client) Close() {
+	c.cancel()
+	c.wg.Wait()
+	c.admin.Close()
+	_ = c.live.Close()
+}
+
+// View returns the view of topic, creating it on first use, once it has
+// caught up. It fails with ErrUnknownTopic, or ErrNotReady when ctx ends
+// first (the view keeps catching up for the next caller).
+func (c *Client) View(ctx context.Context, topic string) (*View, error) {
+	c.mu.Lock()
+	slot, ok := c.views[topic]
+	if !ok {
+		slot = &viewSlot{done: make(chan struct{})}
+		c.views[topic] = slot
+		c.wg.Add(1)
+		go c.open(topic, slot)
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-slot.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotReady, topic, ctx.Err())
+	}
+	if slot.err != nil {
+		return nil, slot.err
+	}
+	select {
+	case <-slot.view.Ready():
+		return slot.view, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotReady, topic, ctx.Err())
+	}
+}
+
+// open describes the topic, catches a new view up and hands it to the live
+// consumer. A failed look-up removes the slot so a later call tries again.
+func (c *Client) open(topic string, slot *viewSlot) {
+	defer c.wg.Done()
+	view, err := c.describe(topic)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.views, topic)
+		c.mu.Unlock()
+		slot.err = err
+		close(slot.done)
+		return
+	}
+	slot.view = view
+	close(slot.done)
+	for c.ctx.Err() == nil {
+		err := c.catchUp(view)
+		if err == nil {
+			return
+		}
+		c.logger.Warn("catching up a view failed; retrying", "topic", topic, "err", err)
+		select {
+		case <-c.ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *Client) describe(topic string) (*View, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
+	defer cancel()
+	for {
+		res, err := c.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames([]string{topic}))
+		if err == nil && len(res.TopicDescriptions) == 1 {
+			d := res.TopicDescriptions[0]
+			switch d.Error.Code() {
+			case kafka.ErrNoError:
+				var id [16]byte
+				hi, lo := d.TopicID.GetMostSignificantBits(), d.TopicID.GetLeastSignificantBits()
+				for i := 0; i < 8; i++ {
+					id[i] = byte(uint64(hi) >> (56 - 8*i))
+					id[8+i] = byte(uint64(lo) >> (56 - 8*i))
+				}
+				return newView(topic, id, len(d.Partitions), c.opts.CoalesceWindow), nil
+			case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+				return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+			default:
+				err = d.Error
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: describing topic %s: %v", ErrNotReady, topic, err)
+		}
+		c.logger.Debug("describing a topic failed; retrying", "topic", topic, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// catchUp reads a new view from the beginning up to the end offsets seen now,
+// with a short-lived consumer of its own so a large catch-up never delays the
+// live consumer, then assigns the partitions to the live consumer exactly at
+// the position reached: no gap, no duplicate.
+func (c *Client) catchUp(v *View) error {
+	started := time.Now()
+	cons, err := kafka.NewConsumer(consumerConfig(c.opts.Properties, c.opts.KafkaTimeout, c.groupID+"-catchup"))
+	if err != nil {
+		return fmt.Errorf("creating a catch-up consumer: %w", err)
+	}
+	stopLogs := make(chan struct{})
+	c.wg.Add(1)
+	go c.forwardLogs(cons.Logs(), "catch-up", stopLogs)
+	defer func() {
+		_ = cons.Close()
+		close(stopLogs)
+	}()
+
+	topic := v.topic
+	n := v.Partitions()
+	end := make([]int64, n)
+	done := make([]bool, n)
+	remaining := 0
+	var assign []kafka.TopicPartition
+	for p := 0; p < n; p++ {
+		lo, hi, err := cons.QueryWatermarkOffsets(topic, int32(p), int(c.opts.KafkaTimeout/time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("reading the watermarks of %s[%d]: %w", topic, p, err)
+		}
+		end[p] = hi
+		if lo >= hi {
+			done[p] = true
+			v.advance(int32(p), hi)
+			continue
+		}
+		remaining++
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
+	}
+	if remaining > 0 {
+		if err := cons.Assign(assign); err != nil {
+			return fmt.Errorf("assigning %s to the catch-up consumer: %w", topic, err)
+		}
+	}
+	records := 0
+	for remaining > 0 {
+		if c.ctx.Err() != nil {
+			return c.ctx.Err()
+		}
+		switch ev := cons.Poll(100).(type) {
+		case *kafka.Message:
+			p := ev.TopicPartition.Partition
+			if ev.TopicPartition.Error != nil || int(p) >= n || done[p] {
+				continue
+			}
+			v.apply(toRecord(ev))
+			records++
+			if int64(ev.TopicPartition.Offset)+1 >= end[p] {
+				done[p] = true
+				remaining--
+			}
+		case kafka.PartitionEOF:
+			p := ev.Partition
+			if int(p) >= n || done[p] {
+				continue
+			}
+			v.advance(p, int64(ev.Offset))
+			if int64(ev.Offset) >= end[p] {
+				done[p] = true
+				remaining--
+			}
+		case kafka.Error:
+			c.logger.Debug("catch-up consumer", "topic", topic, "err", ev)
+		}
+	}
+	handover := make([]kafka.TopicPartition, n)
+	for p := 0; p < n; p++ {
+		handover[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(v.Position(int32(p)))}
+	}
+	if err := c.live.IncrementalAssign(handover); err != nil {
+		return fmt.Errorf("handing %s over to the live consumer: %w", topic, err)
+	}
+	v.markReady()
+	c.logger.Debug("view caught up", "topic", topic, "records", records, "took", time.Since(started))
+	return nil
+}
+
+// pollLive is the one goroutine that polls the live consumer and folds its
+// records into the views.
+func (c *Client) pollLive() {
+	defer c.wg.Done()
+	for c.ctx.Err() == nil {
+		switch ev := c.live.Poll(100).(type) {
+		case *kafka.Message:
+			if ev.TopicPartition.Error != nil || ev.TopicPartition.Topic == nil {
+				continue
+			}
+			if v := c.liveView(*ev.TopicPartition.Topic); v != nil {
+				v.apply(toRecord(ev))
+			}
+		case kafka.PartitionEOF:
+			if ev.Topic == nil {
+				continue
+			}
+			if v := c.liveView(*ev.Topic); v != nil {
+				v.advance(ev.Partition, int64(ev.Offset))
+			}
+		case kafka.Error:
+			c.logger.Debug("live consumer", "err", ev)
+		}
+	}
+}
+
+func (c *Client) liveView(topic string) *View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.views[topic]; ok && s.view != nil {
+		return s.view
+	}
+	return nil
+}
+
+// forwardLogs turns librdkafka's log events into slog records until the
+// client closes or stop is closed.
+func (c *Client) forwardLogs(logs chan kafka.LogEvent, role string, stop <-chan struct{}) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-stop:
+			return
+		case ev, ok := <-logs:
+			if !ok {
+				return
+			}
+			level := slog.LevelDebug
+			switch {
+			case ev.Level <= 3:
+				level = slog.LevelError
+			case ev.Level == 4:
+				level = slog.LevelWarn
+			}
+			c.logger.Log(c.ctx, level, ev.Message, "librdkafka", ev.Tag, "role", role)
+		}
+	}
+}
+
+func toRecord(m *kafka.Message) *Record {
+	r := &Record{
+		Topic:     *m.TopicPartition.Topic,
+		Partition: m.TopicPartition.Partition,
+		Offset:    int64(m.TopicPartition.Offset),
+		Timestamp: m.Timestamp,
+		Key:       m.Key,
+		Value:     m.Value,
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]Header, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}

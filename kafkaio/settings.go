@@ -1,0 +1,51 @@
+// Package kafkaio is everything that touches librdkafka: client settings,
+// shared consumers, views of compacted topics, and (later) producers and
+// reply indexes. It knows nothing of HTTP, gRPC or Envoy.
+package kafkaio
+
+import (
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Settings we own on every client (DESIGN §7). User properties pass through
+// unless they collide with these.
+func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMap {
+	cm := kafka.ConfigMap{}
+	for k, v := range props {
+		cm[k] = v
+	}
+	// Producers default to creating topics on metadata requests; a request must
+	// never create a topic.
+	cm["allow.auto.create.topics"] = false
+	ms := int(kafkaTimeout / time.Millisecond)
+	if ms <= 0 {
+		ms = 5000
+	}
+	cm["topic.metadata.propagation.max.ms"] = ms
+	// librdkafka logs go through one channel per client into slog.
+	cm["go.logs.channel.enable"] = true
+	if _, ok := props["log_level"]; !ok {
+		cm["log_level"] = 4 // warnings and worse
+	}
+	return &cm
+}
+
+// consumerConfig is for assignment-only consumers: a per-replica group id is
+// required by the Go client, but the group is never joined and nothing is
+// committed.
+func consumerConfig(props map[string]string, kafkaTimeout time.Duration, groupID string) *kafka.ConfigMap {
+	cm := baseConfig(props, kafkaTimeout)
+	(*cm)["group.id"] = groupID
+	(*cm)["enable.auto.commit"] = false
+	(*cm)["enable.auto.offset.store"] = false
+	(*cm)["enable.partition.eof"] = true
+	(*cm)["auto.offset.reset"] = "earliest"
+	// Wake-ups travel on the live consumer: keep its fetch wait short so an
+	// idle broker answers quickly after a write.
+	if _, ok := props["fetch.wait.max.ms"]; !ok {
+		(*cm)["fetch.wait.max.ms"] = 100
+	}
+	return cm
+}

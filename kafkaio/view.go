@@ -1,0 +1,313 @@
+package kafkaio
+
+import (
+	"encoding/binary"
+	"sync"
+	"time"
+)
+
+// Entry is the current record of one key in a view. Entries are immutable:
+// a write replaces the entry, so a caller may keep one after the view moved on.
+type Entry struct {
+	Partition int32
+	Offset    int64
+	Timestamp int64 // milliseconds since the epoch
+	Key       string
+	Value     []byte
+	headers   []byte // varint-length-prefixed name/value pairs, one allocation
+}
+
+// Header returns the first value of the named header.
+func (e *Entry) Header(name string) ([]byte, bool) {
+	var out []byte
+	found := false
+	e.EachHeader(func(k string, v []byte) bool {
+		if k == name {
+			out, found = v, true
+			return false
+		}
+		return true
+	})
+	return out, found
+}
+
+// EachHeader calls fn for every header in record order until fn returns false.
+func (e *Entry) EachHeader(fn func(name string, value []byte) bool) {
+	b := e.headers
+	for len(b) > 0 {
+		n, w := binary.Uvarint(b)
+		b = b[w:]
+		name := string(b[:n])
+		b = b[n:]
+		n, w = binary.Uvarint(b)
+		b = b[w:]
+		val := b[:n:n]
+		b = b[n:]
+		if !fn(name, val) {
+			return
+		}
+	}
+}
+
+func encodeHeaders(hs []Header) []byte {
+	if len(hs) == 0 {
+		return nil
+	}
+	size := 0
+	for _, h := range hs {
+		size += 2*binary.MaxVarintLen64 + len(h.Key) + len(h.Value)
+	}
+	b := make([]byte, 0, size)
+	for _, h := range hs {
+		b = binary.AppendUvarint(b, uint64(len(h.Key)))
+		b = append(b, h.Key...)
+		b = binary.AppendUvarint(b, uint64(len(h.Value)))
+		b = append(b, h.Value...)
+	}
+	return b
+}
+
+// entryOverhead approximates the bytes an entry costs beyond its data (the
+// struct, the map slot, the key string header).
+const entryOverhead = 96
+
+func (e *Entry) size() int64 {
+	return int64(entryOverhead + len(e.Key) + len(e.Value) + len(e.headers))
+}
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is a record as read from Kafka.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte // nil = no key
+	Value     []byte // nil = tombstone
+	Headers   []Header
+}
+
+// View is the current record per key of one topic (compaction semantics
+// applied here, whatever the broker's compaction lag): a tombstone removes
+// its key, and records without a key are not part of the view.
+type View struct {
+	topic   string
+	topicID [16]byte
+	window  time.Duration // coalescing window of Changed
+
+	mu        sync.RWMutex
+	entries   map[string]*Entry
+	positions []int64 // next offset per partition
+	version   uint64
+	bytes     int64
+	nullKeys  uint64
+	keyWaits  map[string]*keyWait
+	anyWait   chan struct{}
+	anyTimer  *time.Timer
+	ready     chan struct{}
+	readyOnce sync.Once
+	err       error // set when the view failed for good (e.g. topic deleted)
+}
+
+func newView(topic string, id [16]byte, partitions int, window time.Duration) *View {
+	return &View{
+		topic:     topic,
+		topicID:   id,
+		window:    window,
+		entries:   map[string]*Entry{},
+		positions: make([]int64, partitions),
+		keyWaits:  map[string]*keyWait{},
+		anyWait:   make(chan struct{}),
+		ready:     make(chan struct{}),
+	}
+}
+
+// Topic is the topic's name.
+func (v *View) Topic() string { return v.topic }
+
+// TopicID is the topic's id, so a recreated topic cannot be mistaken for the old one.
+func (v *View) TopicID() [16]byte { return v.topicID }
+
+// Ready is closed once the view caught up with the topic as it was when the
+// view was created.
+func (v *View) Ready() <-chan struct{} { return v.ready }
+
+// Get returns the current record of key.
+func (v *View) Get(key string) (*Entry, bool) {
+	v.mu.RLock()
+	e, ok := v.entries[key]
+	v.mu.RUnlock()
+	return e, ok
+}
+
+// Scan calls fn for every current record, in no particular order, until fn
+// returns false. The view is read-locked meanwhile: fn must be quick and
+// must not call the view.
+func (v *View) Scan(fn func(*Entry) bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, e := range v.entries {
+		if !fn(e) {
+			return
+		}
+	}
+}
+
+// Version counts the changes applied to the view.
+func (v *View) Version() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.version
+}
+
+// Stats are a view's sizes.
+type Stats struct {
+	Keys     int
+	Bytes    int64
+	NullKeys uint64 // records skipped for having no key
+}
+
+// Stats reports the view's sizes.
+func (v *View) Stats() Stats {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return Stats{Keys: len(v.entries), Bytes: v.bytes, NullKeys: v.nullKeys}
+}
+
+// Position returns the next offset the view will read in partition p (-1
+// for a partition it does not have).
+func (v *View) Position(p int32) int64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if int(p) >= len(v.positions) || p < 0 {
+		return -1
+	}
+	return v.positions[p]
+}
+
+// Partitions is the number of partitions of the topic.
+func (v *View) Partitions() int { return len(v.positions) }
+
+type keyWait struct {
+	ch   chan struct{}
+	refs int
+}
+
+// WatchKey returns a channel closed at the next write to key (a new value or
+// a tombstone), and a stop function the waiter calls when it gives up, so
+// keys nobody waits for hold nothing. All waiters of a key share one channel.
+// Register before reading the current value, so no write can fall between
+// the read and the wait.
+func (v *View) WatchKey(key string) (<-chan struct{}, func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	w, ok := v.keyWaits[key]
+	if !ok {
+		w = &keyWait{ch: make(chan struct{})}
+		v.keyWaits[key] = w
+	}
+	w.refs++
+	var once sync.Once
+	return w.ch, func() {
+		once.Do(func() {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			w.refs--
+			if w.refs == 0 && v.keyWaits[key] == w {
+				delete(v.keyWaits, key)
+			}
+		})
+	}
+}
+
+// Changed returns a channel closed shortly after the next change to the view
+// (changes within the coalescing window wake waiters once).
+func (v *View) Changed() <-chan struct{} {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.anyWait
+}
+
+// apply folds one record into the view. The caller owns the partition's
+// order: records of a partition arrive in offset order.
+func (v *View) apply(r *Record) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if int(r.Partition) < len(v.positions) && r.Offset+1 > v.positions[r.Partition] {
+		v.positions[r.Partition] = r.Offset + 1
+	}
+	if r.Key == nil {
+		v.nullKeys++
+		return
+	}
+	key := string(r.Key)
+	old, had := v.entries[key]
+	if had && old.Partition != r.Partition && !beats(r, old) {
+		// The same key in two partitions (a changed partitioner): the order
+		// is (timestamp, partition, offset), as for filter winners, so every
+		// replica agrees whatever order the partitions were read in.
+		return
+	}
+	if r.Value == nil {
+		if !had {
+			return
+		}
+		delete(v.entries, key)
+		v.bytes -= old.size()
+	} else {
+		e := &Entry{
+			Partition: r.Partition,
+			Offset:    r.Offset,
+			Timestamp: r.Timestamp.UnixMilli(),
+			Key:       key,
+			Value:     r.Value,
+			headers:   encodeHeaders(r.Headers),
+		}
+		if had {
+			v.bytes -= old.size()
+		}
+		v.entries[key] = e
+		v.bytes += e.size()
+	}
+	v.version++
+	if w, ok := v.keyWaits[key]; ok {
+		close(w.ch)
+		delete(v.keyWaits, key)
+	}
+	if v.anyTimer == nil {
+		v.anyTimer = time.AfterFunc(v.window, v.fireChanged)
+	}
+}
+
+func beats(r *Record, e *Entry) bool {
+	ts := r.Timestamp.UnixMilli()
+	if ts != e.Timestamp {
+		return ts > e.Timestamp
+	}
+	return r.Partition > e.Partition
+}
+
+func (v *View) fireChanged() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	close(v.anyWait)
+	v.anyWait = make(chan struct{})
+	v.anyTimer = nil
+}
+
+// advance moves a partition's position without a record (end of partition,
+// skipped control records).
+func (v *View) advance(p int32, next int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if int(p) < len(v.positions) && next > v.positions[p] {
+		v.positions[p] = next
+	}
+}
+
+func (v *View) markReady() { v.readyOnce.Do(func() { close(v.ready) }) }

@@ -1,0 +1,186 @@
+package kafkaio_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+)
+
+type rec struct {
+	key, value []byte
+	headers    []kafka.Header
+	partition  int32
+}
+
+func startBroker(t *testing.T, topics ...embedded.Topic) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.Start(embedded.Options{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// produce writes records and waits for every acknowledgement.
+func produce(t *testing.T, addr, topic string, recs ...rec) {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3, "linger.ms": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan kafka.Event, len(recs))
+	for _, r := range recs {
+		err := p.Produce(&kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.partition},
+			Key:            r.key, Value: r.value, Headers: r.headers,
+		}, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range recs {
+		select {
+		case ev := <-done:
+			if m := ev.(*kafka.Message); m.TopicPartition.Error != nil {
+				t.Fatal(m.TopicPartition.Error)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no acknowledgement")
+		}
+	}
+}
+
+func newClient(t *testing.T, addr string) *kafkaio.Client {
+	t.Helper()
+	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestViewAppliesCompactionSemantics(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	produce(t, b.Addr(), "items",
+		rec{key: []byte("a"), value: []byte("a1"), partition: 0},
+		rec{key: []byte("b"), value: []byte("b1"), partition: 1},
+		rec{key: []byte("a"), value: []byte("a2"), partition: 0, headers: []kafka.Header{{Key: "content-type", Value: []byte("text/plain")}}},
+		rec{key: []byte("b"), value: nil, partition: 1},  // tombstone
+		rec{key: nil, value: []byte("no key"), partition: 0}, // not part of the view
+		rec{key: []byte("e"), value: []byte{}, partition: 1}, // empty, not a tombstone
+	)
+	c := newClient(t, b.Addr())
+	v, err := c.View(ctxT(t), "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := v.Get("a")
+	if !ok || string(a.Value) != "a2" || a.Partition != 0 || a.Offset != 1 {
+		t.Fatalf("a = %+v, %v; want a2 at 0@1", a, ok)
+	}
+	if ct, ok := a.Header("content-type"); !ok || string(ct) != "text/plain" {
+		t.Errorf("a's content-type = %q, %v", ct, ok)
+	}
+	if _, ok := v.Get("b"); ok {
+		t.Error("b was deleted by a tombstone but is still in the view")
+	}
+	e, ok := v.Get("e")
+	if !ok || e.Value == nil || len(e.Value) != 0 {
+		t.Errorf("e = %+v, %v; want an empty, non-nil value", e, ok)
+	}
+	st := v.Stats()
+	if st.Keys != 2 || st.NullKeys != 1 || st.Bytes <= 0 {
+		t.Errorf("stats = %+v; want 2 keys, 1 null-key record, bytes > 0", st)
+	}
+	if p0, p1 := v.Position(0), v.Position(1); p0 != 3 || p1 != 3 {
+		t.Errorf("positions = %d, %d; want 3, 3", p0, p1)
+	}
+}
+
+func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
+	c := newClient(t, b.Addr())
+	ctx := ctxT(t)
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wa, stopA := v.WatchKey("a")
+	defer stopA()
+	wb, stopB := v.WatchKey("b")
+	defer stopB()
+	changed := v.Changed()
+
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a2")})
+	select {
+	case <-wa:
+	case <-ctx.Done():
+		t.Fatal("the waiter of a was not woken by a write to a")
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("Changed was not closed by a write")
+	}
+	select {
+	case <-wb:
+		t.Fatal("the waiter of b was woken by a write to a")
+	default:
+	}
+	if e, _ := v.Get("a"); string(e.Value) != "a2" {
+		t.Fatalf("a = %q after the wake-up, want a2", e.Value)
+	}
+}
+
+func TestViewOfUnknownTopic(t *testing.T) {
+	b := startBroker(t)
+	c := newClient(t, b.Addr())
+	_, err := c.View(ctxT(t), "nope")
+	if !errors.Is(err, kafkaio.ErrUnknownTopic) {
+		t.Fatalf("err = %v, want ErrUnknownTopic", err)
+	}
+	if b.Cluster().TopicInfo("nope") != nil {
+		t.Fatal("looking the topic up created it")
+	}
+}
+
+func TestViewCatchUpOfManyRecords(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "big", Partitions: 3, Compact: true})
+	const n = 30000
+	recs := make([]rec, n)
+	for i := range recs {
+		recs[i] = rec{key: []byte(fmt.Sprintf("k%d", i%10000)), value: []byte(fmt.Sprint(i)), partition: int32(i % 3)}
+	}
+	produce(t, b.Addr(), "big", recs...)
+	c := newClient(t, b.Addr())
+	v, err := c.View(ctxT(t), "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := v.Stats(); st.Keys != 10000 {
+		t.Fatalf("keys = %d, want 10000", st.Keys)
+	}
+	// k0 was last written by record 20000.
+	if e, _ := v.Get("k0"); string(e.Value) != "20000" {
+		t.Fatalf("k0 = %q, want 20000", e.Value)
+	}
+}
