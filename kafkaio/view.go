@@ -111,7 +111,6 @@ type View struct {
 	anyTimer  *time.Timer
 	ready     chan struct{}
 	readyOnce sync.Once
-	err       error // set when the view failed for good (e.g. topic deleted)
 }
 
 func newView(topic string, id [16]byte, partitions int, window time.Duration) *View {

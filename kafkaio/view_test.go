@@ -83,7 +83,7 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 		rec{key: []byte("a"), value: []byte("a1"), partition: 0},
 		rec{key: []byte("b"), value: []byte("b1"), partition: 1},
 		rec{key: []byte("a"), value: []byte("a2"), partition: 0, headers: []kafka.Header{{Key: "content-type", Value: []byte("text/plain")}}},
-		rec{key: []byte("b"), value: nil, partition: 1},  // tombstone
+		rec{key: []byte("b"), value: nil, partition: 1},      // tombstone
 		rec{key: nil, value: []byte("no key"), partition: 0}, // not part of the view
 		rec{key: []byte("e"), value: []byte{}, partition: 1}, // empty, not a tombstone
 	)
