@@ -8,6 +8,8 @@ package envoy
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -45,7 +47,36 @@ func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
 	}
 	b := &bootstrapv3.Bootstrap{}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, b); err != nil {
-		return nil, fmt.Errorf("decoding Envoy bootstrap: %w", err)
+		return nil, fmt.Errorf("decoding Envoy bootstrap%s: %w", yamlLineHint(data, err), err)
 	}
 	return b, nil
+}
+
+// yamlLineHint points at the YAML lines that may hold the field protojson
+// refused: its own positions are in the converted JSON, which no one sees.
+func yamlLineHint(data []byte, err error) string {
+	const marker = `unknown field "`
+	msg := err.Error()
+	i := strings.Index(msg, marker)
+	if i < 0 {
+		return ""
+	}
+	field, _, ok := strings.Cut(msg[i+len(marker):], `"`)
+	if !ok || field == "" {
+		return ""
+	}
+	var lines []string
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		t := strings.TrimLeft(line, " -{,")
+		if strings.HasPrefix(t, field+":") || strings.Contains(line, " "+field+":") || strings.Contains(line, "{"+field+":") {
+			lines = append(lines, strconv.Itoa(i+1))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return " (YAML line " + strings.Join(lines, ", ") + ")"
 }
