@@ -1,0 +1,399 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+func (d *decoder) guards(n ast.Node, cfg *Config) {
+	_, entries, ok := d.mapping(n, "guards", "guard name")
+	if !ok {
+		return
+	}
+	for _, e := range entries {
+		d.guardNames[e.key] = true
+	}
+	for _, e := range entries {
+		if !nameRe.MatchString(e.key) {
+			d.errorf(e.kn, "guard name %q must start with a letter or digit and use only letters, digits, '.', '_' and '-'", e.key)
+			continue
+		}
+		if g := d.guard(e); g != nil {
+			cfg.Guards[e.key] = g
+		}
+	}
+}
+
+func (d *decoder) guard(e entry) *Guard {
+	owner := fmt.Sprintf("guard %q", e.key)
+	node, fields, ok := d.mapping(e.v, owner, "key")
+	if !ok {
+		return nil
+	}
+	typ, ok := d.discriminator(node, fields, "type", owner, "jwt", "envoy-jwt")
+	if !ok {
+		return nil
+	}
+	m := d.fields(fields, "a "+typ+" guard", "type", "options")
+	g := &Guard{Name: e.key, Type: typ, Pos: d.pos(e.kn)}
+	o := m["options"]
+	if o == nil {
+		if typ == "jwt" {
+			d.errorf(node, "missing required field \"options\": a jwt guard needs at least keys or keys-file")
+		} else {
+			d.errorf(node, "missing required field \"options\": an envoy-jwt guard needs at least provider")
+		}
+		return nil
+	}
+	on, entries, ok := d.mapping(o.v, "options", "key")
+	if !ok {
+		return nil
+	}
+	j := &JWTOptions{RolesClaim: DefaultRolesClaim, IdentityClaim: DefaultIdentityClaim}
+	ok = true
+	str := func(m map[string]*entry, key string, dst *string) {
+		if x := m[key]; x != nil {
+			s, good := d.nonEmpty(x.v, key)
+			ok = ok && good
+			*dst = s
+		}
+	}
+	if typ == "envoy-jwt" {
+		om := d.fields(entries, "envoy-jwt guard options", "provider", "roles-claim", "identity-claim")
+		str(om, "provider", &j.Provider)
+		str(om, "roles-claim", &j.RolesClaim)
+		str(om, "identity-claim", &j.IdentityClaim)
+		if om["provider"] == nil {
+			d.errorf(on, "missing required field \"provider\": the jwt_authn provider whose payload Envoy forwards (payload_in_metadata)")
+			ok = false
+		}
+	} else {
+		om := d.fields(entries, "jwt guard options", "issuer", "audience", "keys", "keys-file", "algorithms", "roles-claim", "identity-claim", "skew")
+		str(om, "issuer", &j.Issuer)
+		str(om, "audience", &j.Audience)
+		str(om, "roles-claim", &j.RolesClaim)
+		str(om, "identity-claim", &j.IdentityClaim)
+		j.Skew = DefaultSkew
+		if x := om["skew"]; x != nil {
+			if v, good := d.duration(x.v, "skew", true); good {
+				j.Skew = v
+			} else {
+				ok = false
+			}
+		}
+		j.Algorithms = DefaultAlgorithms()
+		if x := om["algorithms"]; x != nil {
+			algs, good := d.algorithms(x.v)
+			ok = ok && good
+			j.Algorithms = algs
+		}
+		keys, keysFile := om["keys"], om["keys-file"]
+		switch {
+		case keys != nil && keysFile != nil:
+			d.errorf(keysFile.kn, "give keys or keys-file, not both")
+			ok = false
+		case keys != nil:
+			j.Keys = d.inlineKeys(keys.v)
+			ok = ok && j.Keys != nil
+		case keysFile != nil:
+			j.Keys = d.keysFile(keysFile.v)
+			ok = ok && j.Keys != nil
+		default:
+			d.errorf(on, "missing required field \"keys\" or \"keys-file\": the JWKS that verifies tokens")
+			ok = false
+		}
+	}
+	if !ok {
+		return nil
+	}
+	g.JWT = j
+	return g
+}
+
+func (d *decoder) algorithms(n ast.Node) ([]string, bool) {
+	sn, items, ok := d.sequence(n, "algorithms")
+	if !ok {
+		return nil, false
+	}
+	if len(items) == 0 {
+		d.errorf(sn, "algorithms must not be empty: omit it to accept every asymmetric algorithm")
+		return nil, false
+	}
+	var out []string
+	for _, it := range items {
+		if it == nil {
+			ok = false
+			continue
+		}
+		s, good := d.str(it, "an algorithm")
+		switch {
+		case !good:
+			ok = false
+		case strings.EqualFold(s, "none"):
+			d.errorf(it, "algorithm none is never accepted: tokens must be signed")
+			ok = false
+		case !slices.Contains(jwtAlgorithms, s):
+			d.errorf(it, "unknown algorithm %q; allowed: %s", s, strings.Join(jwtAlgorithms, ", "))
+			ok = false
+		default:
+			out = append(out, s)
+		}
+	}
+	return out, ok
+}
+
+// inlineKeys reads `keys`: a sequence of JWKs, or a string holding a JWKS
+// document (typically `${env:JWKS}`). It returns the JWKS as JSON.
+func (d *decoder) inlineKeys(n ast.Node) []byte {
+	switch n.(type) {
+	case *ast.StringNode, *ast.LiteralNode:
+		s, ok := d.str(n, "keys")
+		if !ok {
+			return nil
+		}
+		if err := checkJWKS([]byte(s)); err != nil {
+			d.errorf(n, "keys: %v", err)
+			return nil
+		}
+		return []byte(s)
+	case *ast.SequenceNode:
+	default:
+		d.wrongType(n, "keys", "a sequence of JWKs or a string holding a JWKS document")
+		return nil
+	}
+	budget := maxJSONNodes
+	v, ok := d.toJSON(n, 0, &budget)
+	if !ok {
+		return nil
+	}
+	doc, err := json.Marshal(map[string]any{"keys": v})
+	if err != nil {
+		d.errorf(n, "keys: %v", err)
+		return nil
+	}
+	if err := checkJWKS(doc); err != nil {
+		d.errorf(n, "keys: %v", err)
+		return nil
+	}
+	return doc
+}
+
+func (d *decoder) keysFile(n ast.Node) []byte {
+	name, ok := d.nonEmpty(n, "keys-file")
+	if !ok {
+		return nil
+	}
+	b, err := d.readBytes(name)
+	if err != nil {
+		d.errorf(n, "keys-file: %v", err)
+		return nil
+	}
+	if err := checkJWKS(b); err != nil {
+		d.errorf(n, "keys-file %s: %v", name, err)
+		return nil
+	}
+	return b
+}
+
+// checkJWKS checks the shape of a JWKS document; the guard package parses the
+// keys themselves.
+func checkJWKS(b []byte) error {
+	var doc struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("not a JWKS document: invalid JSON at byte %d", se.Offset)
+		}
+		return errors.New(`not a JWKS document: expected {"keys": [...]}`)
+	}
+	if len(doc.Keys) == 0 {
+		return errors.New(`the JWKS has no keys: expected {"keys": [{"kty": ...}, ...]}`)
+	}
+	for i, k := range doc.Keys {
+		var key struct {
+			Kty any `json:"kty"`
+		}
+		if err := json.Unmarshal(k, &key); err != nil {
+			return fmt.Errorf("key %d is not a JSON object", i)
+		}
+		if s, ok := key.Kty.(string); !ok || s == "" {
+			return fmt.Errorf("key %d has no \"kty\" (RSA, EC, OKP or oct)", i)
+		}
+	}
+	return nil
+}
+
+// maxJSONNodes and maxJSONDepth bound the expansion of inline keys: aliases
+// can make a small file describe a huge or circular value.
+const (
+	maxJSONNodes = 10000
+	maxJSONDepth = 32
+)
+
+// toJSON converts a YAML value to a JSON-compatible value, resolving
+// references in strings.
+func (d *decoder) toJSON(n ast.Node, depth int, budget *int) (any, bool) {
+	*budget--
+	if depth > maxJSONDepth || *budget < 0 {
+		d.errorf(n, "value too large or too deeply nested")
+		return nil, false
+	}
+	switch v := n.(type) {
+	case nil:
+		return nil, false
+	case *ast.NullNode:
+		return nil, true
+	case *ast.StringNode, *ast.LiteralNode:
+		return d.str(n, "a key field")
+	case *ast.BoolNode:
+		return v.Value, true
+	case *ast.IntegerNode:
+		return v.Value, true
+	case *ast.FloatNode:
+		return v.Value, true
+	case *ast.SequenceNode:
+		out := []any{}
+		ok := true
+		for _, it := range v.Values {
+			x, good := d.toJSON(d.value(it), depth+1, budget)
+			ok = ok && good
+			out = append(out, x)
+			if *budget < 0 {
+				return nil, false
+			}
+		}
+		return out, ok
+	case *ast.MappingNode, *ast.MappingValueNode:
+		_, entries, ok := d.mapping(n, "a key", "key")
+		if !ok {
+			return nil, false
+		}
+		out := map[string]any{}
+		for _, e := range entries {
+			x, good := d.toJSON(e.v, depth+1, budget)
+			ok = ok && good
+			out[e.key] = x
+			if *budget < 0 {
+				return nil, false
+			}
+		}
+		return out, ok
+	}
+	d.errorf(n, "keys cannot hold %s", describe(n))
+	return nil, false
+}
+
+// ---- limits
+
+func (d *decoder) limits(n ast.Node, l *Limits) {
+	m := d.object(n, "limits", "limits", "max-body", "max-wait", "reply-timeout", "reply-retention", "kafka-timeout",
+		"max-view-bytes", "reply-index-bytes", "max-views", "view-idle", "stream-lag-budget")
+	size := func(key string, dst *int64) {
+		if e := m[key]; e != nil {
+			if v, ok := d.size(e.v, key); ok {
+				*dst = v
+			}
+		}
+	}
+	dur := func(key string, dst *time.Duration) {
+		if e := m[key]; e != nil {
+			if v, ok := d.duration(e.v, key, false); ok {
+				*dst = v
+			}
+		}
+	}
+	count := func(key string, dst *int) {
+		if e := m[key]; e != nil {
+			if v, ok := d.integer(e.v, key); ok {
+				if v < 1 || v > 1<<31-1 {
+					d.errorf(e.v, "%s must be between 1 and 2147483647, got %d", key, v)
+				} else {
+					*dst = int(v)
+				}
+			}
+		}
+	}
+	size("max-body", &l.MaxBody)
+	dur("max-wait", &l.MaxWait)
+	dur("reply-timeout", &l.ReplyTimeout)
+	dur("reply-retention", &l.ReplyRetention)
+	dur("kafka-timeout", &l.KafkaTimeout)
+	size("max-view-bytes", &l.MaxViewBytes)
+	size("reply-index-bytes", &l.ReplyIndexBytes)
+	count("max-views", &l.MaxViews)
+	dur("view-idle", &l.ViewIdle)
+	count("stream-lag-budget", &l.StreamLagBudget)
+}
+
+// size reads a byte size: a positive integer or a string such as 1MiB.
+func (d *decoder) size(n ast.Node, field string) (int64, bool) {
+	var v int64
+	switch n.(type) {
+	case *ast.IntegerNode:
+		x, ok := d.integer(n, field)
+		if !ok {
+			return 0, false
+		}
+		v = x
+	case *ast.StringNode, *ast.LiteralNode:
+		s, ok := d.str(n, field)
+		if !ok {
+			return 0, false
+		}
+		x, err := ParseSize(s)
+		if err != nil {
+			d.errorf(n, "%s: %v", field, err)
+			return 0, false
+		}
+		v = x
+	case nil:
+		return 0, false
+	default:
+		d.wrongType(n, field, "a size (bytes, or a string such as 512KiB or 1MiB)")
+		return 0, false
+	}
+	if v <= 0 {
+		d.errorf(n, "%s must be positive, got %d", field, v)
+		return 0, false
+	}
+	return v, true
+}
+
+// duration reads a duration string such as 30s; zero is allowed only where
+// it means "none" (allowZero).
+func (d *decoder) duration(n ast.Node, field string, allowZero bool) (time.Duration, bool) {
+	var s string
+	switch n.(type) {
+	case *ast.StringNode, *ast.LiteralNode:
+		x, ok := d.str(n, field)
+		if !ok {
+			return 0, false
+		}
+		s = x
+	case *ast.IntegerNode, *ast.FloatNode:
+		s = n.GetToken().Value
+	case nil:
+		return 0, false
+	default:
+		d.wrongType(n, field, "a duration such as 30s")
+		return 0, false
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		d.errorf(n, "%s: %v", field, err)
+		return 0, false
+	}
+	if v < 0 || (v == 0 && !allowZero) {
+		d.errorf(n, "%s must be positive, got %s", field, s)
+		return 0, false
+	}
+	return v, true
+}

@@ -1,0 +1,567 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// Load reads the configuration file at path. `${env:NAME}` resolves from the
+// process environment and relative paths (keys-file, `${file:...}`) against
+// the file's directory. Mistakes in the file are returned as Errors; failing
+// to read the file at all is a plain error.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse parses configuration data read from file (used in positions and to
+// resolve relative paths). env looks up `${env:NAME}`; nil means no variable
+// is set. The error, if any, is Errors: every mistake found, in file order.
+func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	d := &decoder{file: file, dir: filepath.Dir(file), env: env}
+	cfg := d.decodeFile(data)
+	if errs := d.result(); errs != nil {
+		return nil, errs
+	}
+	return cfg, nil
+}
+
+// decoder walks the YAML AST of one file, building the model and collecting
+// every mistake with its position.
+type decoder struct {
+	file    string
+	dir     string
+	env     func(string) (string, bool)
+	errs    Errors
+	anchors map[string][]ast.Node // by name, in document order
+
+	guardNames map[string]bool   // every name under guards, valid or not
+	proxyTypes map[string]string // proxy binding name → type, for exit messages
+	kafkaNames map[string]bool   // every kafka binding name, valid or not
+}
+
+func (d *decoder) result() Errors {
+	if len(d.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(d.errs, func(a, b *Error) int {
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line - b.Pos.Line
+		}
+		return a.Pos.Col - b.Pos.Col
+	})
+	// An anchored node used through several aliases reports its mistakes once.
+	return slices.CompactFunc(d.errs, func(a, b *Error) bool { return *a == *b })
+}
+
+func (d *decoder) errorf(n ast.Node, format string, args ...any) {
+	d.errs = append(d.errs, &Error{Pos: d.pos(n), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) pos(n ast.Node) Pos {
+	tk := startToken(n)
+	if tk == nil || tk.Position == nil || tk.Position.Line < 1 || tk.Position.Column < 1 {
+		return Pos{File: d.file, Line: 1, Col: 1}
+	}
+	return Pos{File: d.file, Line: tk.Position.Line, Col: tk.Position.Column}
+}
+
+// startToken is the token where a node starts as the user sees it: a block
+// mapping's own token is its first ':', so use its first key instead.
+func startToken(n ast.Node) *token.Token {
+	switch v := n.(type) {
+	case nil:
+		return nil
+	case *ast.MappingNode:
+		if !v.IsFlowStyle && len(v.Values) > 0 {
+			return startToken(v.Values[0])
+		}
+		return v.Start
+	case *ast.MappingValueNode:
+		if v.Key != nil {
+			return startToken(v.Key)
+		}
+		return v.Start
+	case *ast.MappingKeyNode:
+		return v.Start
+	case *ast.DocumentNode:
+		return startToken(v.Body)
+	}
+	return n.GetToken()
+}
+
+// parseYAML parses data, turning a panic of the third-party parser into an
+// error: a broken file must never take the processor down on reload.
+func parseYAML(data []byte) (f *ast.File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, err = nil, fmt.Errorf("the YAML parser failed on this input: %v", r)
+		}
+	}()
+	// Duplicate keys are reported by the decoder, all of them, with both positions.
+	return parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+}
+
+func (d *decoder) decodeFile(data []byte) *Config {
+	f, err := parseYAML(data)
+	if err != nil {
+		pos := Pos{File: d.file, Line: 1, Col: 1}
+		msg := err.Error()
+		var yerr yaml.Error
+		if errors.As(err, &yerr) {
+			msg = yerr.GetMessage()
+			if tk := yerr.GetToken(); tk != nil && tk.Position != nil && tk.Position.Line > 0 && tk.Position.Column > 0 {
+				pos.Line, pos.Col = tk.Position.Line, tk.Position.Column
+			}
+		}
+		d.errs = append(d.errs, &Error{Pos: pos, Msg: "invalid YAML: " + msg})
+		return nil
+	}
+	var body ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue // comments only, or a trailing "---"
+		}
+		if body != nil {
+			d.errorf(doc.Body, "a configuration file holds one YAML document: remove this second one")
+			break
+		}
+		body = doc.Body
+	}
+	if body == nil {
+		d.errs = append(d.errs, &Error{Pos: Pos{File: d.file, Line: 1, Col: 1}, Msg: "the file is empty: a configuration needs bindings"})
+		return nil
+	}
+	d.anchors = map[string][]ast.Node{}
+	d.collectAnchors(body)
+	return d.top(body)
+}
+
+// collectAnchors indexes anchors so aliases can find the last anchor of their
+// name defined before them, as YAML requires.
+func (d *decoder) collectAnchors(n ast.Node) {
+	switch v := n.(type) {
+	case *ast.AnchorNode:
+		if v.Name != nil {
+			name := v.Name.GetToken().Value
+			d.anchors[name] = append(d.anchors[name], v)
+		}
+		d.collectAnchors(v.Value)
+	case *ast.MappingNode:
+		for _, mv := range v.Values {
+			d.collectAnchors(mv)
+		}
+	case *ast.MappingValueNode:
+		d.collectAnchors(v.Key)
+		d.collectAnchors(v.Value)
+	case *ast.MappingKeyNode:
+		d.collectAnchors(v.Value)
+	case *ast.SequenceNode:
+		for _, e := range v.Values {
+			d.collectAnchors(e)
+		}
+	case *ast.TagNode:
+		d.collectAnchors(v.Value)
+	}
+}
+
+func before(a, b *token.Token) bool {
+	if a == nil || b == nil || a.Position == nil || b.Position == nil {
+		return false
+	}
+	if a.Position.Line != b.Position.Line {
+		return a.Position.Line < b.Position.Line
+	}
+	return a.Position.Column < b.Position.Column
+}
+
+// maxAliasHops bounds alias chains, which may loop (`a: &x *x`).
+const maxAliasHops = 32
+
+// value strips anchors and standard tags and follows aliases. It returns nil
+// (the mistake reported) for a broken alias or an unsupported tag; a missing
+// value (`key:`) is a *ast.NullNode, not nil.
+func (d *decoder) value(n ast.Node) ast.Node {
+	for hops := 0; ; hops++ {
+		switch v := n.(type) {
+		case *ast.AnchorNode:
+			n = v.Value
+		case *ast.AliasNode:
+			if hops > maxAliasHops {
+				d.errorf(v, "alias chain too long or circular")
+				return nil
+			}
+			name := ""
+			if v.Value != nil {
+				name = v.Value.GetToken().Value
+			}
+			var target ast.Node
+			for _, a := range d.anchors[name] {
+				if before(a.GetToken(), v.GetToken()) {
+					target = a
+				}
+			}
+			if target == nil {
+				d.errorf(v, "alias *%s refers to no anchor &%s defined before it", name, name)
+				return nil
+			}
+			n = target
+		case *ast.TagNode:
+			tag := v.Start.Value
+			switch tag {
+			case "!!str":
+				return d.strTag(v)
+			case "!!int", "!!float", "!!bool", "!!null", "!!map", "!!seq":
+				n = v.Value
+			default:
+				d.errorf(v, "unsupported YAML tag %s: write the value without it", tag)
+				return nil
+			}
+		case nil:
+			return &ast.NullNode{BaseNode: &ast.BaseNode{}}
+		default:
+			return n
+		}
+	}
+}
+
+// strTag turns `!!str 123` into the string "123".
+func (d *decoder) strTag(v *ast.TagNode) ast.Node {
+	inner := d.value(v.Value)
+	switch s := inner.(type) {
+	case nil:
+		return nil
+	case *ast.StringNode, *ast.LiteralNode:
+		return s
+	case *ast.MappingNode, *ast.MappingValueNode, *ast.SequenceNode:
+		d.errorf(v, "!!str needs a scalar value")
+		return nil
+	}
+	tk := inner.GetToken()
+	if tk == nil {
+		return &ast.StringNode{BaseNode: &ast.BaseNode{}, Token: v.Start, Value: ""}
+	}
+	return &ast.StringNode{BaseNode: &ast.BaseNode{}, Token: tk, Value: tk.Value}
+}
+
+// describe names a node's kind for "must be X, got Y" messages.
+func describe(n ast.Node) string {
+	switch n.(type) {
+	case *ast.StringNode, *ast.LiteralNode:
+		return "a string"
+	case *ast.IntegerNode:
+		return "an integer"
+	case *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		return "a number"
+	case *ast.BoolNode:
+		return "a boolean"
+	case *ast.NullNode:
+		return "nothing (null)"
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a sequence"
+	}
+	return "an unsupported value"
+}
+
+func isScalar(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode, *ast.BoolNode:
+		return true
+	}
+	return false
+}
+
+// wrongType reports that field holds the wrong kind of value; want is e.g. "a string".
+func (d *decoder) wrongType(n ast.Node, field, want string) {
+	got := describe(n)
+	if want == "a string" && isScalar(n) {
+		d.errorf(n, "%s must be a string, got %s: quote it (%q)", field, got, n.GetToken().Value)
+		return
+	}
+	d.errorf(n, "%s must be %s, got %s", field, want, got)
+}
+
+// entry is one key of a mapping; v is its resolved value (nil when broken).
+type entry struct {
+	key string
+	kn  ast.Node
+	v   ast.Node
+}
+
+// mapping returns the entries of a mapping node in file order, reporting a
+// non-mapping, duplicate keys (keyNoun names them: "key", "binding name"),
+// merge keys and non-scalar keys.
+func (d *decoder) mapping(n ast.Node, field, keyNoun string) (ast.Node, []entry, bool) {
+	n = d.value(n)
+	if n == nil {
+		return nil, nil, false
+	}
+	var values []*ast.MappingValueNode
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		values = m.Values
+	case *ast.MappingValueNode:
+		values = []*ast.MappingValueNode{m}
+	default:
+		d.wrongType(n, field, "a mapping")
+		return nil, nil, false
+	}
+	first := map[string]ast.Node{}
+	var out []entry
+	for _, mv := range values {
+		kn := ast.Node(mv.Key)
+		if mk, ok := kn.(*ast.MappingKeyNode); ok {
+			kn = mk.Value
+		}
+		if _, ok := kn.(*ast.MergeKeyNode); ok {
+			d.errorf(kn, "merge keys (<<) are not supported: write the fields out")
+			continue
+		}
+		key, ok := d.keyText(kn)
+		if !ok {
+			continue
+		}
+		if prev, dup := first[key]; dup {
+			p := d.pos(prev)
+			d.errorf(kn, "duplicate %s %q: first defined at line %d, column %d", keyNoun, key, p.Line, p.Col)
+			continue
+		}
+		first[key] = kn
+		out = append(out, entry{key: key, kn: kn, v: d.value(mv.Value)})
+	}
+	return n, out, true
+}
+
+func (d *decoder) keyText(kn ast.Node) (string, bool) {
+	switch k := kn.(type) {
+	case *ast.StringNode:
+		return k.Value, true
+	case *ast.AnchorNode, *ast.AliasNode, *ast.TagNode:
+		v := d.value(k)
+		if v == nil {
+			return "", false
+		}
+		return d.keyText(v)
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode:
+		return k.GetToken().Value, true
+	}
+	d.errorf(kn, "a mapping key must be a string, got %s", describe(kn))
+	return "", false
+}
+
+// fields indexes entries by key, reporting keys not in allowed.
+func (d *decoder) fields(entries []entry, where string, allowed ...string) map[string]*entry {
+	m := make(map[string]*entry, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		if slices.Contains(allowed, e.key) {
+			m[e.key] = e
+			continue
+		}
+		d.errorf(e.kn, "unknown field %q in %s; allowed: %s", e.key, where, strings.Join(allowed, ", "))
+	}
+	return m
+}
+
+// sequence returns the items of a sequence node, resolved (nil items are broken).
+func (d *decoder) sequence(n ast.Node, field string) (ast.Node, []ast.Node, bool) {
+	n = d.value(n)
+	if n == nil {
+		return nil, nil, false
+	}
+	s, ok := n.(*ast.SequenceNode)
+	if !ok {
+		d.wrongType(n, field, "a sequence")
+		return nil, nil, false
+	}
+	items := make([]ast.Node, len(s.Values))
+	for i, v := range s.Values {
+		items[i] = d.value(v)
+	}
+	return n, items, true
+}
+
+// literal returns a string value as written, without resolving references.
+func (d *decoder) literal(n ast.Node, field string) (string, bool) {
+	switch s := n.(type) {
+	case nil:
+		return "", false
+	case *ast.StringNode:
+		return s.Value, true
+	case *ast.LiteralNode:
+		if s.Value == nil {
+			return "", true
+		}
+		return s.Value.Value, true
+	}
+	d.wrongType(n, field, "a string")
+	return "", false
+}
+
+// str returns a string value with `${env:...}` and `${file:...}` resolved;
+// per-request references are refused.
+func (d *decoder) str(n ast.Node, field string) (string, bool) {
+	t, ok := d.template(n, field, 0)
+	if !ok {
+		return "", false
+	}
+	return t.Raw, true
+}
+
+// nonEmpty is str that also refuses "".
+func (d *decoder) nonEmpty(n ast.Node, field string) (string, bool) {
+	s, ok := d.str(n, field)
+	if ok && s == "" {
+		d.errorf(n, "%s must not be empty", field)
+		return "", false
+	}
+	return s, ok
+}
+
+// template parses a templated string value: load-time references are
+// resolved, per-request references are kept if allow permits them.
+func (d *decoder) template(n ast.Node, field string, allow refSet) (Template, bool) {
+	s, ok := d.literal(n, field)
+	if !ok {
+		return Template{}, false
+	}
+	raw, err := lexTemplate(s)
+	if err != nil {
+		d.errorf(n, "%s: %v", field, err)
+		return Template{}, false
+	}
+	var t Template
+	var lit, text strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			t.Parts = append(t.Parts, TemplatePart{Literal: lit.String()})
+			lit.Reset()
+		}
+	}
+	for _, p := range raw {
+		if p.Ref == nil {
+			lit.WriteString(p.Literal)
+			text.WriteString(p.Literal)
+			continue
+		}
+		switch p.Ref.Kind {
+		case refEnv:
+			v, found := d.env(p.Ref.Name)
+			if !found {
+				d.errorf(n, "environment variable %s is not set (referenced by %s in %s)", p.Ref.Name, p.Ref.Text, field)
+				ok = false
+			}
+			lit.WriteString(v)
+			text.WriteString(v)
+		case refFile:
+			v, err := d.readFile(p.Ref.Name)
+			if err != nil {
+				d.errorf(n, "%s in %s: %v", p.Ref.Text, field, err)
+				ok = false
+			}
+			lit.WriteString(v)
+			text.WriteString(v)
+		default:
+			if !allow.allows(p.Ref.Kind) {
+				if allow == 0 {
+					d.errorf(n, "%s cannot be used in %s: only ${env:NAME} and ${file:PATH} are resolved there", p.Ref.Text, field)
+				} else {
+					d.errorf(n, "%s cannot be used in %s: it may reference %s", p.Ref.Text, field, allow.names())
+				}
+				ok = false
+				continue
+			}
+			flush()
+			t.Parts = append(t.Parts, TemplatePart{Ref: p.Ref.Kind, Name: p.Ref.Name})
+			text.WriteString(p.Ref.Text)
+		}
+	}
+	flush()
+	t.Raw = text.String()
+	return t, ok
+}
+
+// readFile reads a secret for `${file:...}` or keys-file; relative paths
+// resolve against the config file's directory. One final newline is dropped:
+// files written by editors and secret mounts usually end with one.
+func (d *decoder) readFile(name string) (string, error) {
+	b, err := d.readBytes(name)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	return strings.TrimSuffix(s, "\r"), nil
+}
+
+func (d *decoder) readBytes(name string) ([]byte, error) {
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.dir, p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		// The OS error names the joined path; the user wrote name.
+		var perr *fs.PathError
+		if errors.As(err, &perr) {
+			err = perr.Err
+		}
+		return nil, fmt.Errorf("cannot read %s: %v", name, err)
+	}
+	return b, nil
+}
+
+// integer returns an integer value.
+func (d *decoder) integer(n ast.Node, field string) (int64, bool) {
+	in, ok := n.(*ast.IntegerNode)
+	if !ok {
+		d.wrongType(n, field, "an integer")
+		return 0, false
+	}
+	switch v := in.Value.(type) {
+	case int64:
+		return v, true
+	case uint64:
+		if v <= 1<<63-1 {
+			return int64(v), true
+		}
+	}
+	d.errorf(n, "%s: %s is too large", field, in.Token.Value)
+	return 0, false
+}
+
+// scalarText renders a scalar for a librdkafka property.
+func scalarText(n ast.Node) (string, bool) {
+	switch v := n.(type) {
+	case *ast.IntegerNode:
+		switch x := v.Value.(type) {
+		case int64:
+			return strconv.FormatInt(x, 10), true
+		case uint64:
+			return strconv.FormatUint(x, 10), true
+		}
+	case *ast.FloatNode:
+		return strconv.FormatFloat(v.Value, 'f', -1, 64), true
+	case *ast.BoolNode:
+		return strconv.FormatBool(v.Value), true
+	}
+	return "", false
+}
