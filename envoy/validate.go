@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -58,13 +59,7 @@ func walkAnys(m protoreflect.Message, path string, errs *[]error) {
 				return true
 			})
 			slices.SortFunc(keys, func(a, b protoreflect.MapKey) int {
-				switch as, bs := a.String(), b.String(); {
-				case as < bs:
-					return -1
-				case as > bs:
-					return 1
-				}
-				return 0
+				return strings.Compare(a.String(), b.String())
 			})
 			for _, k := range keys {
 				visit(v.Map().Get(k).Message(), p+"["+strconv.Quote(k.String())+"]", errs)
