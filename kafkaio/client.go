@@ -24,9 +24,16 @@ type ClientOptions struct {
 	Properties   map[string]string // librdkafka properties of the binding
 	KafkaTimeout time.Duration     // bound of metadata look-ups and of answers that need Kafka
 	Logger       *slog.Logger
+	// Readiness receives one condition per warmed view (optional).
+	Readiness Readiness
 	// CoalesceWindow bounds how long View.Changed waits to gather writes
 	// before waking its waiters (default 2ms).
 	CoalesceWindow time.Duration
+}
+
+// Readiness is where a client reports whether its warmed views are caught up.
+type Readiness interface {
+	Set(name string, ready bool, reason string)
 }
 
 // Client is one Kafka cluster: its shared live consumer, its admin handle,
@@ -96,6 +103,44 @@ func (c *Client) Close() {
 	c.wg.Wait()
 	c.admin.Close()
 	_ = c.live.Close()
+}
+
+// Warm starts the views of topics without waiting for them, reporting each
+// one to the readiness until it has caught up. A topic that does not exist
+// is looked up again every second, so creating it later makes the process
+// ready.
+func (c *Client) Warm(topics ...string) {
+	for _, topic := range topics {
+		name := "kafka " + c.opts.Name + " view " + topic
+		if c.opts.Readiness != nil {
+			c.opts.Readiness.Set(name, false, "catching up")
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			for c.ctx.Err() == nil {
+				ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
+				_, err := c.View(ctx, topic)
+				cancel()
+				if err == nil {
+					if c.opts.Readiness != nil {
+						c.opts.Readiness.Set(name, true, "")
+					}
+					return
+				}
+				if c.opts.Readiness != nil {
+					c.opts.Readiness.Set(name, false, err.Error())
+				}
+				if errors.Is(err, ErrUnknownTopic) {
+					c.logger.Warn("a configured topic does not exist", "topic", topic)
+					select {
+					case <-c.ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+			}
+		}()
+	}
 }
 
 // View returns the view of topic, creating it on first use, once it has

@@ -184,3 +184,47 @@ func TestViewCatchUpOfManyRecords(t *testing.T) {
 		t.Fatalf("k0 = %q, want 20000", e.Value)
 	}
 }
+
+type readiness struct {
+	ch chan string
+}
+
+func (r readiness) Set(name string, ready bool, reason string) {
+	r.ch <- fmt.Sprintf("%s ready=%v %s", name, ready, reason)
+}
+
+// A warmed view reports not-ready until caught up; a missing topic stays
+// not ready with the reason, and becomes ready once the topic is created.
+func TestWarmReportsReadiness(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
+	r := readiness{ch: make(chan string, 100)}
+	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()},
+		KafkaTimeout: 2 * time.Second, Readiness: r,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Warm("items", "later")
+	ctx := ctxT(t)
+	seen := map[string]bool{}
+	created := false
+	for !seen["kafka kafka0 view items ready=true "] || !seen["kafka kafka0 view later ready=true "] {
+		select {
+		case s := <-r.ch:
+			seen[s] = true
+			if s == "kafka kafka0 view later ready=false topic does not exist: later" && !created {
+				created = true
+				if err := b.CreateTopics(embedded.Topic{Name: "later"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("readiness reports so far: %v", seen)
+		}
+	}
+	if !created {
+		t.Fatal("the missing topic was never reported as missing")
+	}
+}
