@@ -1,0 +1,435 @@
+package httpkafka
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+)
+
+// ViewSource opens views of a topic on the route's cluster.
+type ViewSource interface {
+	View(ctx context.Context, topic string) (*kafkaio.View, error)
+}
+
+// FetchRequest is what a fetch needs of an HTTP request.
+type FetchRequest struct {
+	Params      map[string]string // path parameters
+	Identities  map[string]string // guard name → identity
+	IfNoneMatch []string          // every if-none-match value
+	Prefer      []string          // every prefer value
+}
+
+// Reply is a synthesized HTTP response.
+type Reply struct {
+	Status  int
+	Headers [][2]string // lower-case names
+	Body    []byte
+}
+
+// Fetch answers the requests of one fetch route from a view of its topic.
+type Fetch struct {
+	with   *config.With
+	source ViewSource
+	limits config.Limits
+
+	// cache holds rendered answers per selection (resolved filters), valid
+	// for one view version: a write renders each selection once, however
+	// many requests or waiters read it.
+	mu    sync.Mutex
+	cache map[string]*cached
+}
+
+type cached struct {
+	topic   string
+	version uint64
+	ans     answer
+}
+
+// maxCached bounds the render cache of one route.
+const maxCached = 4096
+
+// NewFetch compiles a fetch route.
+func NewFetch(with *config.With, source ViewSource, limits config.Limits) *Fetch {
+	return &Fetch{with: with, source: source, limits: limits, cache: map[string]*cached{}}
+}
+
+// answer is the state of a selection in a view.
+type answer struct {
+	status      int // 200, 204 or 404
+	tag         string
+	body        []byte
+	contentType string
+}
+
+// selection is a route's filters with the request's values substituted.
+type selection struct {
+	filters []filter // ORed; none = every record
+	keyOnly bool     // every filter names a key: look-ups, no scan
+	id      string   // cache key
+}
+
+type filter struct {
+	key     *string
+	headers [][2]string
+}
+
+// Serve answers one request: at once, or, with `prefer: wait=N` and a
+// matching `if-none-match` (or a missing record), when the answer changes,
+// N runs out, ctx ends (the client left) or drain ends (the process stops:
+// the current state is sent).
+func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) Reply {
+	resolve := func(p config.TemplatePart) string {
+		switch p.Ref {
+		case config.RefParam:
+			return req.Params[p.Name]
+		case config.RefGuardIdentity:
+			return req.Identities[p.Name]
+		}
+		return ""
+	}
+	topic := f.with.Topic.Expand(resolve)
+	if !f.with.Topic.Static() {
+		if r, bad := checkTopic(topic, f.with.TopicPattern); bad {
+			return r
+		}
+	}
+	sel := f.selection(resolve)
+
+	vctx, cancel := context.WithTimeout(ctx, f.limits.KafkaTimeout)
+	view, err := f.source.View(vctx, topic)
+	cancel()
+	switch {
+	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
+		return problemReply(http.StatusNotFound, "Topic not found", fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, kafkaio.ErrUnknownTopic):
+		return unavailableReply(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+	case err != nil && ctx.Err() != nil:
+		return Reply{Status: 499} // the client left; nobody reads this
+	case err != nil:
+		return unavailableReply(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
+	}
+
+	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
+	prefs := httphdr.ParsePrefer(req.Prefer)
+	var wait time.Duration
+	var applied string
+	if prefs.WaitSet {
+		wait = min(prefs.Wait, f.limits.MaxWait)
+		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
+	}
+	deadline := time.Now().Add(wait)
+
+	// A tag ahead of this replica (another replica answered the client):
+	// wait, bounded, until this view has read what the client has seen.
+	f.waitUntilCaughtUp(ctx, drain, view, inm)
+
+	for {
+		watch, stop := f.watch(view, sel)
+		ans := f.answer(view, sel)
+		waiting := ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline)
+		switch {
+		case inm.Present() && inm.Matches(ans.tag):
+			if !waiting {
+				stop()
+				return notModified(ans, applied)
+			}
+		case ans.status == http.StatusNotFound && prefs.WaitSet:
+			if !waiting {
+				stop()
+				return notFound(topic, applied)
+			}
+		default:
+			stop()
+			return ans.reply(applied)
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-watch:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-drain.Done():
+		}
+		timer.Stop()
+		stop()
+	}
+}
+
+// waitUntilCaughtUp waits (at most kafka-timeout) while the client's tag
+// names offsets this view has not read yet.
+func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View, inm httphdr.IfNoneMatch) {
+	var need []map[int32]int64
+	for _, t := range inm.Tags {
+		if offs, ok := tagOffsets(view, t); ok && behind(view, offs) {
+			need = append(need, offs)
+		}
+	}
+	if len(need) == 0 {
+		return
+	}
+	timer := time.NewTimer(f.limits.KafkaTimeout)
+	defer timer.Stop()
+	for {
+		changed := view.Changed()
+		caught := true
+		for _, offs := range need {
+			if behind(view, offs) {
+				caught = false
+			}
+		}
+		if caught {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-drain.Done():
+			return
+		}
+	}
+}
+
+func (f *Fetch) selection(resolve func(config.TemplatePart) string) selection {
+	sel := selection{keyOnly: len(f.with.Filters) > 0}
+	var id strings.Builder
+	for _, fl := range f.with.Filters {
+		var r filter
+		if fl.Key != nil {
+			k := fl.Key.Expand(resolve)
+			r.key = &k
+			id.WriteString("k")
+			id.WriteString(strconv.Quote(k))
+		} else {
+			sel.keyOnly = false
+		}
+		for _, h := range fl.Headers {
+			v := h.Value.Expand(resolve)
+			r.headers = append(r.headers, [2]string{h.Name, v})
+			id.WriteString("h")
+			id.WriteString(strconv.Quote(h.Name))
+			id.WriteString(strconv.Quote(v))
+		}
+		id.WriteString("|")
+		sel.filters = append(sel.filters, r)
+	}
+	sel.id = id.String()
+	return sel
+}
+
+func (fl filter) matches(e *kafkaio.Entry) bool {
+	if fl.key != nil && e.Key != *fl.key {
+		return false
+	}
+	for _, h := range fl.headers {
+		v, ok := e.Header(h[0])
+		if !ok || string(v) != h[1] {
+			return false
+		}
+	}
+	return true
+}
+
+func (sel selection) matches(e *kafkaio.Entry) bool {
+	if len(sel.filters) == 0 {
+		return true
+	}
+	for _, fl := range sel.filters {
+		if fl.matches(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// watch returns a channel closed when the selection may have changed: the
+// key's own channel for a single-key selection, so a write elsewhere wakes
+// nobody; the view's coalesced change channel otherwise.
+func (f *Fetch) watch(view *kafkaio.View, sel selection) (<-chan struct{}, func()) {
+	if sel.keyOnly && len(sel.filters) == 1 {
+		return view.WatchKey(*sel.filters[0].key)
+	}
+	return view.Changed(), func() {}
+}
+
+// matching returns the selected entries in (partition, offset) order.
+func (f *Fetch) matching(view *kafkaio.View, sel selection) []*kafkaio.Entry {
+	var out []*kafkaio.Entry
+	if sel.keyOnly {
+		seen := map[string]bool{}
+		for _, fl := range sel.filters {
+			if seen[*fl.key] {
+				continue
+			}
+			seen[*fl.key] = true
+			if e, ok := view.Get(*fl.key); ok && sel.matches(e) {
+				out = append(out, e)
+			}
+		}
+	} else {
+		view.Scan(func(e *kafkaio.Entry) bool {
+			if sel.matches(e) {
+				out = append(out, e)
+			}
+			return true
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Partition != out[j].Partition {
+			return out[i].Partition < out[j].Partition
+		}
+		return out[i].Offset < out[j].Offset
+	})
+	return out
+}
+
+func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
+	version := view.Version()
+	// Single-key look-ups are cheaper than the cache.
+	if !(sel.keyOnly && len(sel.filters) == 1) {
+		f.mu.Lock()
+		c, ok := f.cache[sel.id]
+		f.mu.Unlock()
+		if ok && c.version == version && c.topic == view.Topic() {
+			return c.ans
+		}
+	}
+	entries := f.matching(view, sel)
+	var ans answer
+	if f.with.Merge != nil {
+		ans = renderMerged(view, entries)
+	} else {
+		ans = renderSingle(view, entries)
+	}
+	if !(sel.keyOnly && len(sel.filters) == 1) {
+		f.mu.Lock()
+		if len(f.cache) >= maxCached {
+			clear(f.cache)
+		}
+		f.cache[sel.id] = &cached{topic: view.Topic(), version: version, ans: ans}
+		f.mu.Unlock()
+	}
+	return ans
+}
+
+// renderSingle picks the winner: highest timestamp, then partition, then offset.
+func renderSingle(view *kafkaio.View, entries []*kafkaio.Entry) answer {
+	if len(entries) == 0 {
+		return answer{status: http.StatusNotFound}
+	}
+	w := entries[0]
+	for _, e := range entries[1:] {
+		if e.Timestamp > w.Timestamp || (e.Timestamp == w.Timestamp && (e.Partition > w.Partition ||
+			(e.Partition == w.Partition && e.Offset > w.Offset))) {
+			w = e
+		}
+	}
+	var recordTag string
+	if t, ok := w.Header("etag"); ok && httphdr.ValidTag(string(t)) {
+		recordTag = string(t)
+	}
+	ans := answer{status: http.StatusOK, tag: singleTag(view, w, recordTag), body: w.Value}
+	if ct, ok := w.Header("content-type"); ok && len(ct) > 0 {
+		ans.contentType = string(ct)
+	} else {
+		// Envoy would call a body without a content-type text/plain.
+		ans.contentType = "application/octet-stream"
+	}
+	if len(w.Value) == 0 {
+		ans.status = http.StatusNoContent
+	}
+	return ans
+}
+
+// renderMerged renders the JSON array of the entries' values; null, empty
+// and non-JSON values are left out.
+func renderMerged(view *kafkaio.View, entries []*kafkaio.Entry) answer {
+	size := 2
+	for _, e := range entries {
+		size += len(e.Value) + 1
+	}
+	var b bytes.Buffer
+	b.Grow(size)
+	b.WriteByte('[')
+	first := true
+	included := entries[:0:0]
+	for _, e := range entries {
+		if len(e.Value) == 0 || !json.Valid(e.Value) {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.Write(bytes.TrimSpace(e.Value))
+		included = append(included, e)
+	}
+	b.WriteByte(']')
+	return answer{status: http.StatusOK, tag: mergedTag(view, included), body: b.Bytes(), contentType: "application/json"}
+}
+
+func (a answer) reply(applied string) Reply {
+	r := Reply{Status: a.status}
+	if a.status == http.StatusNotFound {
+		return withApplied(problemReply(http.StatusNotFound, "Not Found", "no record matches"), applied)
+	}
+	if a.status == http.StatusOK {
+		r.Headers = append(r.Headers, [2]string{"content-type", a.contentType})
+		r.Body = a.body
+	}
+	r.Headers = append(r.Headers, [2]string{"etag", httphdr.Quote(a.tag)})
+	return withApplied(r, applied)
+}
+
+func notModified(a answer, applied string) Reply {
+	return withApplied(Reply{Status: http.StatusNotModified, Headers: [][2]string{{"etag", httphdr.Quote(a.tag)}}}, applied)
+}
+
+func notFound(topic, applied string) Reply {
+	return withApplied(problemReply(http.StatusNotFound, "Not Found", "no record matches in topic "+strconv.Quote(topic)), applied)
+}
+
+func withApplied(r Reply, applied string) Reply {
+	if applied != "" {
+		r.Headers = append(r.Headers, [2]string{"preference-applied", applied})
+	}
+	return r
+}
+
+// checkTopic refuses resolved topic names outside the route's pattern and
+// internal topics.
+func checkTopic(topic, pattern string) (Reply, bool) {
+	if topic == "" || strings.HasPrefix(topic, "_") {
+		return problemReply(http.StatusBadRequest, "Bad topic", fmt.Sprintf("topic %q is not allowed: names starting with '_' (or empty) are refused", topic)), true
+	}
+	if ok, err := path.Match(pattern, topic); err != nil || !ok {
+		return problemReply(http.StatusBadRequest, "Bad topic", fmt.Sprintf("topic %q does not match the route's topic-pattern %q", topic, pattern)), true
+	}
+	return Reply{}, false
+}
+
+func unavailableReply(detail string) Reply {
+	r := problemReply(http.StatusServiceUnavailable, "Service Unavailable", detail)
+	r.Headers = append(r.Headers, [2]string{"retry-after", "1"})
+	return r
+}
+
+// problemReply renders an RFC 9457 problem+json reply.
+func problemReply(status int, title, detail string) Reply {
+	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+	return Reply{Status: status, Headers: [][2]string{{"content-type", "application/problem+json"}}, Body: body}
+}
