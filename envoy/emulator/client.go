@@ -1,0 +1,619 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+)
+
+// ErrFinished is returned by Exchange.Next after the terminal action.
+var ErrFinished = errors.New("emulator: exchange finished")
+
+// Client is the ext_proc client side of the emulator: it drives one
+// Process stream per downstream request as Envoy's ext_proc filter does for
+// the emulated settings (FULL_DUPLEX_STREAMED request body, response
+// processing skipped, fail-closed). It knows nothing of HTTP serving, so a
+// load generator can drive it directly.
+type Client struct {
+	settings      envoy.Settings
+	ext           extprocv3.ExternalProcessorClient
+	authority     string
+	statusOnError int
+	log           *slog.Logger
+}
+
+// NewClient checks the settings (see Validate) and returns a client that
+// opens Process streams on processor, Envoy's ext_proc cluster.
+func NewClient(settings envoy.Settings, processor grpc.ClientConnInterface, logger *slog.Logger) (*Client, error) {
+	if err := Validate(settings); err != nil {
+		return nil, err
+	}
+	if processor == nil {
+		return nil, errors.New("emulator: no processor connection")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		settings:      settings,
+		ext:           extprocv3.NewExternalProcessorClient(processor),
+		authority:     settings.ExtProc.ClusterName,
+		statusOnError: settings.ExtProc.StatusOnError,
+		log:           logger,
+	}
+	// :authority of the Process call is envoy_grpc.authority, else the
+	// cluster name (reference §1 [code]).
+	if settings.ExtProc.Authority != "" {
+		c.authority = settings.ExtProc.Authority
+	}
+	if c.statusOnError == 0 {
+		c.statusOnError = 500 // Envoy's default status_on_error [code]
+	}
+	return c, nil
+}
+
+// Route returns the first route of the settings that matches the request
+// headers, as the HCM selects it before the filter chain runs, or nil.
+func (c *Client) Route(h Headers) *envoy.Route {
+	path, _ := h.Get(":path")
+	for i := range c.settings.Routes {
+		r := &c.settings.Routes[i]
+		if routeMatches(r, path, h) {
+			return r
+		}
+	}
+	return nil
+}
+
+// routeMatches applies a route's match: prefix on the whole :path, path
+// exactly on :path without its query, and match.grpc on the content-type
+// (Envoy route matching [api]; case-sensitive by default).
+func routeMatches(r *envoy.Route, path string, h Headers) bool {
+	switch {
+	case r.Path != "":
+		p := path
+		if i := strings.IndexByte(p, '?'); i >= 0 {
+			p = p[:i]
+		}
+		if p != r.Path {
+			return false
+		}
+	case !strings.HasPrefix(path, r.Prefix):
+		return false
+	}
+	if r.GRPC {
+		ct, _ := h.Get("content-type")
+		return isGRPCContentType(ct)
+	}
+	return true
+}
+
+// Request is a downstream request as the HCM presents it to the filter.
+type Request struct {
+	// Headers as DownstreamHeaders builds them.
+	Headers Headers
+	// EndOfStream: the request has neither body nor trailers.
+	EndOfStream bool
+	// Route is the selected route (Client.Route), nil when none matched.
+	Route *envoy.Route
+}
+
+// ActionKind says what the filter asks of the downstream side.
+type ActionKind int
+
+const (
+	// ActionLocalReply: send Reply as a complete response. Terminal.
+	ActionLocalReply ActionKind = iota + 1
+	// ActionContinue: the request continued to the route, which answers
+	// with Reply (direct_response, "no healthy upstream" or 404). Terminal.
+	ActionContinue
+	// ActionHeaders: streamed local response headers (Status, Headers);
+	// terminal when EndOfStream.
+	ActionHeaders
+	// ActionBody: streamed local response bytes, verbatim; terminal when
+	// EndOfStream.
+	ActionBody
+	// ActionTrailers: streamed local response trailers (Headers). Terminal.
+	ActionTrailers
+	// ActionReset: reset the downstream stream. Terminal.
+	ActionReset
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case ActionLocalReply:
+		return "local_reply"
+	case ActionContinue:
+		return "continue"
+	case ActionHeaders:
+		return "headers"
+	case ActionBody:
+		return "body"
+	case ActionTrailers:
+		return "trailers"
+	case ActionReset:
+		return "reset"
+	}
+	return "action(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Action is one instruction from the filter to the downstream side.
+type Action struct {
+	Kind        ActionKind
+	Reply       LocalReply
+	Status      int
+	Headers     Headers
+	Body        []byte
+	EndOfStream bool
+	// Details explains a reset or a continue (logs only).
+	Details string
+}
+
+// Terminal reports whether the action ends the response.
+func (a Action) Terminal() bool {
+	switch a.Kind {
+	case ActionHeaders, ActionBody:
+		return a.EndOfStream
+	}
+	return true
+}
+
+// Exchange is one request's ext_proc filter state and Process stream.
+// Body and Trailers must be called from one goroutine, in request order;
+// Next from one goroutine; Close from any.
+type Exchange struct {
+	c          *Client
+	req        Request
+	grpc, head bool
+	log        *slog.Logger
+	ctx        context.Context
+	cancel     context.CancelFunc
+	stream     extprocv3.ExternalProcessor_ProcessClient
+	recvDone   chan struct{}
+	notify     chan struct{}
+
+	mu sync.Mutex
+	// complete is Envoy's processing_complete_: nothing more is sent to
+	// or accepted from the processor.
+	complete bool
+	// localStarted: StreamedImmediateResponse headers went downstream.
+	localStarted bool
+	queue        []Action
+	terminalOut  bool
+}
+
+// Start opens the Process stream and sends request_headers. Failures to
+// reach the processor surface as actions, as in Envoy (status_on_error).
+func (c *Client) Start(ctx context.Context, req Request) *Exchange {
+	ctx, cancel := context.WithCancel(ctx)
+	rid, _ := req.Headers.Get("x-request-id")
+	x := &Exchange{
+		c:        c,
+		req:      req,
+		grpc:     isGRPCRequest(req.Headers),
+		log:      c.log.With("x_request_id", rid),
+		ctx:      ctx,
+		cancel:   cancel,
+		recvDone: make(chan struct{}),
+		notify:   make(chan struct{}, 1),
+	}
+	m, _ := req.Headers.Get(":method")
+	x.head = m == "HEAD"
+
+	if req.Route != nil && req.Route.ExtProcDisabled {
+		// ExtProcPerRoute.disabled: the filter does nothing [code].
+		close(x.recvDone)
+		x.mu.Lock()
+		x.complete = true
+		x.emit(Action{Kind: ActionContinue, Reply: c.routeReply(req.Route, x.grpc, x.head), Details: "ext_proc disabled on route"})
+		x.mu.Unlock()
+		return x
+	}
+
+	stream, err := c.ext.Process(metadata.NewOutgoingContext(x.ctx, c.initialMetadata(req.Route)), grpc.CallAuthority(c.authority))
+	if err != nil {
+		close(x.recvDone)
+		x.mu.Lock()
+		x.onStreamEnd(fmt.Errorf("open Process stream: %w", err))
+		x.mu.Unlock()
+		return x
+	}
+	x.stream = stream
+	first := &extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+			Headers: req.Headers.proto(),
+			// end_of_stream = no body and no trailers (reference §2.1 [code]).
+			EndOfStream: req.EndOfStream,
+		}},
+		// metadata_context is always set, possibly empty; the emulator has
+		// no jwt_authn, so forwarding namespaces are always empty (§1 [code]).
+		MetadataContext: &corev3.Metadata{},
+		// protocol_config only in the first message (§1 [code]).
+		ProtocolConfig: &extprocv3.ProtocolConfiguration{
+			RequestBodyMode:  extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+			ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE,
+		},
+	}
+	// A failed Send ends the stream; Recv reports the status.
+	if err := stream.Send(first); err != nil {
+		x.log.Debug("send request_headers", "err", err)
+	}
+	go x.recvLoop()
+	return x
+}
+
+// initialMetadata is grpc_service.initial_metadata merged with the route's
+// ExtProcPerRoute overrides.grpc_initial_metadata; the route's value wins
+// for a key in both ([api]: the per-route field may "partially override
+// inherited metadata").
+func (c *Client) initialMetadata(route *envoy.Route) metadata.MD {
+	md := metadata.MD{}
+	for k, v := range c.settings.ExtProc.InitialMetadata {
+		md.Set(k, v)
+	}
+	if route != nil {
+		for k, v := range route.ExtProcInitialMetadata {
+			md.Set(k, v)
+		}
+	}
+	return md
+}
+
+// Body sends one request body chunk as it arrives: in FULL_DUPLEX_STREAMED
+// every chunk goes out at once, before and during the answer, with no
+// message timer, until processing is complete (reference §2.7, §4.8
+// [code][test]). eos marks the chunk that ended the request.
+func (x *Exchange) Body(chunk []byte, eos bool) error {
+	return x.send(&extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}},
+	})
+}
+
+// Trailers sends request_trailers; with FDS the trailer mode is SEND and
+// they are sent only when the request really has trailers (§2.8 [api]).
+func (x *Exchange) Trailers(trailers Headers) error {
+	return x.send(&extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{Trailers: trailers.proto()}},
+	})
+}
+
+func (x *Exchange) send(m *extprocv3.ProcessingRequest) error {
+	x.mu.Lock()
+	skip := x.complete || x.stream == nil
+	x.mu.Unlock()
+	if skip {
+		// After processing is complete request data is dropped (§4.8 [code]).
+		return nil
+	}
+	m.MetadataContext = &corev3.Metadata{}
+	if err := x.stream.Send(m); err != nil {
+		return fmt.Errorf("emulator: send to processor: %w", err)
+	}
+	return nil
+}
+
+// Next returns the next action, waiting for it; ErrFinished after the
+// terminal one.
+func (x *Exchange) Next(ctx context.Context) (Action, error) {
+	for {
+		x.mu.Lock()
+		if len(x.queue) > 0 {
+			a := x.queue[0]
+			x.queue = x.queue[1:]
+			x.mu.Unlock()
+			return a, nil
+		}
+		out := x.terminalOut
+		x.mu.Unlock()
+		if out {
+			return Action{}, ErrFinished
+		}
+		select {
+		case <-x.notify:
+		case <-ctx.Done():
+			return Action{}, fmt.Errorf("emulator: waiting for processor: %w", ctx.Err())
+		}
+	}
+}
+
+// Close ends the exchange like Filter::onDestroy: the Process stream is
+// cancelled (RST, never a half-close: reference §1 [code]) and nothing
+// more is sent or accepted. It waits for the receive loop to stop.
+func (x *Exchange) Close() {
+	x.mu.Lock()
+	x.complete = true
+	x.mu.Unlock()
+	x.cancel()
+	<-x.recvDone
+}
+
+// emit queues an action; once a terminal action is queued nothing follows.
+// Called with mu held.
+func (x *Exchange) emit(a Action) {
+	if x.terminalOut {
+		return
+	}
+	x.queue = append(x.queue, a)
+	if a.Terminal() {
+		x.terminalOut = true
+	}
+	select {
+	case x.notify <- struct{}{}:
+	default:
+	}
+}
+
+// closeStream is Envoy's closeStream on the processing side: processing is
+// complete and the stream is reset. Called with mu held.
+func (x *Exchange) closeStream() {
+	x.complete = true
+	x.cancel()
+}
+
+func (x *Exchange) recvLoop() {
+	defer close(x.recvDone)
+	for {
+		resp, err := x.stream.Recv()
+		x.mu.Lock()
+		if err != nil {
+			x.onStreamEnd(err)
+			x.mu.Unlock()
+			return
+		}
+		x.onResponse(resp)
+		x.mu.Unlock()
+	}
+}
+
+// onStreamEnd handles the end of the Process stream. Called with mu held.
+func (x *Exchange) onStreamEnd(err error) {
+	if x.complete {
+		return // we closed it, or a terminal answer came first
+	}
+	st := status.Convert(err)
+	if errors.Is(err, io.EOF) {
+		st = status.New(codes.OK, "")
+	}
+	if x.ctx.Err() != nil {
+		// Only the caller's context can be done here (we cancel ours after
+		// setting complete): the downstream went away, Envoy destroys the
+		// filter and nobody is left to answer.
+		x.complete = true
+		return
+	}
+	x.closeStream()
+	if st.Code() == codes.OK {
+		// onGrpcClose: the request continues unprocessed (§7 [api][code]).
+		if x.localStarted {
+			// A started streamed response never finishes; only the idle
+			// timeout ends it (§7, inferred: UNVERIFIED).
+			x.log.Debug("processor closed the stream OK during a streamed local response")
+			return
+		}
+		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor closed the stream with OK"})
+		return
+	}
+	// onGrpcError, fail-closed: status_on_error, or a reset once the local
+	// response started (§7 [code][test]).
+	details := fmt.Sprintf("ext_proc_error_gRPC_error_%d{%s}", st.Code(), strings.ReplaceAll(st.Message(), " ", "_"))
+	x.fail(details)
+}
+
+// fail answers a processing error: a status_on_error local reply, or a
+// reset once response headers went downstream. Called with mu held.
+func (x *Exchange) fail(details string) {
+	x.closeStream()
+	x.log.Debug("ext_proc error", "details", details)
+	if x.localStarted {
+		x.emit(Action{Kind: ActionReset, Details: details})
+		return
+	}
+	x.emit(Action{Kind: ActionLocalReply, Reply: buildLocalReply(replyInput{
+		code: x.c.statusOnError, details: details, grpc: x.grpc, head: x.head,
+	})})
+}
+
+// spurious handles an out-of-state reply: fail-closed (runtime
+// ext_proc_fail_close_spurious_resp defaults to true), always a reset after
+// the local response started (§7, §4.8 [code][test]). Called with mu held.
+func (x *Exchange) spurious(why string) {
+	x.log.Debug("spurious ext_proc response", "why", why)
+	x.fail("spurious_message")
+}
+
+// onResponse applies one ProcessingResponse in arrival order, like
+// Filter::onReceiveMessage (§10.6, §10.10). Called with mu held.
+func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
+	if x.complete {
+		// After processing_complete_ later responses are ignored; this is
+		// also why packed unexpected responses after the first cannot do
+		// harm (CVE-2026-47207 fix) (§10.10 [code]).
+		x.log.Debug("ignoring ext_proc response after processing complete")
+		return
+	}
+	if resp.GetOverrideMessageTimeout() != nil {
+		// Envoy ignores every other field of such a message; with FDS no
+		// timer runs, so it has no effect at all (§5.2 [code]).
+		return
+	}
+	// mode_override is ignored when a configured body mode is FDS (§6.5
+	// [code]).
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestHeaders:
+		if x.localStarted {
+			x.spurious("request_headers reply after a local response started")
+			return
+		}
+		// HeadersCallback -> the request continues to the router, which
+		// answers at once (direct_response, no healthy upstream, 404);
+		// header mutations apply to the request headers (§2.7 [code]).
+		h := append(Headers(nil), x.req.Headers...)
+		if err := applyHeaderMutation(r.RequestHeaders.GetResponse().GetHeaderMutation(), &h); err != nil {
+			x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
+			return
+		}
+		x.closeStream()
+		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_headers with CONTINUE"})
+	case *extprocv3.ProcessingResponse_RequestBody:
+		// In FDS a body reply is valid only after the header reply (which
+		// ends the exchange here) and never during a local response:
+		// before the header reply -> 500, during one -> reset (§2.7, §4.8
+		// [test ServerSendOutOfOrderResponseDuplexStreamed,
+		// InvalidBodyMessageAfterLocalResponseStarted]).
+		x.spurious("request_body reply")
+	case *extprocv3.ProcessingResponse_RequestTrailers:
+		if x.localStarted {
+			x.spurious("request_trailers reply during a local response") // §4.8 [code]
+			return
+		}
+		// Accepted in FDS (§10.6 [code]); trailers go nowhere in the
+		// emulator, so it has no effect (UNVERIFIED beyond acceptance).
+	case *extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody, *extprocv3.ProcessingResponse_ResponseTrailers:
+		// Response processing is skipped, the encoding state is Idle (§2.9).
+		x.spurious("response-direction reply")
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		x.onImmediate(r.ImmediateResponse)
+	case *extprocv3.ProcessingResponse_StreamedImmediateResponse:
+		x.onStreamed(r.StreamedImmediateResponse)
+	default:
+		// Empty ProcessingResponse (or only fields Envoy does not act on,
+		// e.g. a standalone mode_override in <=1.39): "unhandled message"
+		// -> spurious (§10.6 [code]; the v1.40 standalone mode_override is
+		// UNVERIFIED and not emulated).
+		x.spurious("empty ProcessingResponse")
+	}
+}
+
+// onImmediate is the kImmediateResponse case: processing completes, the
+// stream is closed at once, then sendLocalReply (§3 [code]).
+func (x *Exchange) onImmediate(ir *extprocv3.ImmediateResponse) {
+	x.closeStream()
+	if x.localStarted {
+		// sendLocalReply after headers were sent resets the stream (§3 [code]).
+		x.emit(Action{Kind: ActionReset, Details: "immediate response after local response headers"})
+		return
+	}
+	code := 200 // DefaultImmediateStatus
+	if ir.GetStatus() != nil {
+		code = int(ir.GetStatus().GetCode())
+	}
+	if code < 200 || code > 999 {
+		// isValidHttpStatus is code >= 200 [code]; above 999 is UNVERIFIED
+		// (net/http cannot send it): both fall back to 200.
+		code = 200
+	}
+	var gs *uint32
+	if ir.GetGrpcStatus() != nil {
+		v := ir.GetGrpcStatus().GetStatus()
+		gs = &v
+	}
+	x.emit(Action{Kind: ActionLocalReply, Reply: buildLocalReply(replyInput{
+		code: code,
+		body: ir.GetBody(),
+		mutate: func(h *Headers) {
+			// A failing mutation stops the rest; the reply is still sent
+			// (the mutation runs inside sendLocalReply's modify_headers).
+			if err := applyHeaderMutation(ir.GetHeaders(), h); err != nil {
+				x.log.Debug("immediate response header mutation failed", "err", err)
+			}
+		},
+		grpcStatus: gs,
+		details:    strings.ReplaceAll(ir.GetDetails(), " ", "_"),
+		grpc:       x.grpc,
+		head:       x.head,
+	})})
+}
+
+// onStreamed is the StreamedImmediateResponse case (§4 [code][test]).
+func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
+	switch r := s.GetResponse().(type) {
+	case *extprocv3.StreamedImmediateResponse_HeadersResponse:
+		// Only in HeadersCallback, i.e. before any header reply and once.
+		if x.localStarted {
+			x.spurious("second streamed headers_response")
+			return
+		}
+		hm := r.HeadersResponse.GetHeaders()
+		statusText, hasStatus := "", false
+		for _, hv := range hm.GetHeaders() {
+			if strings.ToLower(hv.GetKey()) == ":status" {
+				statusText, hasStatus = string(hv.GetRawValue()), true
+			}
+		}
+		if !hasStatus {
+			// checkRequiredResponseHeaders -> 502 local reply (inferred:
+			// UNVERIFIED for this path, §4.3).
+			x.closeStream()
+			x.emit(Action{Kind: ActionLocalReply, Reply: buildLocalReply(replyInput{
+				code: 502, details: "missing_required_header:_:status", grpc: x.grpc, head: x.head,
+			})})
+			return
+		}
+		code, err := strconv.Atoi(statusText)
+		if err != nil || code < 200 || code > 999 {
+			// :status must be an integer >= 200 (§4.3 [code]).
+			x.fail("invalid_:status_in_streamed_headers_response")
+			return
+		}
+		x.localStarted = true
+		a := Action{Kind: ActionHeaders, Status: code, Headers: withoutPseudo(protoToHeaders(hm)), EndOfStream: r.HeadersResponse.GetEndOfStream()}
+		if a.EndOfStream {
+			x.closeStream()
+		}
+		x.emit(a)
+	case *extprocv3.StreamedImmediateResponse_BodyResponse:
+		if !x.localStarted {
+			x.spurious("local response body received before headers")
+			return
+		}
+		// Bytes verbatim; Envoy adds no framing (§4.5 [code]).
+		a := Action{Kind: ActionBody, Body: r.BodyResponse.GetBody(), EndOfStream: r.BodyResponse.GetEndOfStream()}
+		if a.EndOfStream {
+			x.closeStream()
+		}
+		x.emit(a)
+	case *extprocv3.StreamedImmediateResponse_TrailersResponse:
+		if !x.localStarted {
+			x.spurious("local response trailers received before headers")
+			return
+		}
+		// Trailers always end the response (§4.6 [code]).
+		x.closeStream()
+		x.emit(Action{Kind: ActionTrailers, Headers: withoutPseudo(protoToHeaders(r.TrailersResponse))})
+	default:
+		x.spurious("empty StreamedImmediateResponse")
+	}
+}
+
+// routeReply is the router's answer when a request continues past
+// ext_proc: a direct_response route's status and inline body, "no healthy upstream" 503 for a cluster route (the
+// emulator has no upstreams; envoy.yaml's placeholder cluster has no
+// endpoints), or 404 without a route. Route timeouts are armed only when
+// the router forwards upstream, which never happens here (§5.4).
+func (c *Client) routeReply(route *envoy.Route, grpc, head bool) LocalReply {
+	in := replyInput{grpc: grpc, head: head}
+	switch {
+	case route == nil:
+		in.code, in.details = 404, "route_not_found"
+	case route.DirectResponseStatus != 0:
+		in.code, in.body, in.details = route.DirectResponseStatus, []byte(route.DirectResponseBody), "direct_response"
+	default:
+		in.code, in.body, in.details = 503, []byte("no healthy upstream"), "no_healthy_upstream"
+	}
+	return buildLocalReply(in)
+}

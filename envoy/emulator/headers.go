@@ -1,0 +1,330 @@
+package emulator
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+// Header is one header entry as Envoy's header map holds it: a lower-case
+// key and the value's bytes. Repeated headers are repeated entries.
+type Header struct {
+	Key   string
+	Value string
+}
+
+// Headers is an ordered header list.
+type Headers []Header
+
+// Get returns the first value of key and whether it is present.
+func (h Headers) Get(key string) (string, bool) {
+	for _, e := range h {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// Values returns every value of key in order.
+func (h Headers) Values(key string) []string {
+	var out []string
+	for _, e := range h {
+		if e.Key == key {
+			out = append(out, e.Value)
+		}
+	}
+	return out
+}
+
+// set replaces every entry of key with one entry (Envoy's setCopy).
+func (h *Headers) set(key, value string) {
+	for i, e := range *h {
+		if e.Key == key {
+			(*h)[i].Value = value
+			h.removeFrom(key, i+1)
+			return
+		}
+	}
+	*h = append(*h, Header{key, value})
+}
+
+func (h *Headers) add(key, value string) { *h = append(*h, Header{key, value}) }
+
+func (h *Headers) remove(key string) { h.removeFrom(key, 0) }
+
+func (h *Headers) removeFrom(key string, from int) {
+	out := (*h)[:from]
+	for _, e := range (*h)[from:] {
+		if e.Key != key {
+			out = append(out, e)
+		}
+	}
+	*h = out
+}
+
+// proto encodes the list as Envoy's MutationUtils::headersToProto does:
+// every entry as HeaderValue{key, raw_value}; value is never filled
+// (reference §1 [code][test]).
+func (h Headers) proto() *corev3.HeaderMap {
+	m := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(h))}
+	for _, e := range h {
+		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: e.Key, RawValue: []byte(e.Value)})
+	}
+	return m
+}
+
+// hopByHop are the request headers the HCM removes before the filter chain
+// (ConnectionManagerUtility::mutateRequestHeaders: connection, upgrade,
+// keep-alive, proxy-connection, transfer-encoding [code, HCM]); expect is
+// consumed by the HCM's own 100-continue handling [code, HCM].
+var hopByHop = map[string]bool{
+	"connection":        true,
+	"upgrade":           true,
+	"keep-alive":        true,
+	"proxy-connection":  true,
+	"transfer-encoding": true,
+	"http2-settings":    true,
+	"expect":            true,
+}
+
+// DownstreamHeaders returns the request headers as the HCM hands them to
+// the ext_proc filter: pseudo-headers :authority (HTTP/1.1 Host), :path,
+// :method, :scheme first, then the regular headers with lower-case keys,
+// hop-by-hop headers removed, x-forwarded-proto added when absent and
+// x-request-id generated when absent (reference §1 [code][test]; the
+// defaults use_remote_address=false and generate_request_id=true are
+// assumed). Regular headers are sorted by key, values in arrival order:
+// Envoy keeps wire order, which net/http does not expose, so the processor
+// must not depend on header order.
+func DownstreamHeaders(r *http.Request) Headers {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	path := r.RequestURI
+	if !strings.HasPrefix(path, "/") && r.URL != nil {
+		// Absolute-form targets become origin-form, as Envoy's HTTP/1 codec does.
+		path = r.URL.RequestURI()
+	}
+	h := Headers{
+		{":authority", r.Host},
+		{":path", path},
+		{":method", r.Method},
+		{":scheme", scheme},
+	}
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		lk := strings.ToLower(k)
+		if hopByHop[lk] || lk == "host" {
+			continue
+		}
+		vs := r.Header[k]
+		if lk == "cookie" && r.ProtoMajor == 2 && len(vs) > 1 {
+			// Envoy's HTTP/2 codec joins cookie crumbs into one header
+			// (UNVERIFIED here; RFC 9113 §8.2.3 allows it).
+			vs = []string{strings.Join(vs, "; ")}
+		}
+		for _, v := range vs {
+			h.add(lk, v)
+		}
+	}
+	if _, ok := h.Get("x-forwarded-proto"); !ok {
+		h.add("x-forwarded-proto", scheme)
+	}
+	if _, ok := h.Get("x-request-id"); !ok {
+		h.add("x-request-id", newRequestID())
+	}
+	return h
+}
+
+// newRequestID returns a random UUID v4, the form Envoy's request id
+// extension generates.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// isGRPCContentType is Grpc::Common::hasGrpcContentType: exactly
+// application/grpc or application/grpc+... (grpc-web is not gRPC)
+// (reference §3 [code]).
+func isGRPCContentType(ct string) bool {
+	const g = "application/grpc"
+	return strings.HasPrefix(ct, g) && (len(ct) == len(g) || ct[len(g)] == '+')
+}
+
+// isGRPCRequest is Grpc::Common::isGrpcRequestHeaders: a :path and a gRPC
+// content-type.
+func isGRPCRequest(h Headers) bool {
+	p, _ := h.Get(":path")
+	ct, _ := h.Get("content-type")
+	return p != "" && isGRPCContentType(ct)
+}
+
+// Mutation checking follows Filters::Common::MutationRules::Checker with
+// the default (empty) HeaderMutationRules, which is what our envoy.yaml
+// configures (reference §1 [code]): host, :authority, :method, :scheme and
+// x-envoy-* may not be changed; no ":" header and not host may be removed;
+// appending to a ":" header is refused; refusals are silently ignored
+// (disallow_is_error unset).
+type checkOp int
+
+const (
+	opSet checkOp = iota
+	opAppend
+	opRemove
+)
+
+func mutationAllowed(op checkOp, name, value string) bool {
+	if op == opRemove && !isModifiable(name) {
+		return false
+	}
+	switch name {
+	case "host", ":authority", ":method", ":scheme":
+		return false
+	}
+	if strings.HasPrefix(name, ":") && op == opAppend {
+		return false
+	}
+	if strings.HasPrefix(name, "x-envoy") {
+		return false
+	}
+	if op == opRemove {
+		return true
+	}
+	if !strings.HasPrefix(name, ":") && !headerValueValid(value) {
+		return false
+	}
+	if name == ":status" {
+		s, err := strconv.ParseUint(value, 10, 32)
+		if err != nil || s < 200 {
+			return false
+		}
+	}
+	return true
+}
+
+// isModifiable is HeaderUtility::isModifiableHeader.
+func isModifiable(name string) bool {
+	return !strings.HasPrefix(name, ":") && name != "host"
+}
+
+// headerNameValid approximates HeaderUtility::headerNameIsValid: HTTP token
+// characters (RFC 9110 tchar), lower case only after a leading ':'.
+func headerNameValid(name string) bool {
+	rest := name
+	pseudo := strings.HasPrefix(name, ":")
+	if pseudo {
+		rest = name[1:]
+	}
+	if rest == "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if pseudo && c >= 'A' && c <= 'Z' {
+			return false
+		}
+		if !isTchar(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// headerValueValid approximates HeaderUtility::headerValueIsValid: no NUL,
+// CR or LF.
+func headerValueValid(v string) bool {
+	return !strings.ContainsAny(v, "\x00\r\n")
+}
+
+// applyHeaderMutation is MutationUtils::applyHeaderMutations with the
+// default checker: removals first, then sets; only raw_value is read (a
+// HeaderValue carrying only `value` sets an empty value, reference §1
+// [code]); only the deprecated `append` BoolValue is honoured; setting both
+// value and raw_value or an invalid name/value is an error that stops the
+// remaining mutations [code]. Header count and size limits are not
+// emulated.
+func applyHeaderMutation(m *extprocv3.HeaderMutation, h *Headers) error {
+	if m == nil {
+		return nil
+	}
+	for _, name := range m.GetRemoveHeaders() {
+		if !headerNameValid(name) {
+			return fmt.Errorf("invalid character in remove_headers mutation %q", name)
+		}
+		lname := strings.ToLower(name)
+		if mutationAllowed(opRemove, lname, "") {
+			h.remove(lname)
+		}
+	}
+	for _, sh := range m.GetSetHeaders() {
+		hv := sh.GetHeader()
+		if hv == nil {
+			continue
+		}
+		if hv.GetValue() != "" && len(hv.GetRawValue()) != 0 {
+			return fmt.Errorf("only one of value or raw_value in the HeaderValue message should be set (%q)", hv.GetKey())
+		}
+		value := string(hv.GetRawValue())
+		if !headerNameValid(hv.GetKey()) || !headerValueValid(value) {
+			return fmt.Errorf("invalid character in set_headers mutation %q", hv.GetKey())
+		}
+		name := strings.ToLower(hv.GetKey())
+		appendIt := sh.GetAppend().GetValue()
+		op := opSet
+		if appendIt {
+			if _, present := h.Get(name); present {
+				op = opAppend
+			}
+		}
+		if !mutationAllowed(op, name, value) {
+			continue
+		}
+		if appendIt {
+			h.add(name, value)
+		} else {
+			h.set(name, value)
+		}
+	}
+	return nil
+}
+
+// protoToHeaders is MutationUtils::protoToHeaders as used for
+// StreamedImmediateResponse headers and trailers: raw_value only, each
+// entry through the checker (refused or invalid entries are dropped), and
+// setCopy, so duplicate keys collapse to the last value (reference §4.3
+// [code]).
+func protoToHeaders(m *corev3.HeaderMap) Headers {
+	var h Headers
+	for _, hv := range m.GetHeaders() {
+		name := strings.ToLower(hv.GetKey())
+		value := string(hv.GetRawValue())
+		if !headerNameValid(hv.GetKey()) || !mutationAllowed(opSet, name, value) {
+			continue
+		}
+		h.set(name, value)
+	}
+	return h
+}
