@@ -117,7 +117,7 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 		if !ok {
 			continue
 		}
-		typ, ok := d.discriminator(node, fields, "type", fmt.Sprintf("binding %q", e.key), "kafka", "http-kafka", "grpc-kafka")
+		typ, ok := d.discriminator(node, fields, "type", "binding type", fmt.Sprintf("binding %q", e.key), "kafka", "http-kafka", "grpc-kafka")
 		if !ok {
 			continue
 		}
@@ -148,7 +148,7 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 // discriminator reads a field that selects the shape of its object (binding
 // and guard type, capability). It is taken literally: a reference there would
 // leave the rest of the object unreadable.
-func (d *decoder) discriminator(node ast.Node, fields []entry, key, owner string, allowed ...string) (string, bool) {
+func (d *decoder) discriminator(node ast.Node, fields []entry, key, noun, owner string, allowed ...string) (string, bool) {
 	var e *entry
 	for i := range fields {
 		if fields[i].key == key {
@@ -164,7 +164,7 @@ func (d *decoder) discriminator(node ast.Node, fields []entry, key, owner string
 		return "", false
 	}
 	if !slices.Contains(allowed, s) {
-		d.errorf(e.v, "unknown %s %q; allowed: %s", key, s, strings.Join(allowed, ", "))
+		d.errorf(e.v, "unknown %s %q; allowed: %s", noun, s, strings.Join(allowed, ", "))
 		return "", false
 	}
 	return s, true
@@ -173,12 +173,12 @@ func (d *decoder) discriminator(node ast.Node, fields []entry, key, owner string
 func (d *decoder) kind(node ast.Node, m map[string]*entry, typ, want string) {
 	e := m["kind"]
 	if e == nil {
-		d.errorf(node, "missing required field \"kind\": a %s binding has kind %s", typ, want)
+		d.errorf(node, "missing required field \"kind\": %s binding has kind %s", article(typ), want)
 		return
 	}
 	s, ok := d.literal(e.v, "kind")
 	if ok && s != want {
-		d.errorf(e.v, "kind of a %s binding must be %s, got %q", typ, want, s)
+		d.errorf(e.v, "kind of %s binding must be %s, got %q", article(typ), want, s)
 	}
 }
 
@@ -444,7 +444,7 @@ func (d *decoder) checkExit(n ast.Node, name string) {
 		names = "declared: " + strings.Join(kafka, ", ")
 	}
 	if t, ok := d.proxyTypes[name]; ok {
-		d.errorf(n, "exit %q is a %s binding: exit must name a kafka binding (%s)", name, t, names)
+		d.errorf(n, "exit %q is %s binding: exit must name a kafka binding (%s)", name, article(t), names)
 		return
 	}
 	d.errorf(n, "exit %q names no kafka binding (%s)", name, names)
@@ -631,7 +631,7 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	if !ok {
 		return nil
 	}
-	capStr, ok := d.discriminator(node, entries, "capability", "with", "fetch", "produce")
+	capStr, ok := d.discriminator(node, entries, "capability", "capability", "with", "fetch", "produce")
 	if !ok {
 		return nil
 	}
@@ -655,9 +655,11 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	m := d.fields(entries, where, allowed...)
 
 	// Per-request references each field may hold; see the table in template.go.
-	var topicRefs = allowGuardIdentity
+	topicRefs := allowGuardIdentity
 	if http {
 		topicRefs |= allowParams
+	} else {
+		topicRefs |= inGRPCRoute
 	}
 	keyRefs := topicRefs | allowIdempotencyKey
 
@@ -967,4 +969,12 @@ func (d *decoder) checkParam(u templateUse, name string, rc *routeCtx) {
 			return
 		}
 	}
+}
+
+// article prefixes a binding type with "a" or "an" as it is read aloud.
+func article(typ string) string {
+	if strings.HasPrefix(typ, "http") {
+		return "an " + typ
+	}
+	return "a " + typ
 }

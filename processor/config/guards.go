@@ -36,7 +36,7 @@ func (d *decoder) guard(e entry) *Guard {
 	if !ok {
 		return nil
 	}
-	typ, ok := d.discriminator(node, fields, "type", owner, "jwt", "envoy-jwt")
+	typ, ok := d.discriminator(node, fields, "type", "guard type", owner, "jwt", "envoy-jwt")
 	if !ok {
 		return nil
 	}

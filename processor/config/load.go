@@ -482,9 +482,12 @@ func (d *decoder) template(n ast.Node, field string, allow refSet) (Template, bo
 			text.WriteString(v)
 		default:
 			if !allow.allows(p.Ref.Kind) {
-				if allow == 0 {
+				switch {
+				case p.Ref.Kind == RefParam && allow&inGRPCRoute != 0:
+					d.errorf(n, "%s cannot be used in a grpc-kafka route: gRPC calls have no path parameters", p.Ref.Text)
+				case allow&^inGRPCRoute == 0:
 					d.errorf(n, "%s cannot be used in %s: only ${env:NAME} and ${file:PATH} are resolved there", p.Ref.Text, field)
-				} else {
+				default:
 					d.errorf(n, "%s cannot be used in %s: it may reference %s", p.Ref.Text, field, allow.names())
 				}
 				ok = false

@@ -41,6 +41,7 @@ const (
 	allowIdempotencyKey
 	allowCorrelationID
 	allowGuardIdentity
+	inGRPCRoute // not a reference: marks gRPC route fields, for messages
 )
 
 // refEnv and refFile are load-time references; they never reach a Template.
