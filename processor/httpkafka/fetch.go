@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
@@ -50,7 +51,12 @@ type Fetch struct {
 	// many requests or waiters read it.
 	mu    sync.Mutex
 	cache map[string]*cached
+
+	waiting atomic.Int64 // requests holding a long poll now
 }
+
+// Waiting is the number of requests of this route holding a long poll.
+func (f *Fetch) Waiting() int64 { return f.waiting.Load() }
 
 type cached struct {
 	topic   string
@@ -156,12 +162,14 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) Reply {
 			return ans.reply(applied)
 		}
 		timer := time.NewTimer(time.Until(deadline))
+		f.waiting.Add(1)
 		select {
 		case <-watch:
 		case <-timer.C:
 		case <-ctx.Done():
 		case <-drain.Done():
 		}
+		f.waiting.Add(-1)
 		timer.Stop()
 		stop()
 	}
