@@ -43,10 +43,10 @@ func tmpl(parts ...TemplatePart) Template {
 	return t
 }
 
-func lit(s string) TemplatePart       { return TemplatePart{Literal: s} }
-func param(name string) TemplatePart  { return TemplatePart{Ref: RefParam, Name: name} }
-func identity(g string) TemplatePart  { return TemplatePart{Ref: RefGuardIdentity, Name: g} }
-func ptr[T any](v T) *T               { return &v }
+func lit(s string) TemplatePart      { return TemplatePart{Literal: s} }
+func param(name string) TemplatePart { return TemplatePart{Ref: RefParam, Name: name} }
+func identity(g string) TemplatePart { return TemplatePart{Ref: RefGuardIdentity, Name: g} }
+func ptr[T any](v T) *T              { return &v }
 func mustPath(t *testing.T, raw string) *PathTemplate {
 	t.Helper()
 	p, err := ParsePathTemplate(raw)
