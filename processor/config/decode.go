@@ -212,11 +212,12 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 			kc.Properties[p.key] = s
 		}
 	}
-	if kc.Properties["bootstrap.servers"] == "" && kc.Properties["metadata.broker.list"] == "" {
-		if _, given := kc.Properties["bootstrap.servers"]; !given {
-			d.errorf(on, "missing required property \"bootstrap.servers\": the brokers to connect to, e.g. localhost:9092")
-			ok = false
-		}
+	// metadata.broker.list is librdkafka's other name for bootstrap.servers.
+	_, bs := kc.Properties["bootstrap.servers"]
+	_, mbl := kc.Properties["metadata.broker.list"]
+	if ok && !bs && !mbl {
+		d.errorf(on, "missing required property \"bootstrap.servers\": the brokers to connect to, e.g. localhost:9092")
+		ok = false
 	}
 	if !ok {
 		return nil
@@ -806,6 +807,7 @@ func (d *decoder) headerTemplates(n ast.Node, field string, refs refSet, rc *rou
 		return nil
 	}
 	var out []HeaderTemplate
+	seen := map[string]ast.Node{}
 	for _, e := range entries {
 		name := e.key
 		if name == "" {
@@ -818,6 +820,12 @@ func (d *decoder) headerTemplates(n ast.Node, field string, refs refSet, rc *rou
 				continue
 			}
 			name = strings.ToLower(name)
+			if prev, dup := seen[name]; dup {
+				p := d.pos(prev)
+				d.errorf(e.kn, "duplicate header name %q (header names ignore case): first defined at line %d, column %d", e.key, p.Line, p.Col)
+				continue
+			}
+			seen[name] = e.kn
 		}
 		if e.v == nil {
 			continue
