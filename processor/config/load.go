@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,7 +37,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
-	d := &decoder{file: file, dir: filepath.Dir(file), env: env}
+	d := &decoder{file: file, dir: filepath.Dir(file), env: env, lineLens: lineLengths(data)}
 	cfg := d.decodeFile(data)
 	if errs := d.result(); errs != nil {
 		return nil, errs
@@ -51,6 +53,8 @@ type decoder struct {
 	env     func(string) (string, bool)
 	errs    Errors
 	anchors map[string][]ast.Node // by name, in document order
+
+	lineLens []int // bytes per line, to keep positions inside the input
 
 	guardNames map[string]bool   // every name under guards, valid or not
 	proxyTypes map[string]string // proxy binding name → type, for exit messages
@@ -77,10 +81,30 @@ func (d *decoder) errorf(n ast.Node, format string, args ...any) {
 
 func (d *decoder) pos(n ast.Node) Pos {
 	tk := startToken(n)
-	if tk == nil || tk.Position == nil || tk.Position.Line < 1 || tk.Position.Column < 1 {
-		return Pos{File: d.file, Line: 1, Col: 1}
+	if tk == nil || tk.Position == nil {
+		return d.at(1, 1)
 	}
-	return Pos{File: d.file, Line: tk.Position.Line, Col: tk.Position.Column}
+	return d.at(tk.Position.Line, tk.Position.Column)
+}
+
+// at makes a position, kept inside the input: the parser places an implicit
+// null (`key:` at the end of a line) one column past the line's end.
+func (d *decoder) at(line, col int) Pos {
+	line = max(1, min(line, len(d.lineLens)))
+	col = max(1, min(col, d.lineLens[line-1]+1))
+	return Pos{File: d.file, Line: line, Col: col}
+}
+
+func lineLengths(data []byte) []int {
+	lens := []int{}
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return append(lens, len(data))
+		}
+		lens = append(lens, i)
+		data = data[i+1:]
+	}
 }
 
 // startToken is the token where a node starts as the user sees it: a block
@@ -122,13 +146,13 @@ func parseYAML(data []byte) (f *ast.File, err error) {
 func (d *decoder) decodeFile(data []byte) *Config {
 	f, err := parseYAML(data)
 	if err != nil {
-		pos := Pos{File: d.file, Line: 1, Col: 1}
+		pos := d.at(1, 1)
 		msg := err.Error()
 		var yerr yaml.Error
 		if errors.As(err, &yerr) {
 			msg = yerr.GetMessage()
-			if tk := yerr.GetToken(); tk != nil && tk.Position != nil && tk.Position.Line > 0 && tk.Position.Column > 0 {
-				pos.Line, pos.Col = tk.Position.Line, tk.Position.Column
+			if tk := yerr.GetToken(); tk != nil && tk.Position != nil {
+				pos = d.at(tk.Position.Line, tk.Position.Column)
 			}
 		}
 		d.errs = append(d.errs, &Error{Pos: pos, Msg: "invalid YAML: " + msg})
@@ -146,7 +170,7 @@ func (d *decoder) decodeFile(data []byte) *Config {
 		body = doc.Body
 	}
 	if body == nil {
-		d.errs = append(d.errs, &Error{Pos: Pos{File: d.file, Line: 1, Col: 1}, Msg: "the file is empty: a configuration needs bindings"})
+		d.errs = append(d.errs, &Error{Pos: d.at(1, 1), Msg: "the file is empty: a configuration needs bindings"})
 		return nil
 	}
 	d.anchors = map[string][]ast.Node{}
@@ -515,12 +539,16 @@ func (d *decoder) readFile(name string) (string, error) {
 	return strings.TrimSuffix(s, "\r"), nil
 }
 
+// maxSecretFile bounds files read for `${file:...}` and keys-file: they hold
+// secrets and key sets, never megabytes.
+const maxSecretFile = 1 << 20
+
 func (d *decoder) readBytes(name string) ([]byte, error) {
 	p := name
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(d.dir, p)
 	}
-	b, err := os.ReadFile(p)
+	b, err := readRegular(p)
 	if err != nil {
 		// The OS error names the joined path; the user wrote name.
 		var perr *fs.PathError
@@ -528,6 +556,31 @@ func (d *decoder) readBytes(name string) ([]byte, error) {
 			err = perr.Err
 		}
 		return nil, fmt.Errorf("cannot read %s: %v", name, err)
+	}
+	return b, nil
+}
+
+// readRegular reads a regular file of at most maxSecretFile bytes; devices
+// and pipes are refused so a load can never block or run out of memory.
+func readRegular(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSecretFile {
+		return nil, fmt.Errorf("larger than %s", FormatSize(maxSecretFile))
 	}
 	return b, nil
 }
