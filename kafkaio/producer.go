@@ -1,0 +1,745 @@
+package kafkaio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Acks is how much acknowledgement a produce waits for (a route's `acks`).
+type Acks int
+
+const (
+	// AcksNone is acks=0: the broker sends no answer, so success means the
+	// record was handed to the broker (written to its connection), nothing
+	// more; there is no offset.
+	AcksNone Acks = iota
+	// AcksLeader is acks=1: the partition leader wrote the record.
+	AcksLeader
+	// AcksAll is acks=all with the idempotent producer: every in-sync replica
+	// has the record, and retries cannot duplicate or reorder it.
+	AcksAll
+)
+
+func (a Acks) String() string {
+	switch a {
+	case AcksNone:
+		return "none"
+	case AcksLeader:
+		return "leader"
+	case AcksAll:
+		return "all"
+	}
+	return "Acks(" + strconv.Itoa(int(a)) + ")"
+}
+
+// The outcomes of a failed produce, distinct because they are answered
+// differently (DESIGN §6.6). Errors returned by Produce wrap exactly one of
+// ErrNotEnqueued, ErrUnacknowledged or *RejectedError.
+var (
+	// ErrNotEnqueued: the record was never written to Kafka — librdkafka
+	// refused it (queue full, unknown topic, no metadata or no broker within
+	// the Kafka timeout) or failed it before sending it. Retrying is safe.
+	// An unknown topic also wraps ErrUnknownTopic.
+	ErrNotEnqueued = errors.New("record not enqueued")
+	// ErrUnacknowledged: the record was handed to librdkafka but no
+	// acknowledgement came within the Kafka timeout (or the caller stopped
+	// waiting): it may or may not have been written.
+	ErrUnacknowledged = errors.New("record not acknowledged in time")
+)
+
+// RejectedError is a record the broker (or librdkafka, for one it can tell
+// the broker would refuse) turned down for good: too large, not authorized,
+// invalid. Retrying the same record fails again.
+type RejectedError struct {
+	Code   int    // Kafka protocol error code (negative: librdkafka's own)
+	Reason string // librdkafka's text for the code, fit for a client
+}
+
+func (e *RejectedError) Error() string { return "the broker rejected the record: " + e.Reason }
+
+// TooLarge tells whether the record was refused for its size.
+func (e *RejectedError) TooLarge() bool {
+	switch kafka.ErrorCode(e.Code) {
+	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge, kafka.ErrInvalidMsgSize:
+		return true
+	}
+	return false
+}
+
+// NotAuthorized tells whether the record was refused by an ACL.
+func (e *RejectedError) NotAuthorized() bool {
+	switch kafka.ErrorCode(e.Code) {
+	case kafka.ErrTopicAuthorizationFailed, kafka.ErrClusterAuthorizationFailed,
+		kafka.ErrTransactionalIDAuthorizationFailed:
+		return true
+	}
+	return false
+}
+
+// ProducerOptions configure a Producer.
+type ProducerOptions struct {
+	Name         string            // the kafka binding's name, for logs
+	Properties   map[string]string // librdkafka properties of the binding
+	KafkaTimeout time.Duration     // bound of one Produce call (default 5s)
+	Acks         Acks
+	Logger       *slog.Logger
+}
+
+// Producer is the one producer of a (cluster, acks mode), shared by every
+// request. Delivery reports come back through one events goroutine and are
+// dispatched to the waiting Produce call by the record's Opaque.
+//
+// Settings it owns (user properties lose): acks, enable.idempotence,
+// max.in.flight (1 unless idempotent, so retries keep per-key order),
+// message.timeout.ms and request.timeout.ms (within KafkaTimeout),
+// allow.auto.create.topics=false, go.delivery.report.fields=none.
+// Defaults the user may override: linger.ms=1, partitioner=murmur2_random
+// (where Java producers put a key).
+type Producer struct {
+	opts       ProducerOptions
+	logger     *slog.Logger
+	cfg        *kafka.ConfigMap
+	negTopicTT time.Duration // how long "topic does not exist" is believed
+
+	mu       sync.RWMutex
+	cur      *rdProducer
+	closed   bool
+	replaced int // producers replaced after a fatal error
+	wg       sync.WaitGroup
+
+	topicsMu sync.Mutex
+	topics   map[string]*topicCheck
+}
+
+// rdProducer is one librdkafka producer instance; a fatal error retires it.
+type rdProducer struct {
+	kp   *kafka.Producer
+	link link
+	stop chan struct{} // ends the log forwarder and the prober
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	users   int // calls into kp in progress
+	closing bool
+	probeWG sync.WaitGroup
+}
+
+type delivery struct {
+	ch   chan deliveryResult // buffered: the events goroutine never blocks
+	link linkSnap            // the brokers' state when the record was handed over
+}
+
+type deliveryResult struct {
+	partition int32
+	offset    int64
+	err       error
+}
+
+type topicCheck struct {
+	done chan struct{}
+	err  error // nil: the topic exists
+	at   time.Time
+}
+
+// NewProducer creates the producer. It does not wait for the brokers.
+func NewProducer(opts ProducerOptions) (*Producer, error) {
+	if opts.KafkaTimeout <= 0 {
+		opts.KafkaTimeout = 5 * time.Second
+	}
+	if opts.Acks < AcksNone || opts.Acks > AcksAll {
+		return nil, fmt.Errorf("creating a producer for kafka binding %q: unknown acks mode %d", opts.Name, int(opts.Acks))
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("kafka", opts.Name, "acks", opts.Acks.String())
+	p := &Producer{
+		opts: opts, logger: logger,
+		cfg:        producerConfig(opts),
+		negTopicTT: time.Second,
+		topics:     map[string]*topicCheck{},
+	}
+	rd, err := p.newRd()
+	if err != nil {
+		return nil, fmt.Errorf("creating the %s-acks producer of kafka binding %q: %w", opts.Acks, opts.Name, err)
+	}
+	p.cur = rd
+	return p, nil
+}
+
+// messageTimeout is librdkafka's message.timeout.ms for a Kafka timeout:
+// librdkafka scans for timed-out records about once a second, so the
+// record's own timeout is set a second early for its failure to arrive
+// within the Kafka timeout.
+func messageTimeout(kafkaTimeout time.Duration) time.Duration {
+	if kafkaTimeout >= 2*time.Second {
+		return kafkaTimeout - time.Second
+	}
+	return max(kafkaTimeout/2, time.Millisecond)
+}
+
+func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
+	props := make(map[string]string, len(opts.Properties))
+	for k, v := range opts.Properties {
+		props[k] = v
+	}
+	// Settings we own, and their aliases: a map has no order, so an alias
+	// left in would win or lose at random.
+	for _, k := range []string{
+		"acks", "request.required.acks", "enable.idempotence", "transactional.id",
+		"max.in.flight", "max.in.flight.requests.per.connection",
+		"message.timeout.ms", "delivery.timeout.ms",
+		"go.delivery.reports", "go.delivery.report.fields", "delivery.report.only.error",
+		"go.batch.producer", "go.events.channel.size", "go.produce.channel.size",
+	} {
+		delete(props, k)
+	}
+	cm := baseConfig(props, opts.KafkaTimeout)
+	switch opts.Acks {
+	case AcksNone:
+		(*cm)["acks"] = "0"
+	case AcksLeader:
+		(*cm)["acks"] = "1"
+	case AcksAll:
+		(*cm)["acks"] = "all"
+		(*cm)["enable.idempotence"] = true
+	}
+	if opts.Acks != AcksAll {
+		// Without idempotence a retried batch could overtake the next one.
+		(*cm)["max.in.flight.requests.per.connection"] = 1
+	}
+	mt := int(messageTimeout(opts.KafkaTimeout) / time.Millisecond)
+	(*cm)["message.timeout.ms"] = mt
+	if v, err := strconv.Atoi(props["request.timeout.ms"]); err != nil || v > mt {
+		(*cm)["request.timeout.ms"] = mt
+	}
+	_, lingerSet := props["linger.ms"]
+	_, bufSet := props["queue.buffering.max.ms"]
+	if !lingerSet && !bufSet {
+		// Every synchronous request pays linger.ms (peers-and-limits §B.4).
+		(*cm)["linger.ms"] = 1
+	}
+	if _, ok := props["partitioner"]; !ok {
+		(*cm)["partitioner"] = "murmur2_random"
+	}
+	(*cm)["go.delivery.report.fields"] = "none"
+	// The Go client allocates these channels at their full size (1e6 slots
+	// by default); reports are drained at once, and ProduceChannel is unused.
+	(*cm)["go.events.channel.size"] = 4096
+	(*cm)["go.produce.channel.size"] = 1
+	return cm
+}
+
+func (p *Producer) newRd() (*rdProducer, error) {
+	kp, err := kafka.NewProducer(p.cfg)
+	if err != nil {
+		return nil, err
+	}
+	rd := &rdProducer{kp: kp, stop: make(chan struct{})}
+	rd.cond = sync.NewCond(&rd.mu)
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		forwardRdLogs(p.logger, kp.Logs(), "producer", rd.stop)
+	}()
+	go func() {
+		defer p.wg.Done()
+		p.events(rd)
+	}()
+	return rd, nil
+}
+
+// acquire marks a call into the librdkafka instance; false once it closes.
+func (rd *rdProducer) acquire() bool {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.closing {
+		return false
+	}
+	rd.users++
+	return true
+}
+
+func (rd *rdProducer) release() {
+	rd.mu.Lock()
+	rd.users--
+	if rd.users == 0 {
+		rd.cond.Broadcast()
+	}
+	rd.mu.Unlock()
+}
+
+// close flushes what is in flight (bounded), waits for the calls in
+// progress and destroys the instance; its events goroutine then ends.
+func (rd *rdProducer) close(flush time.Duration) {
+	rd.kp.Flush(int(flush / time.Millisecond))
+	rd.mu.Lock()
+	rd.closing = true
+	for rd.users > 0 {
+		rd.cond.Wait()
+	}
+	rd.mu.Unlock()
+	close(rd.stop)
+	rd.probeWG.Wait()
+	rd.kp.Close()
+}
+
+func (p *Producer) current() *rdProducer {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil
+	}
+	return p.cur
+}
+
+// Close flushes the records in flight (bounded by the Kafka timeout) and
+// closes the producer. Produce calls after Close fail with ErrNotEnqueued.
+func (p *Producer) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	cur := p.cur
+	p.mu.Unlock()
+	cur.close(p.opts.KafkaTimeout)
+	p.wg.Wait()
+}
+
+// Replaced counts the librdkafka instances replaced after a fatal error.
+func (p *Producer) Replaced() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.replaced
+}
+
+// Produce writes r (Topic, Key, Value, Headers, and Timestamp unless zero;
+// the partitioner chooses the partition) and waits for its acknowledgement
+// under the producer's acks mode, at most KafkaTimeout. It returns the
+// partition and offset written; with AcksNone the offset is -1 (unknown).
+//
+// Errors wrap ErrNotEnqueued, ErrUnacknowledged or *RejectedError (see
+// there); an unknown topic wraps ErrNotEnqueued and ErrUnknownTopic, and
+// fails within KafkaTimeout without ever creating the topic. A ctx that ends
+// first gives ErrNotEnqueued if the record was not handed over yet, else
+// ErrUnacknowledged; both wrap ctx.Err().
+func (p *Producer) Produce(ctx context.Context, r *Record) (int32, int64, error) {
+	partition, offset, err := p.produce(ctx, r)
+	if err != nil {
+		return -1, -1, fmt.Errorf("producing to topic %s: %w", r.Topic, err)
+	}
+	return partition, offset, nil
+}
+
+func (p *Producer) produce(ctx context.Context, r *Record) (int32, int64, error) {
+	deadline := time.Now().Add(p.opts.KafkaTimeout)
+	if err := ctx.Err(); err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrNotEnqueued, err)
+	}
+	if r.Topic == "" {
+		return 0, 0, fmt.Errorf("%w: no topic", ErrNotEnqueued)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	if err := p.checkTopic(ctx, r.Topic, timer.C); err != nil {
+		return 0, 0, err
+	}
+
+	topic := r.Topic
+	d := &delivery{ch: make(chan deliveryResult, 1)}
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            r.Key,
+		Value:          r.Value,
+		Timestamp:      r.Timestamp,
+		Opaque:         d,
+	}
+	if len(r.Headers) > 0 {
+		msg.Headers = make([]kafka.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	if err := p.enqueue(msg, d); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case res := <-d.ch:
+		return res.partition, res.offset, res.err
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("%w: stopped waiting: %w", ErrUnacknowledged, ctx.Err())
+	case <-timer.C:
+		return 0, 0, fmt.Errorf("%w: no acknowledgement within %v", ErrUnacknowledged, p.opts.KafkaTimeout)
+	}
+}
+
+// enqueue hands msg to the current librdkafka instance. A fatal error
+// replaces the instance; the record, refused, is then handed to the new one.
+func (p *Producer) enqueue(msg *kafka.Message, d *delivery) error {
+	for attempt := 0; attempt < 3; attempt++ {
+		rd := p.current()
+		if rd == nil {
+			return fmt.Errorf("%w: the producer is closed", ErrNotEnqueued)
+		}
+		if !rd.acquire() {
+			continue // retired meanwhile: the next one is current
+		}
+		d.link = rd.link.snapshot()
+		err := rd.kp.Produce(msg, nil)
+		rd.release()
+		if err == nil {
+			return nil
+		}
+		var ke kafka.Error
+		if errors.As(err, &ke) && ke.Code() == kafka.ErrFatal {
+			p.replace(rd, err)
+			continue
+		}
+		return p.refused(*msg.TopicPartition.Topic, err)
+	}
+	return fmt.Errorf("%w: the producer kept failing fatally", ErrNotEnqueued)
+}
+
+// refused maps an error of Produce itself: librdkafka never took the record.
+func (p *Producer) refused(topic string, err error) error {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return fmt.Errorf("%w: %w", ErrNotEnqueued, err)
+	}
+	switch ke.Code() {
+	case kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart:
+		p.forgetTopic(topic)
+		return fmt.Errorf("%w: %w", ErrNotEnqueued, ErrUnknownTopic)
+	case kafka.ErrMsgSizeTooLarge:
+		// librdkafka's own check; its text for the code says "Broker:".
+		return &RejectedError{Code: int(ke.Code()), Reason: "the record is larger than the producer's message.max.bytes"}
+	case kafka.ErrTopicAuthorizationFailed, kafka.ErrClusterAuthorizationFailed:
+		// An ACL refusal seen before: the same record fails again.
+		return &RejectedError{Code: int(ke.Code()), Reason: ke.Error()}
+	}
+	return fmt.Errorf("%w: %w", ErrNotEnqueued, err)
+}
+
+// events is the one goroutine per librdkafka instance that reads its
+// delivery reports and errors; it ends when the instance closes.
+func (p *Producer) events(rd *rdProducer) {
+	for ev := range rd.kp.Events() {
+		switch e := ev.(type) {
+		case *kafka.Message:
+			d, ok := e.Opaque.(*delivery)
+			if !ok {
+				continue
+			}
+			d.ch <- p.outcome(rd, d, e)
+		case kafka.Error:
+			switch {
+			case e.IsFatal():
+				p.replace(rd, e)
+			case e.Code() == kafka.ErrAllBrokersDown:
+				// librdkafka repeats this at every failed reconnection:
+				// log the transition only.
+				wasUp, probe := rd.link.markDown()
+				if wasUp {
+					p.logger.Warn("no broker reachable", "err", e)
+				} else {
+					p.logger.Debug("no broker reachable", "err", e)
+				}
+				if probe && rd.startProbe() {
+					go p.probe(rd)
+				}
+			case e.Code() == kafka.ErrTransport:
+				p.logger.Debug("producer connection", "err", e)
+			default:
+				p.logger.Warn("producer error", "err", e)
+			}
+		}
+	}
+}
+
+// outcome maps a delivery report.
+func (p *Producer) outcome(rd *rdProducer, d *delivery, m *kafka.Message) deliveryResult {
+	if m.TopicPartition.Error == nil {
+		p.markUp(rd)
+		offset := int64(m.TopicPartition.Offset)
+		if offset < 0 {
+			offset = -1 // acks=0: no offset comes back
+		}
+		return deliveryResult{partition: m.TopicPartition.Partition, offset: offset}
+	}
+	err := m.TopicPartition.Error
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}
+	}
+	switch ke.Code() {
+	case kafka.ErrMsgTimedOut:
+		// The Go client does not pass on librdkafka's persistence status, so
+		// a timeout counts as "never sent" only when no broker answered from
+		// before the record was handed over until it timed out.
+		if rd.link.downThroughout(d.link) {
+			return deliveryResult{err: fmt.Errorf("%w: no broker was reachable: %w", ErrNotEnqueued, err)}
+		}
+		return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}
+	case kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart:
+		if m.TopicPartition.Topic != nil {
+			p.forgetTopic(*m.TopicPartition.Topic)
+		}
+		return deliveryResult{err: fmt.Errorf("%w: %w", ErrNotEnqueued, ErrUnknownTopic)}
+	case kafka.ErrUnknownPartition, kafka.ErrPurgeQueue, kafka.ErrQueueFull:
+		return deliveryResult{err: fmt.Errorf("%w: %w", ErrNotEnqueued, err)}
+	}
+	if ke.Code() > 0 {
+		// A broker error that survived librdkafka's retries is final.
+		return deliveryResult{err: &RejectedError{Code: int(ke.Code()), Reason: ke.Error()}}
+	}
+	// Other local errors (purged in flight, fatal, transport) leave the
+	// outcome unknown.
+	return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}
+}
+
+// replace retires an instance after a fatal error (the idempotent producer
+// cannot go on) and installs a new one. Queued records of the old instance
+// fail as purged (never sent); those in flight get their real outcome.
+func (p *Producer) replace(old *rdProducer, cause error) {
+	p.mu.Lock()
+	if p.closed || p.cur != old {
+		p.mu.Unlock()
+		return
+	}
+	rd, err := p.newRd()
+	if err != nil {
+		p.mu.Unlock()
+		p.logger.Error("fatal producer error; creating a new producer failed", "fatal", cause, "err", err)
+		return
+	}
+	p.cur = rd
+	p.replaced++
+	p.wg.Add(1)
+	p.mu.Unlock()
+	p.logger.Error("fatal producer error; the producer was replaced", "err", cause)
+	go func() {
+		defer p.wg.Done()
+		old.close(p.opts.KafkaTimeout)
+	}()
+}
+
+func (p *Producer) markUp(rd *rdProducer) {
+	if rd.link.markUp() {
+		p.logger.Info("a broker is reachable again")
+	}
+}
+
+// startProbe counts a prober in unless the instance is closing.
+func (rd *rdProducer) startProbe() bool {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.closing {
+		rd.link.stillDown() // clears the probing mark
+		return false
+	}
+	rd.probeWG.Add(1)
+	return true
+}
+
+// probe asks for metadata while no broker is reachable, so the producer
+// learns when one is back even if nothing is acknowledged meanwhile.
+func (p *Producer) probe(rd *rdProducer) {
+	defer rd.probeWG.Done()
+	for rd.link.stillDown() {
+		select {
+		case <-rd.stop:
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		if !rd.acquire() {
+			return
+		}
+		_, err := rd.kp.GetMetadata(nil, false, 1000)
+		rd.release()
+		if err == nil {
+			p.markUp(rd)
+		}
+	}
+}
+
+// checkTopic makes sure the topic exists before a record is handed over,
+// so an unknown topic fails at once rather than after librdkafka's topic
+// propagation wait. Existing topics are looked up once; "does not exist" is
+// believed for negTopicTT, so a flood of requests to a missing topic costs
+// one metadata request per interval.
+func (p *Producer) checkTopic(ctx context.Context, topic string, timeout <-chan time.Time) error {
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return fmt.Errorf("%w: the producer is closed", ErrNotEnqueued)
+	}
+	p.topicsMu.Lock()
+	c := p.topics[topic]
+	if c != nil {
+		select {
+		case <-c.done: // c.err and c.at are only read once done
+			if c.err != nil && time.Since(c.at) > p.negTopicTT {
+				c = nil // stale: look again
+			}
+		default:
+		}
+	}
+	if c == nil {
+		c = &topicCheck{done: make(chan struct{})}
+		p.topics[topic] = c
+		p.pruneTopicsLocked()
+		p.wg.Add(1)
+		go p.lookUp(topic, c)
+	}
+	p.topicsMu.Unlock()
+	p.mu.RUnlock()
+
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: looking the topic up: %w", ErrNotEnqueued, ctx.Err())
+	case <-timeout:
+		return fmt.Errorf("%w: no metadata for the topic within %v", ErrNotEnqueued, p.opts.KafkaTimeout)
+	}
+}
+
+func (p *Producer) lookUp(topic string, c *topicCheck) {
+	defer p.wg.Done()
+	keep := false
+	defer func() {
+		c.at = time.Now()
+		if !keep {
+			p.topicsMu.Lock()
+			if p.topics[topic] == c {
+				delete(p.topics, topic)
+			}
+			p.topicsMu.Unlock()
+		}
+		close(c.done)
+	}()
+	rd := p.current()
+	if rd == nil || !rd.acquire() {
+		c.err = fmt.Errorf("%w: the producer is closed", ErrNotEnqueued)
+		return
+	}
+	md, err := rd.kp.GetMetadata(&topic, false, int(p.opts.KafkaTimeout/time.Millisecond))
+	rd.release()
+	if err != nil {
+		c.err = fmt.Errorf("%w: no metadata for the topic within %v: %w", ErrNotEnqueued, p.opts.KafkaTimeout, err)
+		return
+	}
+	p.markUp(rd)
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return // let librdkafka find out
+	}
+	switch tm.Error.Code() {
+	case kafka.ErrNoError:
+		keep = true
+	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		keep = true
+		c.err = fmt.Errorf("%w: %w", ErrNotEnqueued, ErrUnknownTopic)
+	case kafka.ErrTopicAuthorizationFailed:
+		keep = true
+		c.err = &RejectedError{Code: int(tm.Error.Code()), Reason: tm.Error.Error()}
+	default:
+		// Transient (leader election, topic being created): librdkafka
+		// waits for it within message.timeout.ms; look again next time.
+	}
+}
+
+func (p *Producer) forgetTopic(topic string) {
+	p.topicsMu.Lock()
+	defer p.topicsMu.Unlock()
+	delete(p.topics, topic)
+}
+
+// pruneTopicsLocked drops stale negative answers once there are many
+// (templated topic names come from requests).
+func (p *Producer) pruneTopicsLocked() {
+	if len(p.topics) < 4096 {
+		return
+	}
+	for name, c := range p.topics {
+		select {
+		case <-c.done:
+			if c.err != nil && time.Since(c.at) > p.negTopicTT {
+				delete(p.topics, name)
+			}
+		default:
+		}
+	}
+}
+
+// link tracks whether any broker answers, from librdkafka's "all brokers
+// down" events and from answers we get; librdkafka reports no "up" event.
+type link struct {
+	mu      sync.Mutex
+	down    bool
+	ups     uint64 // times a broker answered after all were down
+	probing bool
+}
+
+type linkSnap struct {
+	down bool
+	ups  uint64
+}
+
+func (l *link) snapshot() linkSnap {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return linkSnap{down: l.down, ups: l.ups}
+}
+
+// markDown records that every broker is down: whether they were not
+// before, and whether a prober must start.
+func (l *link) markDown() (wasUp, probe bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wasUp = !l.down
+	l.down = true
+	probe = !l.probing
+	l.probing = true
+	return wasUp, probe
+}
+
+// markUp records that a broker answered; true if all were down before.
+func (l *link) markUp() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.down {
+		return false
+	}
+	l.down = false
+	l.ups++
+	return true
+}
+
+// stillDown is the prober's loop condition; it clears the probing mark when
+// the prober is about to stop.
+func (l *link) stillDown() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.down {
+		l.probing = false
+	}
+	return l.down
+}
+
+// downThroughout tells whether every broker was down from s until now.
+func (l *link) downThroughout(s linkSnap) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return s.down && l.down && l.ups == s.ups
+}
