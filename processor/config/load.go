@@ -32,7 +32,37 @@ func Load(path string) (*Config, error) {
 
 // Parse parses configuration data read from file (used in positions and to
 // resolve relative paths). env looks up `${env:NAME}`; nil means no variable
-// is set. The error, if any, is Errors: every mistake found, in file order.
+// is set. The error, if any, is Errors: every mistake found, in file order,
+// each at the node it concerns. A binding or guard whose type is missing or
+// unknown is not checked further, as its fields cannot be known.
+//
+// # References
+//
+// A string value may hold `${...}` references. `${env:NAME}` (an environment
+// variable) and `${file:PATH}` (a regular file of at most 1 MiB, without its
+// final newline; a relative PATH resolves against the config file's
+// directory) may appear in any string value and are resolved while loading;
+// their values are inserted literally, never parsed again. A `$` not followed
+// by `{` is literal. Binding and guard `type`, binding `kind` and
+// `with.capability` are read literally: they select the shape of the rest.
+//
+// The other references are resolved per request, so each is allowed only
+// where the request provides it:
+//
+//	field                                    params  idempotencyKey  correlationId  guarded['g'].identity
+//	http-kafka topic, filters (key, headers)   yes        -               -                yes
+//	http-kafka produce key, overrides          yes       yes              -                yes
+//	http-kafka async values (location, ...)    yes        -              yes                -
+//	grpc-kafka topic, filters                   -         -               -                yes
+//	grpc-kafka produce key, overrides           -        yes              -                yes
+//	everything else (reply-to, paths, options)  -         -               -                 -
+//
+// `${params.x}` must be defined by every `when` path of its route;
+// `${guarded['g'].identity}` needs g listed in the route's `guarded`.
+// `${correlationId}` stays out of keys, topics and overrides because the
+// correlation id is computed over them; identities stay out of async values
+// so they never appear in a URL. A topic holding a per-request reference needs
+// `topic-pattern`.
 func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }

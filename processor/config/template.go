@@ -6,34 +6,7 @@ import (
 	"strings"
 )
 
-// References and where they may appear.
-//
-// A string value of the file may hold `${...}` references. `${env:NAME}` (an
-// environment variable) and `${file:PATH}` (a file's content without its final
-// newline; a relative PATH resolves against the config file's directory) may
-// appear in any string value and are resolved while loading; their values are
-// inserted literally and never parsed again. Binding and guard `type`, binding
-// `kind` and `with.capability` must be literal: they select the shape of the
-// rest of the object.
-//
-// The other references are resolved per request and are allowed only where the
-// request provides them:
-//
-//	field                                    params  idempotencyKey  correlationId  guarded['g'].identity
-//	http-kafka topic, filters (key, headers)   yes        -               -                yes
-//	http-kafka produce key, overrides          yes       yes              -                yes
-//	http-kafka async values (location, ...)    yes        -              yes                -
-//	grpc-kafka topic, filters                   -         -               -                yes
-//	grpc-kafka produce key, overrides           -        yes              -                yes
-//	everything else (reply-to, options, ...)    -         -               -                 -
-//
-// `${params.x}` must be defined by every `when` path of its route;
-// `${guarded['g'].identity}` needs g listed in the route's `guarded`;
-// `${correlationId}` stays out of keys and topics because the correlation id
-// is computed over them. Identities stay out of async values so they never
-// appear in a URL.
-
-// refSet is the set of per-request references a field accepts.
+// refSet is the set of per-request references a field accepts (see Parse).
 type refSet uint8
 
 const (
