@@ -119,6 +119,8 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 		}
 		typ, ok := d.discriminator(node, fields, "type", "binding type", fmt.Sprintf("binding %q", e.key), "kafka", "http-kafka", "grpc-kafka")
 		if !ok {
+			// Still report fields no binding type has.
+			d.fields(fields, "a binding", "type", "kind", "options", "routes")
 			continue
 		}
 		var m map[string]*entry
@@ -198,6 +200,10 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 		switch p.v.(type) {
 		case *ast.StringNode, *ast.LiteralNode:
 			s, good := d.str(p.v, p.key)
+			if good && s == "" && (p.key == "bootstrap.servers" || p.key == "metadata.broker.list") {
+				d.errorf(p.v, "%s must not be empty: list the brokers to connect to, e.g. localhost:9092", p.key)
+				good = false
+			}
 			ok = ok && good
 			kc.Properties[p.key] = s
 		case nil:
@@ -632,12 +638,20 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	if !ok {
 		return nil
 	}
+	http := rc.b.Type == HTTPKafka
 	capStr, ok := d.discriminator(node, entries, "capability", "capability", "with", "fetch", "produce")
 	if !ok {
+		// Still report fields neither capability has (typos such as "capabilty").
+		union := []string{"capability", "topic", "topic-pattern", "filters", "acks", "key", "overrides", "reply-to"}
+		where := "the with of a grpc-kafka route"
+		if http {
+			union = append(union, "merge", "async")
+			where = "the with of an http-kafka route"
+		}
+		d.fields(entries, where, union...)
 		return nil
 	}
 	w := &With{Capability: Capability(capStr), Pos: d.pos(node)}
-	http := rc.b.Type == HTTPKafka
 	where := "the with of a grpc-kafka " + capStr + " route"
 	if http {
 		where = "the with of an http-kafka " + capStr + " route"

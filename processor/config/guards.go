@@ -38,6 +38,7 @@ func (d *decoder) guard(e entry) *Guard {
 	}
 	typ, ok := d.discriminator(node, fields, "type", "guard type", owner, "jwt", "envoy-jwt")
 	if !ok {
+		d.fields(fields, "a guard", "type", "options")
 		return nil
 	}
 	m := d.fields(fields, "a "+typ+" guard", "type", "options")

@@ -53,6 +53,7 @@ var ruleCases = []ruleCase{
 	{"kafka binding with routes", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\"}, routes: []}\n", []string{"c.yaml:2:79: unknown field \"routes\" in a kafka binding; allowed: type, kind, options"}},
 	{"kafka binding without options", "bindings:\n  kafka0: {type: kafka, kind: client}\n", []string{"c.yaml:2:11: missing required field \"options\": a kafka binding needs at least options.bootstrap.servers"}},
 	{"kafka binding without bootstrap.servers", "bindings:\n  kafka0: {type: kafka, kind: client, options: {linger.ms: 5}}\n", []string{"c.yaml:2:48: missing required property \"bootstrap.servers\": the brokers to connect to, e.g. localhost:9092"}},
+	{"empty bootstrap.servers", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"\"}}\n", []string{"c.yaml:2:68: bootstrap.servers must not be empty: list the brokers to connect to, e.g. localhost:9092"}},
 	{"kafka property not a scalar", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", sasl: {password: x}}}\n", []string{"c.yaml:2:84: kafka property \"sasl\" must be a string, number or boolean, got a mapping"}},
 
 	// ---- options

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/goccy/go-yaml"
@@ -100,6 +101,44 @@ func TestSchemaRejectsInvalidConfigs(t *testing.T) {
 			}
 			if err != nil && loaderOnly {
 				t.Errorf("schema rejects it, remove it from loaderOnlyRules: %v", err)
+			}
+		})
+	}
+}
+
+// TestInvalidFiles: each file under testdata/invalid fails to load with
+// exactly the errors of its .errors file, and the schema rejects it too.
+func TestInvalidFiles(t *testing.T) {
+	sch := compileSchema(t)
+	files, err := filepath.Glob(filepath.Join("testdata", "invalid", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no invalid configs: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(f, data, testEnv)
+			if err == nil {
+				t.Fatal("loader accepts it")
+			}
+			golden := strings.TrimSuffix(f, ".yaml") + ".errors"
+			if *update {
+				if err := os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, rerr := os.ReadFile(golden)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if got := err.Error() + "\n"; got != string(want) {
+				t.Errorf("errors:\n%s\nwant (%s; go test -update rewrites it):\n%s", got, golden, want)
+			}
+			if validateYAML(sch, data) == nil {
+				t.Error("schema accepts it")
 			}
 		})
 	}
