@@ -50,7 +50,8 @@ func DefaultAlgorithms() []string {
 	return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 }
 
-var jwtAlgorithms = append(DefaultAlgorithms(), "HS256", "HS384", "HS512")
+// jwtAlgorithms are the algorithms a jwt guard may list.
+func jwtAlgorithms() []string { return append(DefaultAlgorithms(), "HS256", "HS384", "HS512") }
 
 var (
 	nameRe        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -60,7 +61,10 @@ var (
 	grpcMethodRe  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*|\*)$`)
 )
 
-var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH"}
+// httpMethods are the methods a condition may name; CONNECT is refused apart.
+func httpMethods() []string {
+	return []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH"}
+}
 
 func (d *decoder) top(body ast.Node) *Config {
 	node, entries, ok := d.mapping(body, "the file", "key")
@@ -97,7 +101,6 @@ func (d *decoder) top(body ast.Node) *Config {
 type pendingBinding struct {
 	name string
 	kn   ast.Node
-	node ast.Node
 	typ  BindingType
 	m    map[string]*entry
 }
@@ -140,7 +143,7 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 		}
 		d.kind(node, m, typ, "proxy")
 		d.proxyTypes[e.key] = typ
-		proxies = append(proxies, pendingBinding{name: e.key, kn: e.kn, node: node, typ: BindingType(typ), m: m})
+		proxies = append(proxies, pendingBinding{name: e.key, kn: e.kn, typ: BindingType(typ), m: m})
 	}
 	for _, p := range proxies {
 		cfg.Bindings = append(cfg.Bindings, d.proxyBinding(p, cfg))
@@ -512,13 +515,13 @@ func (d *decoder) httpCondition(n ast.Node, rc *routeCtx) {
 			switch {
 			case s == "CONNECT":
 				d.errorf(e.v, "method CONNECT cannot be routed: Envoy answers CONNECT itself and never passes it to the processor")
-			case slices.Contains(httpMethods, s):
+			case slices.Contains(httpMethods(), s):
 				c.Method = s
 				methNode = e.v
-			case slices.Contains(httpMethods, strings.ToUpper(s)):
+			case slices.Contains(httpMethods(), strings.ToUpper(s)):
 				d.errorf(e.v, "method %q must be upper case: %s", s, strings.ToUpper(s))
 			default:
-				d.errorf(e.v, "unknown method %q; allowed: %s", s, strings.Join(httpMethods, ", "))
+				d.errorf(e.v, "unknown method %q; allowed: %s", s, strings.Join(httpMethods(), ", "))
 			}
 		}
 	}
@@ -570,7 +573,15 @@ func (d *decoder) grpcCondition(n ast.Node, rc *routeCtx) {
 	if e := m["metadata"]; e != nil {
 		_, entries, ok := d.mapping(e.v, "metadata", "metadata name")
 		if ok {
+			seen := map[string]ast.Node{}
 			for _, me := range entries {
+				// Metadata names ignore case, as HTTP/2 header names do.
+				if prev, dup := seen[strings.ToLower(me.key)]; dup {
+					p := d.pos(prev)
+					d.errorf(me.kn, "duplicate metadata name %q (names ignore case): first defined at line %d, column %d", me.key, p.Line, p.Col)
+					continue
+				}
+				seen[strings.ToLower(me.key)] = me.kn
 				if mm, ok := d.metadata(me); ok {
 					c.Metadata = append(c.Metadata, mm)
 				}
@@ -669,7 +680,7 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	}
 	m := d.fields(entries, where, allowed...)
 
-	// Per-request references each field may hold; see the table in template.go.
+	// Per-request references each field may hold; see the table on Parse.
 	topicRefs := allowGuardIdentity
 	if http {
 		topicRefs |= allowParams
@@ -721,7 +732,11 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 		if e := m["key"]; e != nil {
 			if t, ok := d.use(e.v, "key", keyRefs, rc); ok {
 				if t.Raw == "" {
-					d.errorf(e.v, "key must not be empty: omit it to produce without a key")
+					def := "records without a key"
+					if !http {
+						def = "the correlation id as key"
+					}
+					d.errorf(e.v, "key must not be empty: omit it for %s", def)
 				} else {
 					w.Key = &t
 				}
@@ -958,12 +973,15 @@ func (d *decoder) checkRoute(rc *routeCtx) {
 		}
 	}
 	w := r.With
-	followUp := w != nil && w.Capability == Produce && rc.hasReplyTo && rc.hasAsync
+	if w == nil {
+		return // a missing or broken with is reported already; these checks need it
+	}
+	followUp := w.Capability == Produce && rc.hasReplyTo && rc.hasAsync
 	for i, c := range r.When {
 		if c.Path != nil && c.Path.HasParam("correlationId") && (!followUp || c.Method != "GET") {
 			d.errorf(rc.pathNodes[i], "{correlationId} may only appear in a GET condition of a produce route with reply-to and async (the follow-up of an async request)")
 		}
-		if w != nil && w.Capability == Fetch && c.Method != "" && c.Method != "GET" && c.Method != "HEAD" {
+		if w.Capability == Fetch && c.Method != "" && c.Method != "GET" && c.Method != "HEAD" {
 			d.errorf(rc.methNodes[i], "a fetch route answers GET and HEAD: method %s cannot fetch", c.Method)
 		}
 	}

@@ -139,8 +139,8 @@ func (d *decoder) algorithms(n ast.Node) ([]string, bool) {
 		case strings.EqualFold(s, "none"):
 			d.errorf(it, "algorithm none is never accepted: tokens must be signed")
 			ok = false
-		case !slices.Contains(jwtAlgorithms, s):
-			d.errorf(it, "unknown algorithm %q; allowed: %s", s, strings.Join(jwtAlgorithms, ", "))
+		case !slices.Contains(jwtAlgorithms(), s):
+			d.errorf(it, "unknown algorithm %q; allowed: %s", s, strings.Join(jwtAlgorithms(), ", "))
 			ok = false
 		default:
 			out = append(out, s)

@@ -116,7 +116,7 @@ var ruleCases = []ruleCase{
 	{"internal topic", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: __consumer_offsets}\n", []string{"c.yaml:8:44: topic \"__consumer_offsets\" starts with \"_\": such names are internal to Kafka and always refused"}},
 	{"invalid topic name", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: \"items/requests\"}\n", []string{"c.yaml:8:44: \"items/requests\" is not a valid Kafka topic name: use up to 249 letters, digits, '.', '_' and '-'"}},
 	{"invalid reply-to", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t, reply-to: \"${params.x}\"}\n", []string{"c.yaml:8:57: ${params.x} cannot be used in reply-to: only ${env:NAME} and ${file:PATH} are resolved there"}},
-	{"empty key", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t, key: \"\"}\n", []string{"c.yaml:8:52: key must not be empty: omit it to produce without a key"}},
+	{"empty key", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t, key: \"\"}\n", []string{"c.yaml:8:52: key must not be empty: omit it for records without a key"}},
 
 	// ---- async and follow-ups
 	{"async without correlationId in location", h0 + "      - exit: kafka0\n        when: [{method: POST, path: /items}]\n        with: {capability: produce, topic: t, reply-to: r, async: {location: /items}}\n", []string{"c.yaml:9:78: async location must contain ${correlationId}: the client fetches the reply there"}},

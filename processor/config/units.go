@@ -9,10 +9,27 @@ import (
 
 var sizeRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?) ?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`)
 
-var sizeUnits = map[string]int64{
-	"": 1, "B": 1,
-	"KB": 1000, "MB": 1000 * 1000, "GB": 1000 * 1000 * 1000, "TB": 1000 * 1000 * 1000 * 1000,
-	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+// sizeUnit is the number of bytes of a unit accepted by sizeRe.
+func sizeUnit(u string) int64 {
+	switch u {
+	case "KB":
+		return 1000
+	case "MB":
+		return 1000 * 1000
+	case "GB":
+		return 1000 * 1000 * 1000
+	case "TB":
+		return 1000 * 1000 * 1000 * 1000
+	case "KiB":
+		return 1 << 10
+	case "MiB":
+		return 1 << 20
+	case "GiB":
+		return 1 << 30
+	case "TiB":
+		return 1 << 40
+	}
+	return 1 // "" or "B"
 }
 
 const sizeHelp = "use a number of bytes or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. 512KiB, 1MiB)"
@@ -30,7 +47,7 @@ func ParseSize(s string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("invalid size %q: %s", s, sizeHelp)
 	}
-	r.Mul(r, new(big.Rat).SetInt64(sizeUnits[m[2]]))
+	r.Mul(r, new(big.Rat).SetInt64(sizeUnit(m[2])))
 	if !r.IsInt() {
 		return 0, fmt.Errorf("invalid size %q: it is not a whole number of bytes", s)
 	}
