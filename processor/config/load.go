@@ -431,9 +431,45 @@ func (d *decoder) fields(entries []entry, where string, allowed ...string) map[s
 			m[e.key] = e
 			continue
 		}
-		d.errorf(e.kn, "unknown field %q in %s; allowed: %s", e.key, where, strings.Join(allowed, ", "))
+		hint := ""
+		if s := closest(e.key, allowed); s != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		d.errorf(e.kn, "unknown field %q in %s%s; allowed: %s", e.key, where, hint, strings.Join(allowed, ", "))
 	}
 	return m
+}
+
+// closest returns the candidate within two edits of s (a typo), if any.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // sequence returns the items of a sequence node, resolved (nil items are broken).
