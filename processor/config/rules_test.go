@@ -65,6 +65,7 @@ var ruleCases = []ruleCase{
 
 	// ---- routes
 	{"unknown route field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t}\n        priority: 1\n", []string{"c.yaml:9:9: unknown field \"priority\" in an http-kafka route; allowed: guarded, when, exit, with"}},
+	{"misspelt field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t, reply_to: r}\n", []string{"c.yaml:8:47: unknown field \"reply_to\" in the with of an http-kafka produce route (did you mean \"reply-to\"?); allowed: capability, topic, topic-pattern, acks, key, overrides, reply-to, async"}},
 	{"missing exit", h0 + "      - with: {capability: produce, topic: t}\n", []string{"c.yaml:7:9: missing required field \"exit\": name the kafka binding this route uses"}},
 	{"exit names no binding", h0 + "      - exit: kafka1\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:7:15: exit \"kafka1\" names no kafka binding (declared: kafka0)"}},
 	{"exit names a proxy binding", h0 + "      - exit: http0\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:7:15: exit \"http0\" is an http-kafka binding: exit must name a kafka binding (declared: kafka0)"}},
