@@ -1,0 +1,665 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// inboundQueue is how many ext_proc messages the reader may hold ahead of the
+// exchange; beyond it the reader stops calling Recv and gRPC flow control
+// pushes back on Envoy.
+const inboundQueue = 16
+
+// exchange is one Process stream: one request, one answer.
+type exchange struct {
+	s      *Server
+	stream extprocv3.ExternalProcessor_ProcessServer
+	ctx    context.Context // the stream's: done when Envoy cancels (client gone, or answer complete)
+	snap   *snapshot
+	log    *slog.Logger
+	w      *writer
+
+	in          chan *extprocv3.ProcessingRequest // from the reader; closed when Recv fails
+	recvErr     error                             // why Recv failed; written before in is closed, read only after
+	inClosed    bool                              // the exchange saw in closed
+	stop        chan struct{}                     // closed when the exchange ends
+	readerDone  chan struct{}
+	start       time.Time
+	kind        string // metrics: http or grpc
+	binding     string // metrics: the binding chosen
+	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
+}
+
+// failure is an answer the exchange makes itself (DESIGN §6.6), rendered as
+// problem+json for HTTP and as a status for gRPC.
+type failure struct {
+	http    int
+	grpc    codes.Code
+	detail  string
+	headers []route.Header
+}
+
+func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
+	return &exchange{
+		s:          s,
+		stream:     stream,
+		ctx:        stream.Context(),
+		snap:       s.snap.Load(),
+		log:        s.log,
+		w:          newWriter(stream),
+		in:         make(chan *extprocv3.ProcessingRequest, inboundQueue),
+		stop:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		start:      time.Now(),
+	}
+}
+
+// read is the reader goroutine: the only caller of Recv.
+func (x *exchange) read() {
+	defer x.s.live.Done()
+	defer close(x.readerDone)
+	defer close(x.in)
+	for {
+		req, err := x.stream.Recv()
+		if err != nil {
+			x.recvErr = err
+			return
+		}
+		select {
+		case x.in <- req:
+		case <-x.stop:
+			return
+		}
+	}
+}
+
+// next waits for the next ext_proc message; false once the stream ended.
+func (x *exchange) next() (*extprocv3.ProcessingRequest, bool) {
+	if x.inClosed {
+		return nil, false
+	}
+	select {
+	case m, ok := <-x.in:
+		if !ok {
+			x.inClosed = true
+		}
+		return m, ok
+	case <-x.ctx.Done():
+		return nil, false
+	}
+}
+
+// clientGone reports whether the stream ended because Envoy cancelled it (the
+// client went away) rather than by a half-close.
+func (x *exchange) clientGone() bool {
+	return x.ctx.Err() != nil || (x.inClosed && !errors.Is(x.recvErr, io.EOF))
+}
+
+// close ends the exchange: the reader stops, and the outcome is counted.
+func (x *exchange) close() {
+	close(x.stop)
+	if x.inClosed || x.ctx.Err() != nil {
+		// Recv has returned or returns at once on the cancelled stream.
+		<-x.readerDone
+	}
+	// Otherwise Recv is still blocked (Envoy neither cancelled nor half-closed
+	// within closeWait); it returns when gRPC cancels the stream as Process
+	// returns, and the reader ends then.
+	st, at, ok := x.w.answered()
+	switch {
+	case ok:
+		x.s.metrics.duration.WithLabelValues(kindLabel(x.kind)).Observe(at.Sub(x.start).Seconds())
+	case x.protocolErr:
+		st = statusProtocol
+	default:
+		st = statusCancelled
+	}
+	binding := x.binding
+	if binding == "" {
+		binding = "none"
+	}
+	x.s.metrics.exchanges.WithLabelValues(binding, kindLabel(x.kind), st).Inc()
+	x.log.Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+}
+
+func kindLabel(kind string) string {
+	if kind == "" {
+		return "unknown" // the stream ended before its request headers
+	}
+	return kind
+}
+
+func (x *exchange) run() error {
+	x.s.live.Add(1)
+	go x.read()
+
+	first, ok := x.next()
+	if !ok {
+		x.log.Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
+		return nil
+	}
+	rh := first.GetRequestHeaders()
+	if rh == nil {
+		// Nothing can be answered: every answer is a reply to request_headers.
+		x.protocolErr = true
+		x.log.Warn("first ext_proc message is not request_headers; is request_header_mode SEND?", "got", messageKind(first))
+		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
+	}
+	x.start = time.Now()
+	headers := headerList(rh.GetHeaders())
+	ctype := headers.Get("content-type")
+	isGRPC := grpcwire.IsGRPCContentType(ctype)
+	x.w.grpc = isGRPC
+	x.kind = "http"
+	if isGRPC {
+		x.kind = "grpc"
+		x.w.ctype = "application/grpc"
+		if strings.HasPrefix(ctype, "application/grpc+") {
+			x.w.ctype = ctype
+		}
+	} else {
+		x.w.head = headers.Get(":method") == http.MethodHead
+	}
+	x.log = x.log.With("kind", x.kind, "path", headers.Get(":path"), "request_id", headers.Get("x-request-id"))
+
+	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+		x.log.Error("Envoy sends request bodies in the wrong mode", "request_body_mode", pc.GetRequestBodyMode().String())
+		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
+			detail: fmt.Sprintf("Envoy's ext_proc filter uses request_body_mode %s; kafka-ext-proc needs FULL_DUPLEX_STREAMED (with request_trailer_mode SEND)", pc.GetRequestBodyMode())})
+	}
+
+	typ := config.HTTPKafka
+	if isGRPC {
+		typ = config.GRPCKafka
+	}
+	b, f := x.chooseBinding(typ)
+	if f != nil {
+		return x.failAndLinger(f)
+	}
+	x.binding = b.Config.Name
+	x.log = x.log.With("binding", x.binding)
+	md := first.GetMetadataContext().GetFilterMetadata()
+	if isGRPC {
+		return x.runGRPC(rh, headers, md, b)
+	}
+	return x.runHTTP(rh, headers, md, b)
+}
+
+// chooseBinding picks the binding of the request's type: the one the stream's
+// x-kafka-ext-proc-binding metadata names, or the only one.
+func (x *exchange) chooseBinding(typ config.BindingType) (*route.Binding, *failure) {
+	if names := metadata.ValueFromIncomingContext(x.ctx, BindingMetadata); len(names) > 0 {
+		b := x.snap.table.Binding(names[0])
+		switch {
+		case b == nil:
+			return nil, &failure{http: http.StatusInternalServerError, grpc: codes.Internal,
+				detail: fmt.Sprintf("binding %q named by Envoy's %s metadata is not in the processor's configuration", names[0], BindingMetadata)}
+		case b.Config.Type != typ:
+			return nil, &failure{http: http.StatusInternalServerError, grpc: codes.Internal,
+				detail: fmt.Sprintf("binding %q named by Envoy's %s metadata is %s, but the request is %s", names[0], BindingMetadata, b.Config.Type, kindOf(typ))}
+		}
+		return b, nil
+	}
+	bs := x.snap.table.OfType(typ)
+	switch len(bs) {
+	case 0:
+		return nil, &failure{http: http.StatusNotFound, grpc: codes.Unimplemented,
+			detail: fmt.Sprintf("no %s binding is configured for %s requests", typ, kindOf(typ))}
+	case 1:
+		return bs[0], nil
+	default:
+		return nil, &failure{http: http.StatusInternalServerError, grpc: codes.Internal,
+			detail: fmt.Sprintf("%d %s bindings are configured; set %s in the Envoy route's ext_proc grpc_initial_metadata to choose one", len(bs), typ, BindingMetadata)}
+	}
+}
+
+func kindOf(typ config.BindingType) string {
+	if typ == config.GRPCKafka {
+		return "gRPC"
+	}
+	return "HTTP"
+}
+
+// routeFailure turns a matching error into the answer of DESIGN §6.1.
+func routeFailure(err error, what string) *failure {
+	var ge *route.GuardError
+	switch {
+	case errors.As(err, &ge) && ge.Forbidden:
+		return &failure{http: http.StatusForbidden, grpc: codes.PermissionDenied,
+			detail: fmt.Sprintf("the credentials lack role(s) %s required by guard %q", strings.Join(ge.Missing, ", "), ge.Guard)}
+	case errors.As(err, &ge):
+		return &failure{http: http.StatusUnauthorized, grpc: codes.Unauthenticated,
+			detail:  fmt.Sprintf("send valid credentials (authorization: Bearer <token>) for guard %q: %v", ge.Guard, ge.Err),
+			headers: []route.Header{{Name: "www-authenticate", Value: "Bearer"}}}
+	default:
+		return &failure{http: http.StatusNotFound, grpc: codes.Unimplemented, detail: "no route matches " + what}
+	}
+}
+
+// fail sends the exchange's own terminal answer.
+func (x *exchange) fail(f *failure) {
+	var err error
+	if x.w.grpc {
+		err = x.w.finishGRPC(capability.Status{Code: f.grpc, Message: f.detail, Trailers: f.headers})
+	} else {
+		err = x.w.answerHTTP(capability.ProblemResponse(f.http, f.detail, f.headers...))
+	}
+	x.logSendErr(err)
+}
+
+func (x *exchange) failAndLinger(f *failure) error {
+	x.fail(f)
+	x.linger()
+	return nil
+}
+
+func (x *exchange) logSendErr(err error) {
+	if err == nil || errors.Is(err, errAnswered) {
+		return
+	}
+	if x.ctx.Err() != nil || status.Code(err) == codes.Canceled {
+		x.log.Debug("answer not sent: the stream was cancelled", "err", err)
+		return
+	}
+	x.log.Warn("sending the answer failed", "err", err)
+}
+
+// linger waits, after the terminal answer, for Envoy to cancel or close the
+// stream, ignoring request chunks still arriving (a reply would reset the
+// client's stream). The wait is bounded by closeWait and the drain.
+func (x *exchange) linger() {
+	if x.inClosed {
+		return
+	}
+	t := time.NewTimer(x.s.closeWait)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-x.in:
+			if !ok {
+				x.inClosed = true
+				return
+			}
+		case <-x.ctx.Done():
+			return
+		case <-x.s.drain.Done():
+			return
+		case <-t.C:
+			x.log.Debug("Envoy did not close the ext_proc stream after the answer", "waited", x.s.closeWait)
+			return
+		}
+	}
+}
+
+// --- HTTP ---
+
+func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md metadataMap, b *route.Binding) error {
+	method, rawPath := headers.Get(":method"), headers.Get(":path")
+	if method == "" || rawPath == "" {
+		return x.failAndLinger(&failure{http: http.StatusBadRequest, detail: "the request has no :method or :path"})
+	}
+	p, query := route.SplitPath(rawPath)
+	m, err := b.MatchHTTP(x.ctx, &route.HTTPRequest{Method: method, Path: p, Headers: headers, Metadata: md}, x.s.guards)
+	if err != nil {
+		if x.ctx.Err() != nil {
+			return nil
+		}
+		return x.failAndLinger(routeFailure(err, method+" "+p))
+	}
+	x.log.Debug("route matched", "route", m.Route.Index)
+
+	limit := x.snap.limits.MaxBody
+	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,
+		detail: fmt.Sprintf("the request body is larger than limits.max-body (%d bytes); send a smaller body", limit)}
+	if cl, err := strconv.ParseInt(headers.Get("content-length"), 10, 64); err == nil && cl > limit {
+		return x.failAndLinger(tooLarge)
+	}
+	var body []byte
+	if cl, err := strconv.ParseInt(headers.Get("content-length"), 10, 64); err == nil && cl > 0 {
+		body = make([]byte, 0, cl) // cl <= limit here
+	}
+	var trailers route.Headers
+	for ended := rh.GetEndOfStream(); !ended; {
+		msg, ok := x.next()
+		if !ok {
+			if x.clientGone() {
+				return nil
+			}
+			return x.failAndLinger(&failure{http: http.StatusBadRequest, detail: "the request ended before its body was complete"})
+		}
+		switch r := msg.GetRequest().(type) {
+		case *extprocv3.ProcessingRequest_RequestBody:
+			if int64(len(body))+int64(len(r.RequestBody.GetBody())) > limit {
+				return x.failAndLinger(tooLarge)
+			}
+			body = append(body, r.RequestBody.GetBody()...)
+			ended = r.RequestBody.GetEndOfStream()
+		case *extprocv3.ProcessingRequest_RequestTrailers:
+			trailers = headerList(r.RequestTrailers.GetTrailers())
+			ended = true
+		default:
+			x.log.Warn("unexpected ext_proc message while reading the request body; ignored", "got", messageKind(msg))
+		}
+	}
+
+	req := &capability.HTTPRequest{
+		Method: method, Path: p, RawQuery: query, Authority: headers.Get(":authority"),
+		Headers: headers, Trailers: trailers, Body: body,
+		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
+	}
+	resp := x.handleHTTP(req)
+	if x.ctx.Err() != nil {
+		return nil // the client went away while the handler worked
+	}
+	x.logSendErr(x.w.answerHTTP(resp))
+	x.linger()
+	return nil
+}
+
+func (x *exchange) handleHTTP(req *capability.HTTPRequest) (resp *capability.HTTPResponse) {
+	defer func() {
+		if p := recover(); p != nil {
+			x.log.Error("http-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			resp = nil
+		}
+		if resp == nil {
+			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
+		} else if resp.Status < 200 || resp.Status > 599 {
+			x.log.Error("http-kafka handler answered an invalid status", "status", resp.Status)
+			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
+		}
+	}()
+	return x.s.http.HandleHTTP(x.ctx, req)
+}
+
+// --- gRPC ---
+
+// inbox hands completed request messages to a gRPC handler.
+type inbox struct {
+	ch  chan []byte
+	err error // why the request stream ended; written before ch is closed
+}
+
+// Recv implements capability.MessageReader.
+func (in *inbox) Recv(ctx context.Context) ([]byte, error) {
+	select {
+	case m, ok := <-in.ch:
+		if !ok {
+			return nil, in.err
+		}
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md metadataMap, b *route.Binding) error {
+	svc, method, ok := route.ParseGRPCPath(headers.Get(":path"))
+	if !ok {
+		return x.failAndLinger(&failure{grpc: codes.Unimplemented, detail: fmt.Sprintf("malformed gRPC path %q", headers.Get(":path"))})
+	}
+	m, err := b.MatchGRPC(x.ctx, &route.GRPCRequest{Service: svc, Method: method, Headers: headers, Metadata: md}, x.s.guards)
+	if err != nil {
+		if x.ctx.Err() != nil {
+			return nil
+		}
+		return x.failAndLinger(routeFailure(err, svc+"/"+method))
+	}
+	x.log.Debug("route matched", "route", m.Route.Index)
+
+	hctx, cancel := context.WithCancel(x.ctx)
+	defer cancel()
+	var timeout time.Duration
+	if v, ok := headers.Lookup("grpc-timeout"); ok {
+		d, err := grpcwire.ParseTimeout(v)
+		if err != nil {
+			return x.failAndLinger(&failure{grpc: codes.InvalidArgument, detail: fmt.Sprintf("malformed grpc-timeout %q", v)})
+		}
+		timeout = d
+		hctx, cancel = context.WithTimeout(hctx, d)
+		defer cancel()
+	}
+
+	c := &call{x: x, in: &inbox{ch: make(chan []byte, 1)}, cancel: cancel, hdone: make(chan struct{}), open: true}
+	c.dec = grpcwire.NewDecoder(x.snap.limits.MaxBody)
+	gc := &capability.GRPCCall{
+		Service: svc, Method: method, Headers: headers,
+		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
+		In: c.in, Out: x.w,
+	}
+	var result capability.Status
+	var timedOut bool
+	x.s.live.Add(1)
+	go func() {
+		defer x.s.live.Done()
+		defer close(c.hdone)
+		result = x.handleGRPC(hctx, gc)
+		timedOut = errors.Is(hctx.Err(), context.DeadlineExceeded) && x.ctx.Err() == nil
+	}()
+
+	if rh.GetEndOfStream() {
+		if f := c.endRequest(); f != nil {
+			return c.end(f)
+		}
+	}
+	for {
+		select {
+		case <-c.hdone:
+			st := result
+			if timedOut && st.Code != codes.OK {
+				st = capability.Status{Code: codes.DeadlineExceeded, Message: fmt.Sprintf("the call's grpc-timeout (%v) elapsed", timeout)}
+			}
+			x.logSendErr(x.w.finishGRPC(st))
+			x.linger()
+			return nil
+		case <-x.ctx.Done():
+			return c.abandon()
+		case msg, ok := <-x.inOrNil():
+			if !ok {
+				x.inClosed = true
+				switch {
+				case x.clientGone():
+					return c.abandon()
+				case c.open:
+					// Half-closed mid-request: the request can never complete.
+					return c.end(&failure{grpc: codes.Canceled, detail: "the request stream ended before end_of_stream"})
+				}
+				continue
+			}
+			if !c.open {
+				continue // after end_of_stream (Envoy issue #46237) or trailers: ignored
+			}
+			var chunk []byte
+			eos := false
+			switch r := msg.GetRequest().(type) {
+			case *extprocv3.ProcessingRequest_RequestBody:
+				chunk, eos = r.RequestBody.GetBody(), r.RequestBody.GetEndOfStream()
+			case *extprocv3.ProcessingRequest_RequestTrailers:
+				eos = true
+			default:
+				x.log.Warn("unexpected ext_proc message during a gRPC call; ignored", "got", messageKind(msg))
+				continue
+			}
+			if f := c.feed(chunk, headers); f != nil {
+				if f == errAbandon {
+					return c.abandon()
+				}
+				return c.end(f)
+			}
+			if eos {
+				if f := c.endRequest(); f != nil {
+					return c.end(f)
+				}
+			}
+		}
+	}
+}
+
+// call is the exchange's side of one gRPC call: the decoder, the handler's
+// inbox and the handler's lifetime.
+type call struct {
+	x      *exchange
+	dec    *grpcwire.Decoder
+	in     *inbox
+	open   bool // the inbox is open: the request stream has not ended
+	cancel context.CancelFunc
+	hdone  chan struct{} // closed when the handler returned
+
+	pending []grpcwire.Message
+}
+
+// errAbandon is feed's signal that the client went away.
+var errAbandon = &failure{}
+
+// feed decodes one chunk and hands the messages it completes to the handler,
+// waiting for the handler to take each one: a handler that does not read
+// holds the exchange (and Envoy, through flow control) until it returns.
+func (c *call) feed(chunk []byte, headers route.Headers) *failure {
+	c.pending = c.pending[:0]
+	err := c.dec.Feed(chunk, func(m grpcwire.Message) error { c.pending = append(c.pending, m); return nil })
+	for _, m := range c.pending {
+		if m.Compressed {
+			return &failure{grpc: codes.Unimplemented,
+				detail: fmt.Sprintf("compressed request messages (grpc-encoding %q) are not supported; send them uncompressed", headers.Get("grpc-encoding"))}
+		}
+		select {
+		case c.in.ch <- m.Data:
+		case <-c.hdone:
+			return nil // the handler is finished: nobody reads the rest
+		case <-c.x.ctx.Done():
+			return errAbandon
+		}
+	}
+	if err != nil {
+		var se *grpcwire.SizeError
+		if errors.As(err, &se) {
+			return &failure{grpc: codes.ResourceExhausted,
+				detail: fmt.Sprintf("a request message of %d bytes is larger than limits.max-body (%d bytes)", se.Size, se.Limit)}
+		}
+		return &failure{grpc: codes.InvalidArgument, detail: "malformed request message: " + err.Error()}
+	}
+	return nil
+}
+
+// endRequest marks the end of the request stream: the handler's Recv then
+// returns io.EOF, unless the stream ended inside a message.
+func (c *call) endRequest() *failure {
+	if err := c.dec.End(); err != nil {
+		return &failure{grpc: codes.InvalidArgument, detail: "the request stream ended inside a message: " + err.Error()}
+	}
+	c.in.err = io.EOF
+	close(c.in.ch)
+	c.open = false
+	return nil
+}
+
+// end ends the call on the exchange's initiative: the answer goes out at once,
+// the handler is told through its context and Recv, and the exchange waits
+// for it so that it never outlives the exchange.
+func (c *call) end(f *failure) error {
+	c.x.fail(f)
+	if c.open {
+		c.in.err = status.Error(f.grpc, f.detail)
+		close(c.in.ch)
+		c.open = false
+	}
+	c.cancel()
+	<-c.hdone
+	c.x.linger()
+	return nil
+}
+
+// abandon ends the call because the client went away: nothing can be sent.
+func (c *call) abandon() error {
+	c.cancel()
+	<-c.hdone
+	return nil
+}
+
+// inOrNil is the reader's channel until it is closed, then nil (never ready).
+func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
+	if x.inClosed {
+		return nil
+	}
+	return x.in
+}
+
+func (x *exchange) handleGRPC(ctx context.Context, call *capability.GRPCCall) (st capability.Status) {
+	defer func() {
+		if p := recover(); p != nil {
+			x.log.Error("grpc-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			st = capability.Status{Code: codes.Internal, Message: "the processor failed to answer; see its log"}
+		}
+	}()
+	return x.s.grpc.HandleGRPC(ctx, call)
+}
+
+// --- ext_proc message helpers ---
+
+type metadataMap = map[string]*structpb.Struct
+
+// headerList converts ext_proc headers (values in raw_value; value is read
+// only when raw_value is empty, for clients older than Envoy's).
+func headerList(hm *corev3.HeaderMap) route.Headers {
+	hs := hm.GetHeaders()
+	out := make(route.Headers, 0, len(hs))
+	for _, h := range hs {
+		v := string(h.GetRawValue())
+		if v == "" {
+			v = h.GetValue()
+		}
+		out = append(out, route.Header{Name: lower(h.GetKey()), Value: v})
+	}
+	return out
+}
+
+// lower lower-cases a header name, allocating only if needed (Envoy already
+// sends lower-case names).
+func lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}
+
+func messageKind(m *extprocv3.ProcessingRequest) string {
+	switch m.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return "request_headers"
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return "request_body"
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return "request_trailers"
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return "response_headers"
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return "response_body"
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return "response_trailers"
+	default:
+		return "empty"
+	}
+}

@@ -1,0 +1,206 @@
+// Package processor is kafka-ext-proc's Envoy external processor: a gRPC
+// envoy.service.ext_proc.v3.ExternalProcessor whose every Process stream is
+// one HTTP or gRPC request, answered with a locally synthesized response
+// (DESIGN §3).
+//
+// One exchange runs per Process stream: a reader goroutine drains Recv, a
+// serialised writer sends, the request is matched against an immutable route
+// snapshot (swapped atomically on reload), collected (HTTP) or reassembled
+// message by message (gRPC), and handed to a capability handler (package
+// capability). Answers are always replies to request_headers — an
+// ImmediateResponse or a StreamedImmediateResponse — never replies to body or
+// trailer messages, and exactly one terminal answer is sent per exchange.
+//
+// Envoy must run the filter with request_header_mode SEND,
+// request_body_mode FULL_DUPLEX_STREAMED, request_trailer_mode SEND and the
+// response side SKIP/NONE; a stream announcing another body mode is answered
+// with an error naming the setting. The gRPC server should allow received
+// messages as large as Envoy's body chunks (grpc.MaxRecvMsgSize).
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// GuardChecker verifies credentials for guarded routes (see route.GuardChecker).
+type GuardChecker = route.GuardChecker
+
+// BindingMetadata is the ext_proc gRPC initial metadata (set per route in
+// envoy.yaml, grpc_initial_metadata) that names the binding to use when the
+// configuration has several bindings of the request's type.
+const BindingMetadata = "x-kafka-ext-proc-binding"
+
+// defaultCloseWait bounds how long an answered exchange waits for Envoy to
+// cancel the stream (Envoy does so right after the final message).
+const defaultCloseWait = 10 * time.Second
+
+// Options configure a Server.
+type Options struct {
+	Config *config.Config // required
+	Logger *slog.Logger   // nil: discard
+	// Registerer receives the processor's metrics; nil: a private registry
+	// (metrics kept but not exposed). Never the global registry.
+	Registerer prometheus.Registerer
+	// Drain is cancelled when the process drains; handlers and the exchange's
+	// own waits end on it. nil: never.
+	Drain context.Context
+	// Guards checks guarded routes; nil: guarded routes fail closed (401).
+	Guards GuardChecker
+	// HTTP and GRPC answer matched routes; nil: the httpkafka and grpckafka
+	// handlers.
+	HTTP capability.HTTPHandler
+	GRPC capability.GRPCHandler
+	// CloseWait bounds the wait for Envoy to cancel an answered stream;
+	// 0: 10s.
+	CloseWait time.Duration
+}
+
+// Server is the ext_proc server. It is safe for concurrent use.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	snap      atomic.Pointer[snapshot]
+	log       *slog.Logger
+	drain     context.Context
+	guards    GuardChecker
+	http      capability.HTTPHandler
+	grpc      capability.GRPCHandler
+	metrics   *metrics
+	closeWait time.Duration
+
+	// live counts Process calls and the goroutines they start, so tests (and
+	// a shutdown) can wait until no exchange holds anything.
+	live sync.WaitGroup
+}
+
+// snapshot is one immutable routing state; an exchange keeps the snapshot it
+// started with, whatever reloads happen meanwhile.
+type snapshot struct {
+	table  *route.Table
+	limits config.Limits
+}
+
+// New builds a Server from a configuration.
+func New(opts Options) (*Server, error) {
+	s := &Server{
+		log:       opts.Logger,
+		drain:     opts.Drain,
+		guards:    opts.Guards,
+		http:      opts.HTTP,
+		grpc:      opts.GRPC,
+		closeWait: opts.CloseWait,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.drain == nil {
+		s.drain = context.Background()
+	}
+	if s.http == nil {
+		s.http = httpkafka.New(s.log)
+	}
+	if s.grpc == nil {
+		s.grpc = grpckafka.New(s.log)
+	}
+	if s.closeWait <= 0 {
+		s.closeWait = defaultCloseWait
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering processor metrics: %w", err)
+	}
+	s.metrics = m
+	if err := s.Swap(opts.Config); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Register registers the ExternalProcessor service on g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	extprocv3.RegisterExternalProcessorServer(g, s)
+}
+
+// Swap installs a new configuration: its routing snapshot is built first and
+// swapped in atomically; on error the current one stays. Exchanges already
+// running keep the snapshot they started with.
+func (s *Server) Swap(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("swapping routes: no configuration")
+	}
+	t, err := route.Build(cfg)
+	if err != nil {
+		return fmt.Errorf("swapping routes: %w", err)
+	}
+	s.snap.Store(&snapshot{table: t, limits: withDefaults(cfg.Limits)})
+	s.log.Info("routes installed", "source", cfg.Source, "bindings", len(cfg.Bindings))
+	return nil
+}
+
+// withDefaults fills limits left at zero (configurations built by hand) with
+// the loader's defaults.
+func withDefaults(l config.Limits) config.Limits {
+	d := config.DefaultLimits()
+	if l.MaxBody <= 0 {
+		l.MaxBody = d.MaxBody
+	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = d.MaxWait
+	}
+	if l.ReplyTimeout <= 0 {
+		l.ReplyTimeout = d.ReplyTimeout
+	}
+	if l.ReplyRetention <= 0 {
+		l.ReplyRetention = d.ReplyRetention
+	}
+	if l.KafkaTimeout <= 0 {
+		l.KafkaTimeout = d.KafkaTimeout
+	}
+	if l.MaxViewBytes <= 0 {
+		l.MaxViewBytes = d.MaxViewBytes
+	}
+	if l.ReplyIndexBytes <= 0 {
+		l.ReplyIndexBytes = d.ReplyIndexBytes
+	}
+	if l.MaxViews <= 0 {
+		l.MaxViews = d.MaxViews
+	}
+	if l.ViewIdle <= 0 {
+		l.ViewIdle = d.ViewIdle
+	}
+	if l.StreamLagBudget <= 0 {
+		l.StreamLagBudget = d.StreamLagBudget
+	}
+	return l
+}
+
+// Process runs one exchange: one HTTP or gRPC request.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	s.live.Add(1)
+	defer s.live.Done()
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
+	x := newExchange(s, stream)
+	defer x.close()
+	return x.run()
+}

@@ -1,0 +1,320 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// maxChunk is the largest body_response the processor sends; larger bodies
+// are streamed in pieces of this size (DESIGN §3), which keeps each ext_proc
+// message well below gRPC's message limits on Envoy's side.
+const maxChunk = 256 << 10
+
+var (
+	errAnswered      = errors.New("the exchange has already answered")
+	errHeadersSent   = errors.New("response headers already sent")
+	errCallEnded     = errors.New("the exchange ended the call")
+	errNotGRPCStream = errors.New("not a gRPC exchange")
+)
+
+type writerState int
+
+const (
+	idle      writerState = iota // nothing sent
+	streaming                    // StreamedImmediateResponse headers sent
+	done                         // terminal answer sent
+)
+
+// writer is the exchange's only path to stream.Send. It serialises sends
+// (gRPC streams must not be written concurrently) and enforces the answer
+// protocol: replies to request_headers only, one terminal answer, nothing
+// after it.
+type writer struct {
+	mu     sync.Mutex
+	stream extprocv3.ExternalProcessor_ProcessServer
+	grpc   bool
+	head   bool   // HTTP HEAD: headers only
+	ctype  string // gRPC response content-type
+	state  writerState
+	closed bool      // gRPC: the exchange ended the call; handler writes fail
+	status string    // metrics label of the terminal answer
+	at     time.Time // when the terminal answer was sent
+	err    error     // first send error
+}
+
+func newWriter(stream extprocv3.ExternalProcessor_ProcessServer) *writer {
+	return &writer{stream: stream}
+}
+
+// answered reports whether the terminal answer was sent, its status label
+// and when.
+func (w *writer) answered() (string, time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status, w.at, w.state == done
+}
+
+func (w *writer) send(r *extprocv3.ProcessingResponse) error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.stream.Send(r); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+// --- HTTP ---
+
+// answerHTTP sends the terminal answer of an HTTP exchange: an
+// ImmediateResponse, or a StreamedImmediateResponse when the body is above
+// maxChunk or the status is one Envoy's HttpStatus enum does not define.
+func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != idle {
+		return errAnswered
+	}
+	w.state, w.at = done, time.Now()
+	w.status = strconv.Itoa(r.Status)
+	headers := responseHeaders(r.Headers)
+	if len(r.Body) <= maxChunk && definedStatus(r.Status) {
+		return w.send(immediate(&extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
+			Headers: mutation(headers),
+			Body:    r.Body,
+			Details: "kafka_ext_proc",
+		}))
+	}
+	noBody := w.head || len(r.Body) == 0 || r.Status == 204 || r.Status == 304
+	hm := make([]*corev3.HeaderValue, 0, len(headers)+2)
+	hm = append(hm, hv(":status", strconv.Itoa(r.Status)))
+	for _, h := range headers {
+		hm = append(hm, hv(h.Name, h.Value))
+	}
+	if r.Status != 204 && r.Status != 304 {
+		hm = append(hm, hv("content-length", strconv.Itoa(len(r.Body))))
+	}
+	if err := w.send(streamedHeaders(hm, noBody)); err != nil || noBody {
+		return err
+	}
+	return w.sendBody(r.Body, true)
+}
+
+// definedStatus reports whether ImmediateResponse can carry the status:
+// Envoy's HttpStatus enum lists the registered codes only.
+func definedStatus(code int) bool {
+	_, ok := typev3.StatusCode_name[int32(code)]
+	return ok && code >= 200 && code <= 599
+}
+
+// hopByHop are response headers the exchange owns or the connection does.
+var hopByHop = map[string]bool{
+	"content-length": true, "transfer-encoding": true, "connection": true, "keep-alive": true,
+	"upgrade": true, "te": true, "trailer": true, "proxy-connection": true,
+}
+
+// responseHeaders lower-cases names and drops pseudo-headers and the headers
+// the exchange or the connection owns.
+func responseHeaders(in []route.Header) []route.Header {
+	out := make([]route.Header, 0, len(in))
+	for _, h := range in {
+		name := strings.ToLower(h.Name)
+		if name == "" || name[0] == ':' || hopByHop[name] {
+			continue
+		}
+		out = append(out, route.Header{Name: name, Value: h.Value})
+	}
+	return out
+}
+
+// --- gRPC (capability.ResponseWriter for the handler, plus the terminal) ---
+
+// SendHeader implements capability.ResponseWriter.
+func (w *writer) SendHeader(ctx context.Context, md []route.Header) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(ctx); err != nil {
+		return err
+	}
+	if w.state != idle {
+		return errHeadersSent
+	}
+	return w.grpcHeaders(md)
+}
+
+// Send implements capability.ResponseWriter.
+func (w *writer) Send(ctx context.Context, msg []byte) error {
+	return w.SendFramed(ctx, grpcwire.Frame(msg))
+}
+
+// SendFramed implements capability.ResponseWriter.
+func (w *writer) SendFramed(ctx context.Context, frames []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(ctx); err != nil {
+		return err
+	}
+	if w.state == idle {
+		if err := w.grpcHeaders(nil); err != nil {
+			return err
+		}
+	}
+	return w.sendBody(frames, false)
+}
+
+func (w *writer) usable(ctx context.Context) error {
+	switch {
+	case !w.grpc:
+		return errNotGRPCStream
+	case w.closed:
+		return errCallEnded
+	case w.state == done:
+		return errAnswered
+	}
+	return ctx.Err()
+}
+
+func (w *writer) grpcHeaders(md []route.Header) error {
+	hm := make([]*corev3.HeaderValue, 0, len(md)+2)
+	hm = append(hm, hv(":status", "200"), hv("content-type", w.ctype))
+	for _, h := range responseHeaders(md) {
+		if h.Name == "content-type" {
+			continue
+		}
+		hm = append(hm, hv(h.Name, h.Value))
+	}
+	w.state = streaming
+	return w.send(streamedHeaders(hm, false))
+}
+
+// finishGRPC sends the terminal answer of a gRPC exchange and closes the
+// call to the handler: trailers after streamed headers; before them, a
+// success still streams (headers, then trailers: DESIGN §3) and an error is
+// an ImmediateResponse with grpc_status (Envoy turns it into a trailers-only
+// reply whose grpc-message is the percent-encoded body).
+func (w *writer) finishGRPC(st capability.Status) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	if w.state == done {
+		return errAnswered
+	}
+	state := w.state
+	w.state, w.at = done, time.Now()
+	w.status = grpcwire.CodeName(st.Code)
+	if state == idle && st.Code != codes.OK {
+		return w.send(immediate(&extprocv3.ImmediateResponse{
+			Status:     &typev3.HttpStatus{Code: typev3.StatusCode_OK}, // Envoy forces 200 for gRPC
+			Headers:    mutation(grpcTrailers(st.Trailers)),
+			Body:       []byte(st.Message),
+			GrpcStatus: &extprocv3.GrpcStatus{Status: uint32(st.Code)},
+			Details:    "kafka_ext_proc",
+		}))
+	}
+	if state == idle {
+		if err := w.grpcHeaders(nil); err != nil {
+			return err
+		}
+	}
+	tm := make([]*corev3.HeaderValue, 0, len(st.Trailers)+2)
+	tm = append(tm, hv("grpc-status", strconv.Itoa(int(st.Code))))
+	if st.Message != "" {
+		tm = append(tm, hv("grpc-message", grpcwire.EncodeMessage(st.Message)))
+	}
+	for _, h := range grpcTrailers(st.Trailers) {
+		tm = append(tm, hv(h.Name, h.Value))
+	}
+	return w.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
+		StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_TrailersResponse{
+			TrailersResponse: &corev3.HeaderMap{Headers: tm},
+		}},
+	}})
+}
+
+// grpcTrailers drops what the exchange sets itself from handler trailers.
+func grpcTrailers(in []route.Header) []route.Header {
+	out := responseHeaders(in)
+	n := 0
+	for _, h := range out {
+		if h.Name != "grpc-status" && h.Name != "grpc-message" && h.Name != "content-type" {
+			out[n] = h
+			n++
+		}
+	}
+	return out[:n]
+}
+
+// sendBody sends body in body_responses of at most maxChunk bytes; eos marks
+// the last one end_of_stream (HTTP only: gRPC always ends with trailers).
+func (w *writer) sendBody(body []byte, eos bool) error {
+	for {
+		n := min(len(body), maxChunk)
+		last := n == len(body)
+		if err := w.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
+			StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_BodyResponse{
+				BodyResponse: &extprocv3.StreamedBodyResponse{Body: body[:n], EndOfStream: eos && last},
+			}},
+		}}); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+		body = body[n:]
+	}
+}
+
+// --- ext_proc message helpers ---
+
+func hv(name, value string) *corev3.HeaderValue {
+	return &corev3.HeaderValue{Key: name, RawValue: []byte(value)} // Envoy reads raw_value only
+}
+
+func immediate(ir *extprocv3.ImmediateResponse) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: ir}}
+}
+
+func streamedHeaders(hm []*corev3.HeaderValue, eos bool) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
+		StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_HeadersResponse{
+			HeadersResponse: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hm}, EndOfStream: eos},
+		}},
+	}}
+}
+
+// mutation renders headers for an ImmediateResponse. Envoy overwrites by
+// default; a repeated name is appended so every value survives.
+func mutation(hs []route.Header) *extprocv3.HeaderMutation {
+	if len(hs) == 0 {
+		return nil
+	}
+	m := &extprocv3.HeaderMutation{SetHeaders: make([]*corev3.HeaderValueOption, 0, len(hs))}
+	for i, h := range hs {
+		o := &corev3.HeaderValueOption{Header: hv(h.Name, h.Value)}
+		for _, prev := range hs[:i] {
+			if prev.Name == h.Name {
+				//lint:ignore SA1019 Envoy's ext_proc reads the deprecated append only (mutation_utils.cc), not append_action.
+				o.Append = wrapperspb.Bool(true)
+				break
+			}
+		}
+		m.SetHeaders = append(m.SetHeaders, o)
+	}
+	return m
+}
