@@ -1,22 +1,3 @@
-// Package emulator is a local stand-in for Envoy's HTTP connection manager
-// and ext_proc filter, for `dev`, end-to-end tests and load generation.
-//
-// It is a development tool, never a production front: it emulates only the
-// behaviour our envoy/envoy.yaml configures (request headers SEND, request
-// body FULL_DUPLEX_STREAMED, request trailers SEND, response processing
-// skipped, fail-closed) and refuses any other settings in New.
-//
-// The Emulator is a real HTTP server: HTTP/1.1 and prior-knowledge h2c on
-// one port (Serve), so real net/http and grpc-go clients work through it.
-// Each request opens one ext_proc Process stream to the processor, driven by
-// a Client/Exchange (the ext_proc client side), which has no HTTP
-// dependency and can be driven directly, e.g. by a load generator.
-//
-// Every emulated rule cites a section (§n) of the project's Envoy ext_proc
-// reference (envoy-ext-proc.md, read from Envoy's source) and says
-// whether it is verified in Envoy's source or tests ([code], [test], [api])
-// or assumed (UNVERIFIED). A processor must never depend on an assumed
-// behaviour.
 package emulator
 
 import (

@@ -1,0 +1,43 @@
+// Package emulator is a local stand-in for Envoy's HTTP connection manager
+// and ext_proc filter, for `dev`, end-to-end tests and load generation.
+//
+// It is a development tool, never a production front: it emulates only the
+// behaviour our envoy/envoy.yaml configures (request headers SEND, request
+// body FULL_DUPLEX_STREAMED, request trailers SEND, response processing
+// skipped, fail-closed) and New refuses any other settings.
+//
+// # API
+//
+//   - New(Options{Settings, Processor, Logger}) builds an Emulator;
+//     Emulator.Serve(ctx, ln) serves HTTP/1.1 and prior-knowledge h2c on one
+//     listener (real net/http and grpc-go clients work); Emulator.Handler is
+//     the bare handler (h2c needs a server with unencrypted HTTP/2 enabled).
+//   - The ext_proc client side has no HTTP dependency: NewClient,
+//     Client.Route, Client.Start(ctx, Request) -> *Exchange, then
+//     Exchange.Body/Trailers (request data as it arrives), Exchange.Next
+//     (what the filter does downstream: LocalReply, Continue, streamed
+//     Headers/Body/Trailers, Reset) and Exchange.Close (the RST-style cancel
+//     of the Process stream). DownstreamHeaders builds a Request's headers
+//     from an *http.Request as the HCM does.
+//
+// Every emulated rule cites a section (§n) of the project's Envoy ext_proc
+// reference (envoy-ext-proc.md, read from Envoy's source) and says whether
+// it is verified in Envoy's source or tests ([code], [test], [api]) or
+// assumed (UNVERIFIED). A processor must never depend on an assumed
+// behaviour.
+//
+// # Not emulated
+//
+// Envoy's wire order of headers (keys are sorted here); attributes and
+// forwarded dynamic metadata (metadata_context is always empty: there is no
+// jwt_authn); use_remote_address and XFF handling; x-envoy-* request header
+// sanitising; HCM local_reply_config; header count/size limits on mutations;
+// HTTP/1 enable_trailers; downstream HTTP/2 keepalive; upstreams (a cluster
+// route always answers "no healthy upstream"); ext_proc's async-client
+// headers on the Process stream (x-forwarded-for, timeouts). net/http adds
+// content-length: 0 to headers-only HTTP/2 replies, delivers the end of an
+// HTTP/2 request body as a separate empty chunk where Envoy may flag the
+// last data chunk, and shows request trailers only when the client declared
+// them; resets are RST_STREAM(INTERNAL_ERROR) where Envoy's code is
+// UNVERIFIED.
+package emulator
