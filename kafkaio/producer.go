@@ -176,14 +176,11 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 }
 
 // messageTimeout is librdkafka's message.timeout.ms for a Kafka timeout:
-// librdkafka scans for timed-out records about once a second, so the
-// record's own timeout is set a second early for its failure to arrive
-// within the Kafka timeout.
+// librdkafka scans for timed-out records and requests once a second, so
+// the record's own timeout is set early enough for its failure (which says
+// whether it was sent) to arrive before Produce stops waiting.
 func messageTimeout(kafkaTimeout time.Duration) time.Duration {
-	if kafkaTimeout >= 2*time.Second {
-		return kafkaTimeout - time.Second
-	}
-	return max(kafkaTimeout/2, time.Millisecond)
+	return max(kafkaTimeout-1250*time.Millisecond, kafkaTimeout/3, time.Millisecond)
 }
 
 func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
@@ -633,10 +630,13 @@ func (p *Producer) lookUp(topic string, c *topicCheck) {
 		c.err = fmt.Errorf("%w: the producer is closed", ErrNotEnqueued)
 		return
 	}
-	md, err := rd.kp.GetMetadata(&topic, false, int(p.opts.KafkaTimeout/time.Millisecond))
+	// A little under the Kafka timeout, so its answer reaches the callers
+	// before they stop waiting.
+	wait := p.opts.KafkaTimeout * 9 / 10
+	md, err := rd.kp.GetMetadata(&topic, false, int(wait/time.Millisecond))
 	rd.release()
 	if err != nil {
-		c.err = fmt.Errorf("%w: no metadata for the topic within %v: %w", ErrNotEnqueued, p.opts.KafkaTimeout, err)
+		c.err = fmt.Errorf("%w: no metadata for the topic within %v: %w", ErrNotEnqueued, wait, err)
 		return
 	}
 	p.markUp(rd)

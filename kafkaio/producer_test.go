@@ -303,7 +303,7 @@ func TestProduceBrokerGoneNotEnqueued(t *testing.T) {
 	if !errors.Is(err, ErrNotEnqueued) {
 		t.Fatalf("err = %v, want ErrNotEnqueued", err)
 	}
-	if took > timeout {
+	if took > timeout+250*time.Millisecond {
 		t.Errorf("took %v, want within the Kafka timeout %v", took, timeout)
 	}
 }
@@ -334,7 +334,7 @@ func TestProduceNoAnswerUnacknowledged(t *testing.T) {
 	if !errors.Is(err, ErrUnacknowledged) {
 		t.Fatalf("err = %v, want ErrUnacknowledged", err)
 	}
-	if took > timeout+50*time.Millisecond {
+	if took > timeout+250*time.Millisecond { // Produce's own bound, plus scheduling
 		t.Errorf("took %v, want within the Kafka timeout %v", took, timeout)
 	}
 	select {
@@ -504,7 +504,7 @@ func TestProducerConfigOwnsItsSettings(t *testing.T) {
 		KafkaTimeout: 5 * time.Second, Acks: AcksAll,
 	})
 	want := map[string]any{
-		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 4000, "request.timeout.ms": 4000,
+		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3750, "request.timeout.ms": 3750,
 		"linger.ms": "7", "partitioner": "consistent_random", "allow.auto.create.topics": false,
 		"topic.metadata.propagation.max.ms": 5000, "go.delivery.report.fields": "none",
 	}

@@ -1,0 +1,756 @@
+package kafkaio
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/google/uuid"
+)
+
+// ReplyIndexOptions configure a ReplyIndex.
+type ReplyIndexOptions struct {
+	Name         string            // the kafka binding's name, for logs and readiness
+	Properties   map[string]string // librdkafka properties of the binding
+	KafkaTimeout time.Duration     // bound of each metadata or offsets look-up (default 5s)
+	// Retention is how far back replies are read and how long they are
+	// kept (limits.reply-retention, default 10m).
+	Retention time.Duration
+	// MaxBytes bounds the index (limits.reply-index-bytes, default 64MiB);
+	// beyond it the least recently written unpinned ids are evicted.
+	MaxBytes  int64
+	Readiness Readiness // one condition per reply topic (optional)
+	Logger    *slog.Logger
+}
+
+// ReplyIndexStats are a reply index's sizes and counters.
+type ReplyIndexStats struct {
+	Entries int    // correlation ids with stored replies
+	Pinned  int    // correlation ids with waiters
+	Bytes   int64  // accounted bytes of stored replies
+	Evicted uint64 // ids evicted for MaxBytes
+	Expired uint64 // ids expired for Retention
+	// SplitReplies counts ids whose replies came in more than one
+	// partition: the responder did not key its replies by correlation id,
+	// so their order is not guaranteed.
+	SplitReplies uint64
+	// WithoutHeader counts records of reply topics without the
+	// correlation header (not indexed).
+	WithoutHeader uint64
+}
+
+// ReplyIndex maps correlation id → reply records for every reply-to topic
+// of a cluster, read by one consumer of its own (assignment only, no
+// commits) from now - Retention, so any replica answers follow-ups and
+// replays. Records are indexed by the value of the topic's correlation
+// header; each id keeps its records in arrival order (offset order within a
+// partition) and whether a null-value (terminal) record came.
+//
+// Memory is bounded by Retention (ids whose newest record is older expire)
+// and MaxBytes (least recently written ids are evicted first); ids with
+// waiters are pinned and never dropped.
+//
+// All reply topics share the one consumer, so a topic added while others
+// are live delays their replies by its catch-up; reply topics are normally
+// added at startup.
+type ReplyIndex struct {
+	opts   ReplyIndexOptions
+	logger *slog.Logger
+	cons   *kafka.Consumer
+	now    func() time.Time
+
+	mu     sync.Mutex
+	topics map[string]*replyTopic
+	order  list.List // *replyEntry with records, least recently written first
+	bytes  int64
+	pinned int
+	stats  ReplyIndexStats
+	closed bool
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopLogs chan struct{}
+	logsDone chan struct{}
+}
+
+type replyTopic struct {
+	name      string
+	headers   []string // correlation header names (usually one)
+	readiness string
+	entries   map[string]*replyEntry
+	added     time.Time
+
+	// Catch-up state, guarded by ReplyIndex.mu.
+	started   bool    // partitions assigned
+	end       []int64 // end offsets when indexing began
+	done      []bool  // partition reached its end offset
+	remaining int
+	caught    bool
+	caughtUp  chan struct{} // closed once caught up
+	attempted chan struct{} // closed after the first attempt to start
+	tried     bool
+	lastErr   error
+}
+
+type replyEntry struct {
+	topic     *replyTopic
+	id        string
+	records   []*Record // append-only: a slice handed out never changes
+	terminal  bool
+	partition int32
+	split     bool
+	bytes     int64
+	newest    time.Time     // newest record timestamp, for Retention
+	pins      int           // waiters
+	changed   chan struct{} // closed at the next record; nil until asked for
+	elem      *list.Element // in ReplyIndex.order once it has records
+}
+
+// Bytes an id and a record cost beyond their data (structs, slice and map
+// slots, string headers).
+const (
+	replyEntryOverhead  = 160
+	replyRecordOverhead = 112
+	replyHeaderOverhead = 40
+)
+
+// NewReplyIndex creates the index's consumer; topics are added with Add.
+func NewReplyIndex(opts ReplyIndexOptions) (*ReplyIndex, error) {
+	return newReplyIndex(opts, time.Now)
+}
+
+func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, error) {
+	if opts.KafkaTimeout <= 0 {
+		opts.KafkaTimeout = 5 * time.Second
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = 10 * time.Minute
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 64 << 20
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("kafka", opts.Name)
+	groupID := "kafka-ext-proc-replies-" + uuid.NewString()
+	cons, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, groupID))
+	if err != nil {
+		return nil, fmt.Errorf("creating the reply consumer of kafka binding %q: %w", opts.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &ReplyIndex{
+		opts: opts, logger: logger, cons: cons, now: now,
+		topics: map[string]*replyTopic{},
+		ctx:    ctx, cancel: cancel,
+		stopLogs: make(chan struct{}), logsDone: make(chan struct{}),
+	}
+	go func() {
+		defer close(x.logsDone)
+		forwardRdLogs(logger, cons.Logs(), "replies", x.stopLogs)
+	}()
+	x.wg.Add(1)
+	go x.poll()
+	return x, nil
+}
+
+// Close stops the consumer. Watches stop changing; waiters are not woken.
+func (x *ReplyIndex) Close() {
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return
+	}
+	x.closed = true
+	x.mu.Unlock()
+	x.cancel()
+	x.wg.Wait()
+	_ = x.cons.Close()
+	close(x.stopLogs)
+	<-x.logsDone
+}
+
+// Add starts indexing topic by the correlation header named header, and
+// reports the topic to the Readiness until it has caught up. Adding a topic
+// again is a no-op; a second header name for a topic already being read
+// applies to the records read from then on.
+func (x *ReplyIndex) Add(topic, header string) {
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return
+	}
+	if t, ok := x.topics[topic]; ok {
+		for _, h := range t.headers {
+			if h == header {
+				x.mu.Unlock()
+				return
+			}
+		}
+		t.headers = append(t.headers, header)
+		started := t.started
+		x.mu.Unlock()
+		if started {
+			x.logger.Warn("a second correlation header for a reply topic already read: earlier replies are not indexed by it",
+				"topic", topic, "header", header)
+		}
+		return
+	}
+	t := &replyTopic{
+		name: topic, headers: []string{header},
+		readiness: "kafka " + x.opts.Name + " replies " + topic,
+		entries:   map[string]*replyEntry{},
+		added:     x.now(),
+		caughtUp:  make(chan struct{}), attempted: make(chan struct{}),
+	}
+	x.topics[topic] = t
+	x.wg.Add(1)
+	x.mu.Unlock()
+	x.setReady(t, false, "catching up")
+	go x.start(t)
+}
+
+func (x *ReplyIndex) setReady(t *replyTopic, ready bool, reason string) {
+	if x.opts.Readiness != nil {
+		x.opts.Readiness.Set(t.readiness, ready, reason)
+	}
+}
+
+// start assigns the topic's partitions, retrying every second until it
+// works (a missing topic may be created later).
+func (x *ReplyIndex) start(t *replyTopic) {
+	defer x.wg.Done()
+	for {
+		err := x.assign(t)
+		x.mu.Lock()
+		t.lastErr = err
+		if !t.tried {
+			t.tried = true
+			close(t.attempted)
+		}
+		x.mu.Unlock()
+		if err == nil {
+			return
+		}
+		if x.ctx.Err() != nil {
+			return
+		}
+		x.setReady(t, false, err.Error())
+		if errors.Is(err, ErrUnknownTopic) {
+			x.logger.Warn("a reply topic does not exist", "topic", t.name)
+		} else {
+			x.logger.Warn("starting to read a reply topic failed; retrying", "topic", t.name, "err", err)
+		}
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// assign reads the end offsets, then the offsets of now - Retention, and
+// assigns the partitions there. End offsets come first so a record written
+// in between is at or after the start offset: it is read, and the topic is
+// caught up once every partition reached the end seen first.
+func (x *ReplyIndex) assign(t *replyTopic) error {
+	ms := int(x.opts.KafkaTimeout / time.Millisecond)
+	topic := t.name
+	md, err := x.cons.GetMetadata(&topic, false, ms)
+	if err != nil {
+		return fmt.Errorf("reading the metadata of reply topic %s: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return fmt.Errorf("reading the metadata of reply topic %s: not in the answer", topic)
+	}
+	switch tm.Error.Code() {
+	case kafka.ErrNoError:
+	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	default:
+		return fmt.Errorf("reading the metadata of reply topic %s: %w", topic, tm.Error)
+	}
+	n := len(tm.Partitions)
+	if n == 0 {
+		return fmt.Errorf("reply topic %s has no partitions yet", topic)
+	}
+	end := make([]int64, n)
+	for p := 0; p < n; p++ {
+		if x.ctx.Err() != nil {
+			return x.ctx.Err()
+		}
+		_, hi, err := x.cons.QueryWatermarkOffsets(topic, int32(p), ms)
+		if err != nil {
+			return fmt.Errorf("reading the end offset of %s[%d]: %w", topic, p, err)
+		}
+		end[p] = hi
+	}
+	since := kafka.Offset(x.now().Add(-x.opts.Retention).UnixMilli())
+	query := make([]kafka.TopicPartition, n)
+	for p := range query {
+		query[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: since}
+	}
+	found, err := x.cons.OffsetsForTimes(query, ms)
+	if err != nil {
+		return fmt.Errorf("looking up the offsets of %s since %v: %w", topic, x.opts.Retention, err)
+	}
+	start := make([]int64, n)
+	copy(start, end) // no record since then: start at the end
+	for _, f := range found {
+		if f.Error != nil {
+			return fmt.Errorf("looking up the offset of %s[%d] since %v: %w", topic, f.Partition, x.opts.Retention, f.Error)
+		}
+		if int(f.Partition) < n && f.Offset >= 0 {
+			start[f.Partition] = int64(f.Offset)
+		}
+	}
+
+	x.mu.Lock()
+	t.end = end
+	t.done = make([]bool, n)
+	t.remaining = 0
+	for p := 0; p < n; p++ {
+		if start[p] >= end[p] {
+			t.done[p] = true
+		} else {
+			t.remaining++
+		}
+	}
+	t.started = true // before the assignment: its first records count
+	t.lastErr = nil
+	x.mu.Unlock()
+
+	assign := make([]kafka.TopicPartition, n)
+	for p := range assign {
+		assign[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(start[p])}
+	}
+	if err := x.cons.IncrementalAssign(assign); err != nil {
+		x.mu.Lock()
+		t.started = false
+		x.mu.Unlock()
+		return fmt.Errorf("assigning reply topic %s: %w", topic, err)
+	}
+	x.mu.Lock()
+	caught := x.checkCaughtUpLocked(t) // nothing to read in any partition
+	x.mu.Unlock()
+	if caught {
+		x.caughtUp(t)
+	}
+	return nil
+}
+
+// checkCaughtUpLocked marks the topic caught up once no partition remains;
+// true the first time, when the caller must call caughtUp.
+func (x *ReplyIndex) checkCaughtUpLocked(t *replyTopic) bool {
+	if t.caught || !t.started || t.remaining > 0 {
+		return false
+	}
+	t.caught = true
+	close(t.caughtUp)
+	return true
+}
+
+func (x *ReplyIndex) caughtUp(t *replyTopic) {
+	x.setReady(t, true, "")
+	x.logger.Debug("reply index caught up", "topic", t.name, "took", x.now().Sub(t.added))
+}
+
+// poll is the one goroutine that polls the consumer, indexes replies and
+// expires old ones.
+func (x *ReplyIndex) poll() {
+	defer x.wg.Done()
+	interval := min(max(x.opts.Retention/10, 100*time.Millisecond), 30*time.Second)
+	nextSweep := x.now().Add(interval)
+	for x.ctx.Err() == nil {
+		switch ev := x.cons.Poll(100).(type) {
+		case *kafka.Message:
+			x.apply(ev)
+		case kafka.PartitionEOF:
+			x.eof(ev)
+		case kafka.Error:
+			x.logger.Debug("reply consumer", "err", ev)
+		}
+		if now := x.now(); !now.Before(nextSweep) {
+			x.expire(now)
+			nextSweep = now.Add(interval)
+		}
+	}
+}
+
+// progressLocked records that partition p of t will next read offset next.
+func (x *ReplyIndex) progressLocked(t *replyTopic, p int32, next int64) bool {
+	if !t.started || int(p) >= len(t.done) || t.done[p] || next < t.end[p] {
+		return false
+	}
+	t.done[p] = true
+	t.remaining--
+	return x.checkCaughtUpLocked(t)
+}
+
+func (x *ReplyIndex) eof(ev kafka.PartitionEOF) {
+	if ev.Topic == nil {
+		return
+	}
+	x.mu.Lock()
+	t := x.topics[*ev.Topic]
+	caught := false
+	if t != nil && t.started && int(ev.Partition) < len(t.done) && !t.done[ev.Partition] {
+		// The end of a partition now is at or beyond its end when indexing
+		// began (trailing control records included).
+		caught = x.progressLocked(t, ev.Partition, t.end[ev.Partition])
+	}
+	x.mu.Unlock()
+	if caught {
+		x.caughtUp(t)
+	}
+}
+
+func (x *ReplyIndex) apply(m *kafka.Message) {
+	if m.TopicPartition.Error != nil || m.TopicPartition.Topic == nil {
+		return
+	}
+	p, offset := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
+	x.mu.Lock()
+	t := x.topics[*m.TopicPartition.Topic]
+	if t == nil {
+		x.mu.Unlock()
+		return
+	}
+	caught := x.progressLocked(t, p, offset+1)
+	var split []string
+	indexed := false
+	var r *Record
+	for i, name := range t.headers {
+		id, ok := headerValue(m.Headers, name)
+		if !ok || (i > 0 && sameID(m.Headers, t.headers[:i], id)) {
+			continue
+		}
+		if r == nil {
+			r = toReplyRecord(m, x.now)
+		}
+		indexed = true
+		if x.indexLocked(t, id, r) {
+			split = append(split, id)
+		}
+	}
+	if !indexed {
+		x.stats.WithoutHeader++
+	}
+	x.evictLocked()
+	x.mu.Unlock()
+	for _, id := range split {
+		x.logger.Warn("replies of one correlation id in several partitions: the responder does not key replies by correlation id",
+			"topic", t.name, "correlation_id", id, "partition", p, "offset", offset)
+	}
+	if caught {
+		x.caughtUp(t)
+	}
+}
+
+// indexLocked appends r to the id's entry; true when it is the first record
+// of the id in another partition.
+func (x *ReplyIndex) indexLocked(t *replyTopic, id string, r *Record) (split bool) {
+	e := t.entries[id]
+	if e == nil {
+		e = &replyEntry{topic: t, id: id}
+		t.entries[id] = e
+	}
+	size := recordBytes(r)
+	if len(e.records) == 0 {
+		e.partition = r.Partition
+		size += replyEntryOverhead + int64(len(id))
+		e.elem = x.order.PushBack(e)
+	} else {
+		x.order.MoveToBack(e.elem)
+		if r.Partition != e.partition && !e.split {
+			e.split = true
+			x.stats.SplitReplies++
+			split = true
+		}
+	}
+	e.records = append(e.records, r)
+	if r.Value == nil {
+		e.terminal = true
+	}
+	e.bytes += size
+	x.bytes += size
+	if r.Timestamp.After(e.newest) {
+		e.newest = r.Timestamp
+	}
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
+	return split
+}
+
+// evictLocked drops the least recently written unpinned ids while the index
+// is over MaxBytes.
+func (x *ReplyIndex) evictLocked() {
+	for el := x.order.Front(); el != nil && x.bytes > x.opts.MaxBytes; {
+		next := el.Next()
+		if e := el.Value.(*replyEntry); e.pins == 0 {
+			x.removeLocked(e)
+			x.stats.Evicted++
+		}
+		el = next
+	}
+}
+
+// expire drops unpinned ids whose newest record is older than Retention.
+// The order is by last write, close to timestamp order, so the walk stops
+// at the first id still within retention.
+func (x *ReplyIndex) expire(now time.Time) {
+	cutoff := now.Add(-x.opts.Retention)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for el := x.order.Front(); el != nil; {
+		next := el.Next()
+		e := el.Value.(*replyEntry)
+		if !e.newest.Before(cutoff) {
+			return
+		}
+		if e.pins == 0 {
+			x.removeLocked(e)
+			x.stats.Expired++
+		}
+		el = next
+	}
+}
+
+func (x *ReplyIndex) removeLocked(e *replyEntry) {
+	if e.elem != nil {
+		x.order.Remove(e.elem)
+		e.elem = nil
+	}
+	if e.topic.entries[e.id] == e {
+		delete(e.topic.entries, e.id)
+	}
+	x.bytes -= e.bytes
+}
+
+// WaitCaughtUp waits until topic's index has read everything that was in
+// the topic when indexing began, so a lookup that finds nothing means no
+// reply was written before. It fails at once, wrapping ErrNotReady and
+// ErrUnknownTopic, if the topic does not exist; with ErrNotReady when ctx
+// ends first.
+func (x *ReplyIndex) WaitCaughtUp(ctx context.Context, topic string) error {
+	x.mu.Lock()
+	t := x.topics[topic]
+	x.mu.Unlock()
+	if t == nil {
+		return fmt.Errorf("%w: reply topic %s was not added to the reply index", ErrNotReady, topic)
+	}
+	select {
+	case <-t.caughtUp:
+		return nil
+	case <-t.attempted:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: reply index of %s: %w", ErrNotReady, topic, ctx.Err())
+	}
+	x.mu.Lock()
+	lastErr, caught := t.lastErr, t.caught
+	x.mu.Unlock()
+	if caught {
+		return nil
+	}
+	if errors.Is(lastErr, ErrUnknownTopic) {
+		return fmt.Errorf("%w: reply index: %w", ErrNotReady, lastErr)
+	}
+	select {
+	case <-t.caughtUp:
+		return nil
+	case <-ctx.Done():
+		if lastErr != nil {
+			return fmt.Errorf("%w: reply index of %s: %w (last error: %v)", ErrNotReady, topic, ctx.Err(), lastErr)
+		}
+		return fmt.Errorf("%w: reply index of %s: %w", ErrNotReady, topic, ctx.Err())
+	}
+}
+
+// Stats reports the index's sizes and counters.
+func (x *ReplyIndex) Stats() ReplyIndexStats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s := x.stats
+	s.Entries = x.order.Len()
+	s.Pinned = x.pinned
+	s.Bytes = x.bytes
+	return s
+}
+
+// SplitReplies counts correlation ids whose replies came in more than one
+// partition.
+func (x *ReplyIndex) SplitReplies() uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.stats.SplitReplies
+}
+
+// ReplyWatch is a waiter's hold on one correlation id of one reply topic.
+// The id stays in the index (pinned) until Close.
+//
+// To wait without missing a record: take Changed (or State), read Records,
+// and if they are not enough wait on the channel, then read again; every
+// record closes the channel and a later call returns a fresh one.
+type ReplyWatch struct {
+	x    *ReplyIndex
+	e    *replyEntry
+	once sync.Once
+}
+
+// Watch pins correlationID in topic's index and returns the hold. Register
+// it before producing the request record, so no reply can be missed. topic
+// must have been added; a watch of a topic that was not never changes.
+func (x *ReplyIndex) Watch(topic, correlationID string) *ReplyWatch {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t := x.topics[topic]
+	if t == nil {
+		x.logger.Error("watching a reply topic that is not indexed", "topic", topic)
+		return &ReplyWatch{}
+	}
+	e := t.entries[correlationID]
+	if e == nil {
+		e = &replyEntry{topic: t, id: correlationID}
+		t.entries[correlationID] = e
+	}
+	e.pins++
+	if e.pins == 1 {
+		x.pinned++
+	}
+	return &ReplyWatch{x: x, e: e}
+}
+
+// State returns, consistently, the records so far, whether the terminal
+// (null-value) record came, and a channel closed at the next record.
+func (w *ReplyWatch) State() (records []*Record, terminal bool, changed <-chan struct{}) {
+	if w.x == nil {
+		return nil, false, nil
+	}
+	w.x.mu.Lock()
+	defer w.x.mu.Unlock()
+	return w.e.records[:len(w.e.records):len(w.e.records)], w.e.terminal, w.changedLocked()
+}
+
+// Records returns the id's reply records in arrival order. The slice is
+// the caller's: later records do not change it. HTTP answers with the first.
+func (w *ReplyWatch) Records() []*Record {
+	if w.x == nil {
+		return nil
+	}
+	w.x.mu.Lock()
+	defer w.x.mu.Unlock()
+	return w.e.records[:len(w.e.records):len(w.e.records)]
+}
+
+// Terminal tells whether a null-value record (the end of a gRPC call) came.
+func (w *ReplyWatch) Terminal() bool {
+	if w.x == nil {
+		return false
+	}
+	w.x.mu.Lock()
+	defer w.x.mu.Unlock()
+	return w.e.terminal
+}
+
+// Changed returns a channel closed when the next record of the id arrives;
+// all waiters of the id share it.
+func (w *ReplyWatch) Changed() <-chan struct{} {
+	if w.x == nil {
+		return nil
+	}
+	w.x.mu.Lock()
+	defer w.x.mu.Unlock()
+	return w.changedLocked()
+}
+
+func (w *ReplyWatch) changedLocked() chan struct{} {
+	if w.e.changed == nil {
+		w.e.changed = make(chan struct{})
+	}
+	return w.e.changed
+}
+
+// Close releases the hold; the id may then be evicted or expire.
+func (w *ReplyWatch) Close() {
+	if w.x == nil {
+		return
+	}
+	w.once.Do(func() {
+		x := w.x
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		e := w.e
+		e.pins--
+		if e.pins > 0 {
+			return
+		}
+		x.pinned--
+		if len(e.records) == 0 {
+			// Nothing came: the id holds nothing.
+			if e.topic.entries[e.id] == e {
+				delete(e.topic.entries, e.id)
+			}
+			return
+		}
+		x.evictLocked() // it may have been spared while over MaxBytes
+	})
+}
+
+func headerValue(hs []kafka.Header, name string) (string, bool) {
+	for _, h := range hs {
+		if h.Key == name {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// sameID tells whether one of the earlier header names carries id too, so a
+// record is indexed once per id.
+func sameID(hs []kafka.Header, names []string, id string) bool {
+	for _, n := range names {
+		if v, ok := headerValue(hs, n); ok && v == id {
+			return true
+		}
+	}
+	return false
+}
+
+func toReplyRecord(m *kafka.Message, now func() time.Time) *Record {
+	r := &Record{
+		Topic:     *m.TopicPartition.Topic,
+		Partition: m.TopicPartition.Partition,
+		Offset:    int64(m.TopicPartition.Offset),
+		Timestamp: m.Timestamp,
+		Key:       m.Key,
+		Value:     m.Value,
+	}
+	if m.TimestampType == kafka.TimestampNotAvailable || r.Timestamp.IsZero() {
+		r.Timestamp = now()
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]Header, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}
+
+func recordBytes(r *Record) int64 {
+	n := int64(replyRecordOverhead + len(r.Key) + len(r.Value))
+	for _, h := range r.Headers {
+		n += int64(replyHeaderOverhead + len(h.Key) + len(h.Value))
+	}
+	return n
+}

@@ -1,0 +1,582 @@
+package kafkaio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+)
+
+const cidHeader = "gateway:correlation-id"
+
+type testReply struct {
+	id        string
+	header    string // default cidHeader
+	value     []byte // nil: terminal
+	partition int32
+	ts        time.Time // zero: now
+	extra     []kafka.Header
+}
+
+// writeReplies writes reply records as a responder would, each to the
+// given partition, and waits for every acknowledgement.
+func writeReplies(t *testing.T, addr, topic string, rs ...testReply) {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3, "linger.ms": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan kafka.Event, len(rs))
+	for _, r := range rs {
+		h := r.header
+		if h == "" {
+			h = cidHeader
+		}
+		headers := append([]kafka.Header{{Key: h, Value: []byte(r.id)}}, r.extra...)
+		err := p.Produce(&kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.partition},
+			Key:            []byte(r.id), Value: r.value, Headers: headers, Timestamp: r.ts,
+		}, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range rs {
+		select {
+		case ev := <-done:
+			if m := ev.(*kafka.Message); m.TopicPartition.Error != nil {
+				t.Fatal(m.TopicPartition.Error)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no acknowledgement")
+		}
+	}
+}
+
+func testIndex(t *testing.T, addr string, opts ReplyIndexOptions, now func() time.Time) *ReplyIndex {
+	t.Helper()
+	opts.Name = "kafka0"
+	opts.Properties = map[string]string{"bootstrap.servers": addr}
+	if opts.KafkaTimeout == 0 {
+		opts.KafkaTimeout = 5 * time.Second
+	}
+	if now == nil {
+		now = time.Now
+	}
+	x, err := newReplyIndex(opts, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.Close)
+	return x
+}
+
+// waitRecords waits, the race-free way, until the watch holds n records.
+func waitRecords(t *testing.T, ctx context.Context, w *ReplyWatch, n int) []*Record {
+	t.Helper()
+	for {
+		recs, _, changed := w.State()
+		if len(recs) >= n {
+			return recs
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("%d records after waiting, want %d", len(recs), n)
+		}
+	}
+}
+
+func TestReplyWatchWakesOnReply(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add("replies", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	w := x.Watch("replies", "cid-1")
+	defer w.Close()
+	other := x.Watch("replies", "cid-2")
+	defer other.Close()
+	changed, otherChanged := w.Changed(), other.Changed()
+	if len(w.Records()) != 0 || w.Terminal() {
+		t.Fatal("a fresh watch has records")
+	}
+
+	start := time.Now()
+	writeReplies(t, b.Addr(), "replies", testReply{
+		id: "cid-1", value: []byte(`{"ok":true}`), partition: 1,
+		extra: []kafka.Header{{Key: ":status", Value: []byte("201")}, {Key: "location", Value: []byte("/items/1")}},
+	})
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the watcher was not woken")
+	}
+	t.Logf("reply seen %v after the write started", time.Since(start))
+	recs := w.Records()
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.Topic != "replies" || r.Partition != 1 || string(r.Key) != "cid-1" || !bytes.Equal(r.Value, []byte(`{"ok":true}`)) {
+		t.Errorf("record = %+v", r)
+	}
+	wantHeaders := []Header{{cidHeader, []byte("cid-1")}, {":status", []byte("201")}, {"location", []byte("/items/1")}}
+	if len(r.Headers) != len(wantHeaders) {
+		t.Fatalf("headers = %v", r.Headers)
+	}
+	for i, h := range wantHeaders {
+		if r.Headers[i].Key != h.Key || !bytes.Equal(r.Headers[i].Value, h.Value) {
+			t.Errorf("header %d = %s=%q, want %s=%q", i, r.Headers[i].Key, r.Headers[i].Value, h.Key, h.Value)
+		}
+	}
+	if w.Terminal() {
+		t.Error("a record with a value is terminal")
+	}
+	select {
+	case <-otherChanged:
+		t.Error("the waiter of another id was woken")
+	default:
+	}
+	// Round trip with a warm producer: request written, reply seen.
+	p := testProducer(t, b.Addr(), AcksAll, 5*time.Second, nil)
+	if _, _, err := p.Produce(ctx, &Record{Topic: "replies", Value: []byte("warm-up")}); err != nil {
+		t.Fatal(err)
+	}
+	w3 := x.Watch("replies", "cid-3")
+	defer w3.Close()
+	start = time.Now()
+	if _, _, err := p.Produce(ctx, &Record{Topic: "replies", Key: []byte("cid-3"), Value: []byte("r"),
+		Headers: []Header{{Key: cidHeader, Value: []byte("cid-3")}}}); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Since(start)
+	waitRecords(t, ctx, w3, 1)
+	t.Logf("warm producer: acknowledged in %v, watcher woken %v after the produce began", acked, time.Since(start))
+
+	// The next arrival closes a fresh channel.
+	next := w.Changed()
+	if next == changed {
+		t.Fatal("Changed returned the closed channel again")
+	}
+	select {
+	case <-next:
+		t.Fatal("the fresh channel is closed without a new record")
+	default:
+	}
+}
+
+// A second index (another replica, or a restart) finds a reply written
+// before it started, and not one older than the retention.
+func TestReplyWrittenBeforeTheIndexIsFoundAfterCatchUp(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 3}})
+	now := time.Now()
+	writeReplies(t, b.Addr(), "replies",
+		testReply{id: "too-old", value: []byte("stale"), partition: 0, ts: now.Add(-20 * time.Minute)},
+		testReply{id: "recent", value: []byte("fresh"), partition: 0, ts: now.Add(-5 * time.Minute)},
+	)
+	first := testIndex(t, b.Addr(), ReplyIndexOptions{Retention: 10 * time.Minute}, nil)
+	first.Add("replies", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+	w := first.Watch("replies", "live")
+	defer w.Close()
+	writeReplies(t, b.Addr(), "replies", testReply{id: "live", value: []byte("first index saw it"), partition: 2})
+	waitRecords(t, ctx, w, 1)
+
+	start := time.Now()
+	second := testIndex(t, b.Addr(), ReplyIndexOptions{Retention: 10 * time.Minute}, nil)
+	second.Add("replies", cidHeader)
+	if err := second.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second index caught up in %v", time.Since(start))
+	for id, want := range map[string]string{"live": "first index saw it", "recent": "fresh"} {
+		w := second.Watch("replies", id)
+		recs := w.Records()
+		w.Close()
+		if len(recs) != 1 || string(recs[0].Value) != want {
+			t.Errorf("%s: records %v, want one with %q", id, recs, want)
+		}
+	}
+	old := second.Watch("replies", "too-old")
+	defer old.Close()
+	if recs := old.Records(); len(recs) != 0 {
+		t.Errorf("a reply older than the retention was indexed: %v", recs)
+	}
+}
+
+// Caught up means every record present when indexing began is indexed.
+func TestReplyCaughtUpMeansEverythingRead(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 3}})
+	const n = 3000
+	rs := make([]testReply, n)
+	for i := range rs {
+		rs[i] = testReply{id: fmt.Sprint("cid-", i), value: []byte(fmt.Sprint(i)), partition: int32(i % 3)}
+	}
+	writeReplies(t, b.Addr(), "replies", rs...)
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add("replies", cidHeader)
+	start := time.Now()
+	if err := x.WaitCaughtUp(testCtx(t, 20*time.Second), "replies"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d replies indexed in %v", n, time.Since(start))
+	if st := x.Stats(); st.Entries != n {
+		t.Fatalf("entries = %d right after catching up, want %d", st.Entries, n)
+	}
+}
+
+// gRPC: replies with values, then a null-value record that ends the call.
+func TestReplyTerminalRecord(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add("replies", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	w := x.Watch("replies", "call-1")
+	defer w.Close()
+	writeReplies(t, b.Addr(), "replies",
+		testReply{id: "call-1", value: []byte("m1")},
+		testReply{id: "call-1", value: []byte{}}, // empty, not terminal
+	)
+	if recs := waitRecords(t, ctx, w, 2); len(recs) != 2 || w.Terminal() {
+		t.Fatalf("%d records, terminal %v; want 2 and not terminal", len(recs), w.Terminal())
+	}
+	writeReplies(t, b.Addr(), "replies", testReply{id: "call-1", value: nil,
+		extra: []kafka.Header{{Key: "gateway:status", Value: []byte("9")}}})
+	var recs []*Record
+	for {
+		var term bool
+		var changed <-chan struct{}
+		recs, term, changed = w.State()
+		if term {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("the terminal record did not come")
+		}
+	}
+	if len(recs) != 3 || string(recs[0].Value) != "m1" || recs[1].Value == nil || len(recs[1].Value) != 0 || recs[2].Value != nil {
+		t.Fatalf("records = %v", recs)
+	}
+	if recs[0].Offset >= recs[1].Offset || recs[1].Offset >= recs[2].Offset {
+		t.Errorf("records out of order: %d, %d, %d", recs[0].Offset, recs[1].Offset, recs[2].Offset)
+	}
+}
+
+func TestReplyMaxBytesEvictsOldestUnpinned(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	const maxBytes = 8 << 10
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{MaxBytes: maxBytes}, nil)
+	x.Add("replies", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	keep := x.Watch("replies", "keep")
+	big := bytes.Repeat([]byte("v"), 1000)
+	writeReplies(t, b.Addr(), "replies", testReply{id: "keep", value: big})
+	waitRecords(t, ctx, keep, 1)
+
+	last := x.Watch("replies", "other-29")
+	var rs []testReply
+	for i := 0; i < 30; i++ {
+		rs = append(rs, testReply{id: fmt.Sprint("other-", i), value: big})
+	}
+	writeReplies(t, b.Addr(), "replies", rs...)
+	waitRecords(t, ctx, last, 1)
+	last.Close()
+
+	st := x.Stats()
+	t.Logf("after 31 replies of ~1.2KB into %d bytes: %+v", maxBytes, st)
+	if st.Evicted == 0 || st.Bytes > maxBytes {
+		t.Fatalf("stats = %+v; want evictions and at most %d bytes", st, maxBytes)
+	}
+	if recs := keep.Records(); len(recs) != 1 {
+		t.Fatal("the pinned reply was evicted")
+	}
+	w := x.Watch("replies", "other-0")
+	if len(w.Records()) != 0 {
+		t.Error("the oldest unpinned reply was not evicted")
+	}
+	w.Close()
+	w = x.Watch("replies", "other-29")
+	if len(w.Records()) != 1 {
+		t.Error("the newest reply was evicted")
+	}
+	w.Close()
+
+	// Unpinned, "keep" is now the least recently written: the next write
+	// evicts it.
+	keep.Close()
+	last = x.Watch("replies", "other-30")
+	writeReplies(t, b.Addr(), "replies", testReply{id: "other-30", value: big})
+	waitRecords(t, ctx, last, 1)
+	last.Close()
+	w = x.Watch("replies", "keep")
+	defer w.Close()
+	if len(w.Records()) != 0 {
+		t.Error("an unpinned old reply survived eviction")
+	}
+}
+
+// fakeClock is a clock the test moves.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func TestReplyRetentionExpiry(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	clock := &fakeClock{}
+	clock.ns.Store(time.Now().UnixNano())
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{Retention: time.Minute}, clock.now)
+	x.Add("replies", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	a, pinned := x.Watch("replies", "a"), x.Watch("replies", "pinned")
+	defer pinned.Close()
+	writeReplies(t, b.Addr(), "replies", testReply{id: "a", value: []byte("1")}, testReply{id: "pinned", value: []byte("2")})
+	waitRecords(t, ctx, a, 1)
+	waitRecords(t, ctx, pinned, 1)
+	a.Close()
+
+	x.expire(clock.now().Add(30 * time.Second))
+	if st := x.Stats(); st.Entries != 2 || st.Expired != 0 {
+		t.Fatalf("within the retention: %+v", st)
+	}
+	clock.advance(2 * time.Minute)
+	x.expire(clock.now())
+	st := x.Stats()
+	if st.Expired != 1 || st.Entries != 1 {
+		t.Fatalf("after the retention: %+v; want a expired and the pinned one kept", st)
+	}
+	if len(pinned.Records()) != 1 {
+		t.Error("the pinned reply expired")
+	}
+	w := x.Watch("replies", "a")
+	defer w.Close()
+	if len(w.Records()) != 0 {
+		t.Error("the expired reply is still there")
+	}
+}
+
+func TestReplySplitAcrossPartitionsIsCounted(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
+	sink := &logSink{}
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{Logger: slog.New(sink)}, nil)
+	x.Add("replies", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+	w := x.Watch("replies", "cid")
+	defer w.Close()
+	writeReplies(t, b.Addr(), "replies", testReply{id: "cid", value: []byte("p0"), partition: 0})
+	waitRecords(t, ctx, w, 1)
+	writeReplies(t, b.Addr(), "replies", testReply{id: "cid", value: []byte("p1"), partition: 1})
+	waitRecords(t, ctx, w, 2)
+	if n := x.SplitReplies(); n != 1 {
+		t.Errorf("split replies = %d, want 1", n)
+	}
+	if !sink.has("replies of one correlation id in several partitions") {
+		t.Error("the split was not logged")
+	}
+}
+
+// Each topic is indexed by its own header name (HTTP and gRPC bindings may
+// name it differently).
+func TestReplyHeaderNamePerTopic(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "http-replies"}, {Name: "grpc-replies"}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add("http-replies", cidHeader)
+	x.Add("grpc-replies", "zilla:correlation-id")
+	x.Add("grpc-replies", "zilla:correlation-id") // idempotent
+	ctx := testCtx(t, 20*time.Second)
+	for _, topic := range []string{"http-replies", "grpc-replies"} {
+		if err := x.WaitCaughtUp(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := x.Watch("grpc-replies", "g1")
+	defer g.Close()
+	writeReplies(t, b.Addr(), "grpc-replies",
+		testReply{id: "g1", value: []byte("wrong header")}, // named cidHeader: not indexed here
+		testReply{id: "g1", header: "zilla:correlation-id", value: []byte("right header")},
+	)
+	recs := waitRecords(t, ctx, g, 1)
+	if len(recs) != 1 || string(recs[0].Value) != "right header" {
+		t.Fatalf("records = %v", recs)
+	}
+	if st := x.Stats(); st.WithoutHeader != 1 {
+		t.Errorf("records without the header = %d, want 1", st.WithoutHeader)
+	}
+}
+
+type readinessLog struct {
+	mu   sync.Mutex
+	last map[string]string
+	ch   chan struct{}
+}
+
+func (r *readinessLog) Set(name string, ready bool, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last[name] = fmt.Sprintf("ready=%v %s", ready, reason)
+	select {
+	case r.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (r *readinessLog) get(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[name]
+}
+
+func TestReplyReadinessAndMissingTopic(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	r := &readinessLog{last: map[string]string{}, ch: make(chan struct{}, 1)}
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{Readiness: r}, nil)
+	x.Add("replies", cidHeader)
+	x.Add("later", cidHeader)
+	ctx := testCtx(t, 20*time.Second)
+
+	start := time.Now()
+	err := x.WaitCaughtUp(ctx, "later")
+	t.Logf("missing reply topic: %v after %v", err, time.Since(start))
+	if !errors.Is(err, ErrNotReady) || !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("err = %v, want ErrNotReady and ErrUnknownTopic", err)
+	}
+	if err := x.WaitCaughtUp(ctx, "never-added"); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("err = %v for a topic never added", err)
+	}
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	for r.get("kafka kafka0 replies replies") != "ready=true " || r.get("kafka kafka0 replies later") != "ready=false topic does not exist: later" {
+		select {
+		case <-r.ch:
+		case <-ctx.Done():
+			t.Fatalf("readiness: %v", r.last)
+		}
+	}
+	if err := b.CreateTopics(embedded.Topic{Name: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	for r.get("kafka kafka0 replies later") != "ready=true " {
+		select {
+		case <-r.ch:
+		case <-ctx.Done():
+			t.Fatalf("readiness: %v", r.last)
+		}
+	}
+	if err := x.WaitCaughtUp(ctx, "later"); err != nil {
+		t.Fatal(err)
+	}
+	w := x.Watch("later", "c")
+	defer w.Close()
+	writeReplies(t, b.Addr(), "later", testReply{id: "c", value: []byte("v")})
+	waitRecords(t, ctx, w, 1)
+}
+
+// Many waiters of one id and a stream of its records: every waiter sees
+// every record, with no lock held across the wait.
+func TestReplyConcurrentWaiters(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add("replies", cidHeader)
+	ctx := testCtx(t, 30*time.Second)
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	const waiters, records = 50, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	ready := make(chan struct{}, waiters)
+	for i := 0; i < waiters; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := x.Watch("replies", "stream")
+			defer w.Close()
+			ready <- struct{}{}
+			for {
+				recs, term, changed := w.State()
+				if term {
+					if len(recs) != records+1 {
+						errs <- fmt.Errorf("%d records at the end, want %d", len(recs), records+1)
+					}
+					for j, r := range recs[:records] {
+						if string(r.Value) != fmt.Sprint(j) {
+							errs <- fmt.Errorf("record %d = %q", j, r.Value)
+						}
+					}
+					return
+				}
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					errs <- fmt.Errorf("stopped at %d records", len(recs))
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < waiters; i++ {
+		<-ready
+	}
+	var rs []testReply
+	for j := 0; j < records; j++ {
+		rs = append(rs, testReply{id: "stream", value: []byte(fmt.Sprint(j))})
+	}
+	rs = append(rs, testReply{id: "stream", value: nil})
+	writeReplies(t, b.Addr(), "replies", rs...)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := x.Stats(); st.Pinned != 0 {
+		t.Errorf("%d ids still pinned after every watch closed", st.Pinned)
+	}
+}
+
+// An id watched and released with no reply leaves nothing behind.
+func TestReplyWatchWithoutReplyHoldsNothing(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add("replies", cidHeader)
+	w1, w2 := x.Watch("replies", "nothing"), x.Watch("replies", "nothing")
+	if w1.Changed() != w2.Changed() {
+		t.Error("two waiters of one id do not share the channel")
+	}
+	w1.Close()
+	w1.Close() // idempotent
+	if st := x.Stats(); st.Pinned != 1 {
+		t.Errorf("pinned = %d with one watch left", st.Pinned)
+	}
+	w2.Close()
+	x.mu.Lock()
+	n := len(x.topics["replies"].entries)
+	x.mu.Unlock()
+	if st := x.Stats(); n != 0 || st.Pinned != 0 || st.Bytes != 0 {
+		t.Errorf("after closing: %d entries, %+v", n, st)
+	}
+}
