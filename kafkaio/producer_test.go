@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -168,6 +169,9 @@ func TestProduceEachAcksMode(t *testing.T) {
 					t.Errorf("ProduceRequest %d had acks=%d, want %d", i, a, m.wire)
 				}
 			}
+			if len(pids) == 0 {
+				t.Fatal("no record batch could be read from the ProduceRequests")
+			}
 			for _, pid := range pids {
 				if (pid >= 0) != m.idempot {
 					t.Errorf("batch producer id %d; idempotent = %v", pid, m.idempot)
@@ -201,12 +205,13 @@ func TestProduceNullsRoundTrip(t *testing.T) {
 func TestProduceUnknownTopicFailsFastAndCreatesNothing(t *testing.T) {
 	b := testBroker(t, []embedded.Topic{{Name: "exists"}}, kfake.AllowAutoTopicCreation())
 	var mu sync.Mutex
-	askedToCreate := 0
+	askedToCreate, metadataRequests := 0, 0
 	b.Cluster().ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		metadataRequests++
 		if req.(*kmsg.MetadataRequest).AllowAutoTopicCreation {
-			mu.Lock()
 			askedToCreate++
-			mu.Unlock()
 		}
 		return nil, nil, false
 	})
@@ -230,7 +235,10 @@ func TestProduceUnknownTopicFailsFastAndCreatesNothing(t *testing.T) {
 	}
 	mu.Lock()
 	if askedToCreate > 0 {
-		t.Errorf("%d metadata requests asked the broker to create topics", askedToCreate)
+		t.Errorf("%d of %d metadata requests asked the broker to create topics", askedToCreate, metadataRequests)
+	}
+	if metadataRequests == 0 {
+		t.Error("the broker saw no metadata request")
 	}
 	mu.Unlock()
 
@@ -377,6 +385,24 @@ func TestProduceTooLargeRejected(t *testing.T) {
 	if _, _, err := p.Produce(ctx, &Record{Topic: "small", Value: []byte("ok")}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An ACL refusal (injected as a kfake fault) is final: the broker's reason.
+func TestProduceNotAuthorizedRejected(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "t"}})
+	p := testProducer(t, b.Addr(), AcksLeader, 5*time.Second, nil)
+	ctx := testCtx(t, 10*time.Second)
+	if _, _, err := p.Produce(ctx, &Record{Topic: "t", Value: []byte("allowed")}); err != nil {
+		t.Fatal(err)
+	}
+	b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: kerr.TopicAuthorizationFailed})
+	start := time.Now()
+	_, _, err := p.Produce(ctx, &Record{Topic: "t", Value: []byte("refused")})
+	var rej *RejectedError
+	if !errors.As(err, &rej) || !rej.NotAuthorized() || rej.TooLarge() {
+		t.Fatalf("err = %v, want a RejectedError for authorization", err)
+	}
+	t.Logf("refused in %v: %v", time.Since(start), err)
 }
 
 func TestProduceCanceledContext(t *testing.T) {
