@@ -113,7 +113,7 @@ func New(opts Options) (*Server, error) {
 		s.drain = context.Background()
 	}
 	if s.http == nil {
-		s.http = httpkafka.New(s.log)
+		s.http = httpkafka.New(s.log, nil)
 	}
 	if s.grpc == nil {
 		s.grpc = grpckafka.New(s.log)

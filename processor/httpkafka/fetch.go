@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
 // ViewSource opens views of a topic on the route's cluster.
@@ -33,11 +35,20 @@ type FetchRequest struct {
 	Prefer      []string          // every prefer value
 }
 
-// Reply is a synthesized HTTP response.
-type Reply struct {
-	Status  int
-	Headers [][2]string // lower-case names
-	Body    []byte
+// fetchRequest reads a FetchRequest off a matched request.
+func fetchRequest(req *capability.HTTPRequest) FetchRequest {
+	fr := FetchRequest{
+		Params:      req.Match.Params,
+		IfNoneMatch: req.Headers.Values("if-none-match"),
+		Prefer:      req.Headers.Values("prefer"),
+	}
+	if len(req.Match.Identities) > 0 {
+		fr.Identities = make(map[string]string, len(req.Match.Identities))
+		for g, id := range req.Match.Identities {
+			fr.Identities[g] = id.Subject
+		}
+	}
+	return fr
 }
 
 // Fetch answers the requests of one fetch route from a view of its topic.
@@ -96,7 +107,7 @@ type filter struct {
 // matching `if-none-match` (or a missing record), when the answer changes,
 // N runs out, ctx ends (the client left) or drain ends (the process stops:
 // the current state is sent).
-func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) Reply {
+func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.HTTPResponse {
 	resolve := func(p config.TemplatePart) string {
 		switch p.Ref {
 		case config.RefParam:
@@ -119,13 +130,13 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) Reply {
 	cancel()
 	switch {
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
-		return problemReply(http.StatusNotFound, "Topic not found", fmt.Sprintf("topic %q does not exist", topic))
+		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
 	case errors.Is(err, kafkaio.ErrUnknownTopic):
-		return unavailableReply(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case err != nil && ctx.Err() != nil:
-		return Reply{Status: 499} // the client left; nobody reads this
+		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
 	case err != nil:
-		return unavailableReply(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
+		return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
 	}
 
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
@@ -390,54 +401,49 @@ func renderMerged(view *kafkaio.View, entries []*kafkaio.Entry) answer {
 	return answer{status: http.StatusOK, tag: mergedTag(view, included), body: b.Bytes(), contentType: "application/json"}
 }
 
-func (a answer) reply(applied string) Reply {
-	r := Reply{Status: a.status}
+func (a answer) reply(applied string) *capability.HTTPResponse {
 	if a.status == http.StatusNotFound {
-		return withApplied(problemReply(http.StatusNotFound, "Not Found", "no record matches"), applied)
+		return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches"), applied)
 	}
+	r := &capability.HTTPResponse{Status: a.status}
 	if a.status == http.StatusOK {
-		r.Headers = append(r.Headers, [2]string{"content-type", a.contentType})
+		r.Headers = append(r.Headers, route.Header{Name: "content-type", Value: a.contentType})
 		r.Body = a.body
 	}
-	r.Headers = append(r.Headers, [2]string{"etag", httphdr.Quote(a.tag)})
+	r.Headers = append(r.Headers, route.Header{Name: "etag", Value: httphdr.Quote(a.tag)})
 	return withApplied(r, applied)
 }
 
-func notModified(a answer, applied string) Reply {
-	return withApplied(Reply{Status: http.StatusNotModified, Headers: [][2]string{{"etag", httphdr.Quote(a.tag)}}}, applied)
+func notModified(a answer, applied string) *capability.HTTPResponse {
+	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: []route.Header{{Name: "etag", Value: httphdr.Quote(a.tag)}}}
+	return withApplied(r, applied)
 }
 
-func notFound(topic, applied string) Reply {
-	return withApplied(problemReply(http.StatusNotFound, "Not Found", "no record matches in topic "+strconv.Quote(topic)), applied)
+func notFound(topic, applied string) *capability.HTTPResponse {
+	return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches in topic "+strconv.Quote(topic)), applied)
 }
 
-func withApplied(r Reply, applied string) Reply {
+func withApplied(r *capability.HTTPResponse, applied string) *capability.HTTPResponse {
 	if applied != "" {
-		r.Headers = append(r.Headers, [2]string{"preference-applied", applied})
+		r.Headers = append(r.Headers, route.Header{Name: "preference-applied", Value: applied})
 	}
 	return r
 }
 
 // checkTopic refuses resolved topic names outside the route's pattern and
 // internal topics.
-func checkTopic(topic, pattern string) (Reply, bool) {
+func checkTopic(topic, pattern string) (*capability.HTTPResponse, bool) {
 	if topic == "" || strings.HasPrefix(topic, "_") {
-		return problemReply(http.StatusBadRequest, "Bad topic", fmt.Sprintf("topic %q is not allowed: names starting with '_' (or empty) are refused", topic)), true
+		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("topic %q is not allowed: names starting with '_' (or empty) are refused", topic)), true
 	}
 	if ok, err := path.Match(pattern, topic); err != nil || !ok {
-		return problemReply(http.StatusBadRequest, "Bad topic", fmt.Sprintf("topic %q does not match the route's topic-pattern %q", topic, pattern)), true
+		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("topic %q does not match the route's topic-pattern %q", topic, pattern)), true
 	}
-	return Reply{}, false
+	return nil, false
 }
 
-func unavailableReply(detail string) Reply {
-	r := problemReply(http.StatusServiceUnavailable, "Service Unavailable", detail)
-	r.Headers = append(r.Headers, [2]string{"retry-after", "1"})
-	return r
-}
-
-// problemReply renders an RFC 9457 problem+json reply.
-func problemReply(status int, title, detail string) Reply {
-	body, _ := json.Marshal(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
-	return Reply{Status: status, Headers: [][2]string{{"content-type", "application/problem+json"}}, Body: body}
+// unavailable is 503 with retry-after: Kafka is unreachable or the view is
+// still catching up; a retry soon is expected to work.
+func unavailable(detail string) *capability.HTTPResponse {
+	return capability.ProblemResponse(http.StatusServiceUnavailable, detail, route.Header{Name: "retry-after", Value: "1"})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
@@ -108,16 +109,16 @@ func (f *fixture) put(partition int32, key string, value []byte, headers ...stri
 	}
 }
 
-func header(r httpkafka.Reply, name string) string {
+func header(r *capability.HTTPResponse, name string) string {
 	for _, h := range r.Headers {
-		if h[0] == name {
-			return h[1]
+		if h.Name == name {
+			return h.Value
 		}
 	}
 	return ""
 }
 
-func get(fetch *httpkafka.Fetch, params map[string]string, hdrs ...string) httpkafka.Reply {
+func get(fetch *httpkafka.Fetch, params map[string]string, hdrs ...string) *capability.HTTPResponse {
 	req := httpkafka.FetchRequest{Params: params}
 	for i := 0; i+1 < len(hdrs); i += 2 {
 		switch hdrs[i] {
@@ -260,7 +261,7 @@ func TestFetchConditionalAndLongPoll(t *testing.T) {
 	}
 
 	// A write wakes the waiter with the new answer.
-	got := make(chan httpkafka.Reply, 1)
+	got := make(chan *capability.HTTPResponse, 1)
 	go func() { got <- get(route, id, "if-none-match", tag, "prefer", "wait=20") }()
 	waitForWaiters(t, 1, func() { f.put(0, "a", []byte("v2")) }, route)
 	r = <-got
@@ -302,7 +303,7 @@ func waitForWaiters(t *testing.T, n int64, write func(), routes ...*httpkafka.Fe
 }
 
 // changed long-polls until the route's answer differs from tag.
-func changed(t *testing.T, fetch *httpkafka.Fetch, params map[string]string, tag string) httpkafka.Reply {
+func changed(t *testing.T, fetch *httpkafka.Fetch, params map[string]string, tag string) *capability.HTTPResponse {
 	t.Helper()
 	r := get(fetch, params, "if-none-match", tag, "prefer", "wait=15")
 	if r.Status == http.StatusNotModified {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
 // Handler answers every request the exchange matched to an http-kafka route;
@@ -21,17 +23,24 @@ import (
 // configuration can be tried (routing, guards, limits) before its Kafka side
 // exists.
 type Handler struct {
-	log *slog.Logger
+	log   *slog.Logger
+	views map[string]ViewSource // by kafka binding name
+
+	// fetches holds the compiled fetch routes, keyed by their `with`: a
+	// reload brings new routes and so new entries, while views (keyed by
+	// topic in the ViewSource) carry over.
+	fetches sync.Map // *config.With → *Fetch
 }
 
 var _ capability.HTTPHandler = (*Handler)(nil)
 
-// New returns the http-kafka handler.
-func New(log *slog.Logger) *Handler {
+// New returns the http-kafka handler. views gives, per kafka binding name,
+// where fetch routes read their topics (nil: fetch routes answer 501).
+func New(log *slog.Logger, views map[string]ViewSource) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{log: log}
+	return &Handler{log: log, views: views}
 }
 
 // HandleHTTP answers one matched request.
@@ -40,6 +49,15 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 	if r.With == nil {
 		return capability.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
+	}
+	if r.With.Capability == config.Fetch {
+		if src, ok := h.views[r.Exit]; ok {
+			f, ok := h.fetches.Load(r.With)
+			if !ok {
+				f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, src, req.Limits))
+			}
+			return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
+		}
 	}
 	return capability.ProblemResponse(http.StatusNotImplemented,
 		fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))

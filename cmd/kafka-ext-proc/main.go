@@ -1,0 +1,111 @@
+// Command kafka-ext-proc is an Envoy external processor that turns REST and
+// gRPC request streams into Kafka topic streams.
+//
+//	kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
+//	kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR]
+//	kafka-ext-proc validate --config FILE [--envoy FILE]
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+//go:embed demo.yaml
+var demoConfig []byte
+
+const usage = `kafka-ext-proc: an Envoy external processor that maps HTTP and gRPC onto Kafka.
+
+Usage:
+  kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
+  kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR]
+  kafka-ext-proc validate --config FILE [--envoy FILE]
+
+Run 'kafka-ext-proc COMMAND -h' for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes a command and returns the process exit code: 0 success, 1
+// failure, 2 usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stderr)
+	case "dev":
+		err = dev(ctx, args[1:], stdout, stderr)
+	case "validate":
+		err = validate(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "kafka-ext-proc: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "kafka-ext-proc %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "kafka-ext-proc %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// newFlags returns a flag set that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kafka-ext-proc "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level string, json bool) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Sprintf("--log-level %q: want debug, info, warn or error", level)}
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

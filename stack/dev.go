@@ -1,0 +1,179 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+)
+
+// DevOptions configure StartDev.
+type DevOptions struct {
+	Config *config.Config // its kafka bindings are pointed at the embedded broker
+	Envoy  []byte         // envoy.yaml the emulator follows
+	Front  string         // emulator (HTTP/1.1 + h2c) address
+	Listen string         // processor ext_proc address
+	Kafka  string         // embedded broker address
+	Admin  string         // admin address; "" = none
+	Logger *slog.Logger
+	// BrokerOptions are extra embedded-broker options (tests).
+	BrokerOptions embedded.Options
+}
+
+// Dev is a running development stack: broker, processor and emulator.
+type Dev struct {
+	Broker    *embedded.Broker
+	Processor *Processor
+	Config    *config.Config
+
+	front     net.Listener
+	conn      *grpc.ClientConn
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// StartDev starts the broker, creates the configuration's topics, and starts
+// the processor and the emulator in front of it.
+func StartDev(opts DevOptions) (_ *Dev, err error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	boot, err := envoy.Parse(opts.Envoy)
+	if err != nil {
+		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
+	}
+	settings, err := envoy.SettingsFrom(boot)
+	if err != nil {
+		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
+	}
+
+	bopts := opts.BrokerOptions
+	bopts.Addr = opts.Kafka
+	bopts.Topics = append(TopicsOf(opts.Config), bopts.Topics...)
+	if bopts.Logger == nil {
+		bopts.Logger = logger
+	}
+	broker, err := embedded.Start(bopts)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dev{Broker: broker, Config: PointAt(opts.Config, broker.Addr())}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+
+	d.Processor, err = StartProcessor(ProcessorOptions{Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	d.conn, err = grpc.NewClient(d.Processor.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("connecting the emulator to the processor: %w", err)
+	}
+	emu, err := emulator.New(emulator.Options{Settings: settings, Processor: d.conn, Logger: logger.With("component", "envoy-emulator")})
+	if err != nil {
+		return nil, fmt.Errorf("starting the Envoy emulator: %w", err)
+	}
+	d.front, err = net.Listen("tcp", opts.Front)
+	if err != nil {
+		return nil, fmt.Errorf("listening for the emulator on %s: %w", opts.Front, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := emu.Serve(ctx, d.front); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
+			logger.Error("emulator stopped", "err", err)
+		}
+	}()
+	return d, nil
+}
+
+// Front is the emulator's address, where clients connect.
+func (d *Dev) Front() string { return d.front.Addr().String() }
+
+// Close stops the emulator, the processor and the broker.
+func (d *Dev) Close() {
+	d.closeOnce.Do(func() {
+		if d.cancel != nil {
+			d.cancel()
+		}
+		d.wg.Wait()
+		if d.conn != nil {
+			_ = d.conn.Close()
+		}
+		if d.Processor != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // no grace in dev teardown
+			d.Processor.Shutdown(ctx)
+		}
+		d.Broker.Close()
+	})
+}
+
+// PointAt returns a copy of cfg whose kafka bindings all use bootstrap.
+func PointAt(cfg *config.Config, bootstrap string) *config.Config {
+	out := *cfg
+	out.Kafka = make(map[string]*config.KafkaCluster, len(cfg.Kafka))
+	for name, k := range cfg.Kafka {
+		kc := *k
+		kc.Properties = make(map[string]string, len(k.Properties))
+		for p, v := range k.Properties {
+			kc.Properties[p] = v
+		}
+		kc.Properties["bootstrap.servers"] = bootstrap
+		out.Kafka[name] = &kc
+	}
+	return &out
+}
+
+// TopicsOf lists the static topics a configuration names: topics read by a
+// fetch route are compacted (http-kafka fetch reads compacted topics), the
+// others are plain. Templated topics are left to their owners.
+func TopicsOf(cfg *config.Config) []embedded.Topic {
+	compact := map[string]bool{}
+	add := func(name string, c bool) {
+		if name == "" {
+			return
+		}
+		compact[name] = compact[name] || c
+	}
+	for _, b := range cfg.Bindings {
+		for _, r := range b.Routes {
+			if r.With == nil {
+				continue
+			}
+			if r.With.Topic.Static() {
+				add(r.With.Topic.Raw, r.With.Capability == config.Fetch && b.Type == config.HTTPKafka)
+			}
+			add(r.With.ReplyTo, false)
+		}
+	}
+	names := make([]string, 0, len(compact))
+	for n := range compact {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	topics := make([]embedded.Topic, len(names))
+	for i, n := range names {
+		topics[i] = embedded.Topic{Name: n, Compact: compact[n]}
+	}
+	return topics
+}
