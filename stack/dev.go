@@ -16,6 +16,8 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -30,6 +32,11 @@ type DevOptions struct {
 	Logger *slog.Logger
 	// BrokerOptions are extra embedded-broker options (tests).
 	BrokerOptions embedded.Options
+	// Guards, WrapHTTP and WrapGRPC pass through to the processor (see
+	// ProcessorOptions).
+	Guards   processor.GuardChecker
+	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
+	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
 }
 
 // Dev is a running development stack: broker, processor and emulator.
@@ -78,7 +85,10 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 		}
 	}()
 
-	d.Processor, err = StartProcessor(ProcessorOptions{Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger})
+	d.Processor, err = StartProcessor(ProcessorOptions{
+		Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger,
+		Guards: opts.Guards, WrapHTTP: opts.WrapHTTP, WrapGRPC: opts.WrapGRPC,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,9 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/admin"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -34,6 +36,12 @@ type ProcessorOptions struct {
 	Listen string // ext_proc gRPC address
 	Admin  string // admin HTTP address; "" = no admin server
 	Logger *slog.Logger
+	// Guards checks guarded routes (nil: guarded routes fail closed).
+	Guards processor.GuardChecker
+	// WrapHTTP and WrapGRPC, when set, wrap the capability handlers (tests
+	// observe what reaches them).
+	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
+	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
 }
 
 // Processor is a running ext_proc server with its health and admin endpoints.
@@ -74,12 +82,22 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	for name, c := range clients {
 		views[name] = c
 	}
+	var httpH capability.HTTPHandler = httpkafka.New(logger, views)
+	var grpcH capability.GRPCHandler = grpckafka.New(logger)
+	if opts.WrapHTTP != nil {
+		httpH = opts.WrapHTTP(httpH)
+	}
+	if opts.WrapGRPC != nil {
+		grpcH = opts.WrapGRPC(grpcH)
+	}
 	srv, err := processor.New(processor.Options{
 		Config:     opts.Config,
 		Logger:     logger,
 		Registerer: reg,
 		Drain:      drainCtx,
-		HTTP:       httpkafka.New(logger, views),
+		Guards:     opts.Guards,
+		HTTP:       httpH,
+		GRPC:       grpcH,
 	})
 	if err != nil {
 		closeKafka(clients)
