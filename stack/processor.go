@@ -82,7 +82,12 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	for name, c := range clients {
 		views[name] = c
 	}
-	var httpH capability.HTTPHandler = httpkafka.New(logger, views)
+	fetches := httpkafka.New(logger, views)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kafka_ext_proc_fetch_waiters",
+		Help: "HTTP fetch requests holding a long poll (prefer: wait) now.",
+	}, func() float64 { return float64(fetches.Waiting()) }))
+	var httpH capability.HTTPHandler = fetches
 	var grpcH capability.GRPCHandler = grpckafka.New(logger)
 	if opts.WrapHTTP != nil {
 		httpH = opts.WrapHTTP(httpH)

@@ -62,3 +62,13 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 	return capability.ProblemResponse(http.StatusNotImplemented,
 		fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))
 }
+
+// Waiting is the number of fetch requests holding a long poll now.
+func (h *Handler) Waiting() int64 {
+	var n int64
+	h.fetches.Range(func(_, f any) bool {
+		n += f.(*Fetch).Waiting()
+		return true
+	})
+	return n
+}
