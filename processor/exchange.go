@@ -261,9 +261,20 @@ func routeFailure(err error, what string) *failure {
 func (x *exchange) fail(f *failure) {
 	var err error
 	if x.w.grpc {
-		err = x.w.finishGRPC(capability.Status{Code: f.grpc, Message: f.detail, Trailers: f.headers})
+		code := f.grpc
+		if code == codes.OK { // a failure written for HTTP only: never answer it as a success
+			code = codes.Internal
+			if f.http == http.StatusBadRequest {
+				code = codes.InvalidArgument
+			}
+		}
+		err = x.w.finishGRPC(capability.Status{Code: code, Message: f.detail, Trailers: f.headers})
 	} else {
-		err = x.w.answerHTTP(capability.ProblemResponse(f.http, f.detail, f.headers...))
+		st := f.http
+		if st == 0 {
+			st = grpcwire.HTTPStatus(f.grpc)
+		}
+		err = x.w.answerHTTP(capability.ProblemResponse(st, f.detail, f.headers...))
 	}
 	x.logSendErr(err)
 }
@@ -340,6 +351,9 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		body = make([]byte, 0, cl) // cl <= limit here
 	}
 	var trailers route.Headers
+	// This wait is the client's upload, not a long wait of ours, so it does
+	// not end on drain: a request that completes within the grace period is
+	// answered; one that does not is cut when the gRPC server stops.
 	for ended := rh.GetEndOfStream(); !ended; {
 		msg, ok := x.next()
 		if !ok {

@@ -10,21 +10,6 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
-// Path matching (DESIGN §6.1, §6.7):
-//
-//   - A template matches the path without its query string (SplitPath).
-//   - Literal parts compare byte for byte with the path as sent, still
-//     percent-encoded: `/items` does not match `/it%65ms`. Envoy's own path
-//     normalisation, if envoy.yaml enables it, happens before we see the path.
-//   - `{name}` matches one non-empty run of characters other than '/', ';'
-//     and '?'. Where a literal that does not start with '/' or ';' follows a
-//     parameter (`/files/{name}.json`), the parameter is greedy and gives back
-//     what the literal needs, as a regular expression would.
-//   - Parameter values are percent-decoded after matching, so a `%2F` inside a
-//     segment stays inside the value (as "/"); a value with an invalid escape
-//     (`100%`) is kept as sent rather than refused.
-//   - A trailing slash is significant: `/items/` does not match `/items`.
-
 // SplitPath splits a :path into the path and the raw query (without '?').
 func SplitPath(p string) (path, query string) {
 	if i := strings.IndexByte(p, '?'); i >= 0 {

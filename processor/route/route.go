@@ -4,6 +4,33 @@
 // A Table is immutable once built: the processor swaps whole tables on reload,
 // and an exchange keeps the table it started with. Matching allocates only for
 // a successful match (its parameters and identities).
+//
+// Routes of a binding are tried in order; the `when` entries of a route are
+// ORed, and a route without `when` matches everything. A matching route whose
+// guards fail is skipped (see GuardChecker and GuardError).
+//
+// HTTP conditions: no method means any method, and HEAD also matches the GET
+// conditions of fetch routes. Path templates (DESIGN §6.1, §6.7):
+//
+//   - A template matches the path without its query string (SplitPath).
+//   - Literal parts compare byte for byte with the path as sent, still
+//     percent-encoded: `/items` does not match `/it%65ms`. Envoy's own path
+//     normalisation, if envoy.yaml enables it, happens before we see the path.
+//   - `{name}` matches one non-empty run of characters other than '/', ';'
+//     and '?'. Where a literal that does not start with '/' or ';' follows a
+//     parameter (`/files/{name}.json`), the parameter is greedy and gives back
+//     what the literal needs, as a regular expression would.
+//   - Parameter values are percent-decoded after matching, so a `%2F` inside a
+//     segment stays inside the value (as "/"); a value with an invalid escape
+//     (`100%`) is kept as sent rather than refused.
+//   - A trailing slash is significant: `/items/` does not match `/items`.
+//
+// gRPC conditions: `method` is pkg.Service/Method or pkg.Service/* against
+// the :path /pkg.Service/Method, `service` is pkg.Service, and every
+// `metadata` entry must be present with an equal value. A header sent several
+// times matches if any value is equal; the values of `-bin` headers are
+// compared base64-decoded (padded or not, each comma-separated element),
+// whether the condition gave a string or {base64: …}.
 package route
 
 import (
