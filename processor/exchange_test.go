@@ -954,3 +954,68 @@ func TestCloseWaitBound(t *testing.T) {
 		t.Fatalf("%v: the server should end the stream", err)
 	}
 }
+
+// Reloads while exchanges run: each exchange sees one whole snapshot.
+func TestSwapUnderLoad(t *testing.T) {
+	h := newHarness(t, testConfig(t), func(o *Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	stop := make(chan struct{})
+	swapped := make(chan struct{})
+	go func() {
+		defer close(swapped)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cfg := testConfig(t)
+			cfg.Bindings[0].Routes[1].With = with(config.Fetch, "topic-"+strconv.Itoa(i%2))
+			if err := h.srv.Swap(cfg); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 50 {
+		s := h.open()
+		s.headers(true, httpReq("GET", "/items/1")...)
+		p := problemOf(t, s.immediate(), 501)
+		if !strings.Contains(p.Detail, "topic-0") && !strings.Contains(p.Detail, "topic-1") && !strings.Contains(p.Detail, "items-snapshots") {
+			t.Fatal(p.Detail)
+		}
+		s.finish()
+	}
+	close(stop)
+	<-swapped
+}
+
+// BenchmarkExchange measures one whole exchange over an in-memory gRPC
+// connection: request headers in, a 501 problem out, the stream cancelled.
+func BenchmarkExchange(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		hdrs []string
+	}{
+		{"http", httpReq("GET", "/items/1")},
+		{"grpc", grpcReq("/example.Echo/Say")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHarness(b, testConfig(b), func(o *Options) { o.Logger = slog.New(slog.DiscardHandler) })
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, cancel := context.WithCancel(context.Background())
+				s, err := h.client.Process(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Send(headersMsg(true, bc.hdrs...)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Recv(); err != nil {
+					b.Fatal(err)
+				}
+				cancel()
+			}
+		})
+	}
+}
