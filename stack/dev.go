@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -130,9 +131,9 @@ func (d *Dev) Close() {
 			_ = d.conn.Close()
 		}
 		if d.Processor != nil {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel() // no grace in dev teardown
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			d.Processor.Shutdown(ctx)
+			cancel()
 		}
 		d.Broker.Close()
 	})
