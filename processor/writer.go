@@ -123,10 +123,14 @@ func definedStatus(code int) bool {
 	return ok && code >= 200 && code <= 599
 }
 
-// hopByHop are response headers the exchange owns or the connection does.
-var hopByHop = map[string]bool{
-	"content-length": true, "transfer-encoding": true, "connection": true, "keep-alive": true,
-	"upgrade": true, "te": true, "trailer": true, "proxy-connection": true,
+// hopByHop reports response headers the exchange owns or the connection does.
+func hopByHop(name string) bool {
+	switch name {
+	case "content-length", "transfer-encoding", "connection", "keep-alive",
+		"upgrade", "te", "trailer", "proxy-connection":
+		return true
+	}
+	return false
 }
 
 // responseHeaders lower-cases names and drops pseudo-headers and the headers
@@ -135,7 +139,7 @@ func responseHeaders(in []route.Header) []route.Header {
 	out := make([]route.Header, 0, len(in))
 	for _, h := range in {
 		name := strings.ToLower(h.Name)
-		if name == "" || name[0] == ':' || hopByHop[name] {
+		if name == "" || name[0] == ':' || hopByHop(name) {
 			continue
 		}
 		out = append(out, route.Header{Name: name, Value: h.Value})
