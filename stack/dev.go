@@ -31,7 +31,9 @@ type DevOptions struct {
 	Kafka  string         // embedded broker address
 	Admin  string         // admin address; "" = none
 	Logger *slog.Logger
-	// BrokerOptions are extra embedded-broker options (tests).
+	// BrokerOptions are extra embedded-broker options (tests). Its Topics are
+	// created before the configuration's, so a test can give a topic more
+	// partitions.
 	BrokerOptions embedded.Options
 	// Guards, WrapHTTP and WrapGRPC pass through to the processor (see
 	// ProcessorOptions).
@@ -45,13 +47,13 @@ type Dev struct {
 	Broker    *embedded.Broker
 	Processor *Processor
 	Config    *config.Config
+	Emulator  *Front
 
-	front     net.Listener
-	conn      *grpc.ClientConn
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
+
+// Front is the emulator's address, where clients connect.
+func (d *Dev) Front() string { return d.Emulator.Addr() }
 
 // StartDev starts the broker, creates the configuration's topics, and starts
 // the processor and the emulator in front of it.
@@ -60,18 +62,9 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	boot, err := envoy.Parse(opts.Envoy)
-	if err != nil {
-		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
-	}
-	settings, err := envoy.SettingsFrom(boot)
-	if err != nil {
-		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
-	}
-
 	bopts := opts.BrokerOptions
 	bopts.Addr = opts.Kafka
-	bopts.Topics = append(TopicsOf(opts.Config), bopts.Topics...)
+	bopts.Topics = append(bopts.Topics, TopicsOf(opts.Config)...)
 	if bopts.Logger == nil {
 		bopts.Logger = logger
 	}
@@ -93,42 +86,18 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.conn, err = grpc.NewClient(d.Processor.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	d.Emulator, err = StartFront(opts.Envoy, opts.Front, d.Processor.Addr(), logger)
 	if err != nil {
-		return nil, fmt.Errorf("connecting the emulator to the processor: %w", err)
+		return nil, err
 	}
-	emu, err := emulator.New(emulator.Options{Settings: settings, Processor: d.conn, Logger: logger.With("component", "envoy-emulator")})
-	if err != nil {
-		return nil, fmt.Errorf("starting the Envoy emulator: %w", err)
-	}
-	d.front, err = net.Listen("tcp", opts.Front)
-	if err != nil {
-		return nil, fmt.Errorf("listening for the emulator on %s: %w", opts.Front, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if err := emu.Serve(ctx, d.front); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
-			logger.Error("emulator stopped", "err", err)
-		}
-	}()
 	return d, nil
 }
-
-// Front is the emulator's address, where clients connect.
-func (d *Dev) Front() string { return d.front.Addr().String() }
 
 // Close stops the emulator, the processor and the broker.
 func (d *Dev) Close() {
 	d.closeOnce.Do(func() {
-		if d.cancel != nil {
-			d.cancel()
-		}
-		d.wg.Wait()
-		if d.conn != nil {
-			_ = d.conn.Close()
+		if d.Emulator != nil {
+			d.Emulator.Close()
 		}
 		if d.Processor != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -137,6 +106,72 @@ func (d *Dev) Close() {
 		}
 		d.Broker.Close()
 	})
+}
+
+// Front is the Envoy emulator serving on an address in front of a processor.
+type Front struct {
+	ln     net.Listener
+	conn   *grpc.ClientConn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// StartFront starts the emulator on addr, following envoyYAML, in front of
+// the processor at processorAddr.
+func StartFront(envoyYAML []byte, addr, processorAddr string, logger *slog.Logger) (_ *Front, err error) {
+	boot, err := envoy.Parse(envoyYAML)
+	if err != nil {
+		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
+	}
+	settings, err := envoy.SettingsFrom(boot)
+	if err != nil {
+		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
+	}
+	f := &Front{}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	f.conn, err = grpc.NewClient(processorAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("connecting the emulator to the processor: %w", err)
+	}
+	emu, err := emulator.New(emulator.Options{Settings: settings, Processor: f.conn, Logger: logger.With("component", "envoy-emulator")})
+	if err != nil {
+		return nil, fmt.Errorf("starting the Envoy emulator: %w", err)
+	}
+	f.ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for the emulator on %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := emu.Serve(ctx, f.ln); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
+			logger.Error("emulator stopped", "err", err)
+		}
+	}()
+	return f, nil
+}
+
+// Addr is the emulator's address, where clients connect.
+func (f *Front) Addr() string { return f.ln.Addr().String() }
+
+// Close stops the emulator.
+func (f *Front) Close() {
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.wg.Wait()
+	if f.ln != nil {
+		_ = f.ln.Close()
+	}
+	if f.conn != nil {
+		_ = f.conn.Close()
+	}
 }
 
 // PointAt returns a copy of cfg whose kafka bindings all use bootstrap.
