@@ -15,8 +15,8 @@ import (
 // ErrUnknownTopic means the topic does not exist; requests never create topics.
 var ErrUnknownTopic = errors.New("topic does not exist")
 
-// ErrNotReady means the view did not catch up before the caller's deadline.
-var ErrNotReady = errors.New("view is not caught up yet")
+// ErrNotReady means a view or reply index did not catch up before the caller's deadline.
+var ErrNotReady = errors.New("not caught up yet")
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
@@ -92,7 +92,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		ctx:   ctx, cancel: cancel,
 	}
 	c.wg.Add(2)
-	go c.forwardLogs(live.Logs(), "live", nil)
+	go func() { defer c.wg.Done(); forwardRdLogs(logger, live.Logs(), "live", ctx.Done()) }()
 	go c.pollLive()
 	return c, nil
 }
@@ -246,7 +246,7 @@ func (c *Client) catchUp(v *View) error {
 	}
 	stopLogs := make(chan struct{})
 	c.wg.Add(1)
-	go c.forwardLogs(cons.Logs(), "catch-up", stopLogs)
+	go func() { defer c.wg.Done(); forwardRdLogs(c.logger, cons.Logs(), "catch-up", stopLogs) }()
 	defer func() {
 		_ = cons.Close()
 		close(stopLogs)
@@ -353,32 +353,6 @@ func (c *Client) liveView(topic string) *View {
 		return s.view
 	}
 	return nil
-}
-
-// forwardLogs turns librdkafka's log events into slog records until the
-// client closes or stop is closed.
-func (c *Client) forwardLogs(logs chan kafka.LogEvent, role string, stop <-chan struct{}) {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-stop:
-			return
-		case ev, ok := <-logs:
-			if !ok {
-				return
-			}
-			level := slog.LevelDebug
-			switch {
-			case ev.Level <= 3:
-				level = slog.LevelError
-			case ev.Level == 4:
-				level = slog.LevelWarn
-			}
-			c.logger.Log(c.ctx, level, ev.Message, "librdkafka", ev.Tag, "role", role)
-		}
-	}
 }
 
 func toRecord(m *kafka.Message) *Record {

@@ -9,8 +9,7 @@ import (
 
 // forwardRdLogs turns the log events of one librdkafka instance
 // (go.logs.channel.enable, set by baseConfig) into slog records until stop is
-// closed or the channel closes. It is the same mapping as Client.forwardLogs,
-// without needing a Client; the two can be folded together.
+// closed or the channel closes.
 func forwardRdLogs(logger *slog.Logger, logs <-chan kafka.LogEvent, role string, stop <-chan struct{}) {
 	for {
 		select {

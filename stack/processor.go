@@ -55,7 +55,7 @@ type Processor struct {
 	admin     *http.Server
 	lis       net.Listener
 	adminLis  net.Listener
-	kafka     map[string]*kafkaio.Client
+	kafka     map[string]*kafkaio.Cluster
 	drain     context.CancelFunc
 	logger    *slog.Logger
 	wg        sync.WaitGroup
@@ -78,11 +78,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		drain()
 		return nil, err
 	}
-	views := make(map[string]httpkafka.ViewSource, len(clients))
-	for name, c := range clients {
-		views[name] = c
-	}
-	fetches := httpkafka.New(logger, views)
+	fetches := httpkafka.New(logger, clients)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kafka_ext_proc_fetch_waiters",
 		Help: "HTTP fetch requests holding a long poll (prefer: wait) now.",
@@ -213,39 +209,64 @@ func (p *Processor) Shutdown(ctx context.Context) {
 	})
 }
 
-// startKafka connects one client per kafka binding and warms the views of
-// the static topics http-kafka fetch routes read, so readiness means they
-// are caught up.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger) (map[string]*kafkaio.Client, error) {
-	clients := make(map[string]*kafkaio.Client, len(cfg.Kafka))
+// startKafka connects one cluster (views, reply index, producers) per kafka
+// binding, warms the views of the static topics http-kafka fetch routes
+// read, indexes every reply-to topic and creates the producers routes use,
+// so that readiness means all of it is caught up.
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger) (map[string]*kafkaio.Cluster, error) {
+	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
-		c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
+			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
 			Logger: logger, Readiness: readiness,
 		})
 		if err != nil {
-			closeKafka(clients)
+			closeKafka(clusters)
 			return nil, err
 		}
-		clients[name] = c
+		clusters[name] = c
 	}
 	for _, b := range cfg.Bindings {
-		if b.Type != config.HTTPKafka {
-			continue
+		correlation := config.CorrelationHeaders{}
+		switch {
+		case b.HTTP != nil:
+			correlation = b.HTTP.Correlation
+		case b.GRPC != nil:
+			correlation = b.GRPC.Correlation
 		}
 		for _, r := range b.Routes {
-			if r.With != nil && r.With.Capability == config.Fetch && r.With.Topic.Static() {
-				if c, ok := clients[r.Exit]; ok {
+			c, ok := clusters[r.Exit]
+			if !ok || r.With == nil {
+				continue
+			}
+			switch r.With.Capability {
+			case config.Fetch:
+				if b.Type == config.HTTPKafka && r.With.Topic.Static() {
 					c.Warm(r.With.Topic.Raw)
+				}
+			case config.Produce:
+				if r.With.ReplyTo != "" {
+					c.Replies.Add(r.With.ReplyTo, correlation.CorrelationID)
+				}
+				if _, err := c.Producer(kafkaio.AcksFromName(string(r.With.Acks))); err != nil {
+					closeKafka(clusters)
+					return nil, err
 				}
 			}
 		}
 	}
-	return clients, nil
+	return clusters, nil
 }
 
-func closeKafka(clients map[string]*kafkaio.Client) {
-	for _, c := range clients {
-		c.Close()
+func closeKafka(clusters map[string]*kafkaio.Cluster) {
+	var wg sync.WaitGroup
+	for _, c := range clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Close()
+		}()
 	}
+	wg.Wait()
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
@@ -23,8 +24,8 @@ import (
 // configuration can be tried (routing, guards, limits) before its Kafka side
 // exists.
 type Handler struct {
-	log   *slog.Logger
-	views map[string]ViewSource // by kafka binding name
+	log      *slog.Logger
+	clusters map[string]*kafkaio.Cluster // by kafka binding name
 
 	// fetches holds the compiled fetch routes, keyed by their `with`: a
 	// reload brings new routes and so new entries, while views (keyed by
@@ -34,13 +35,13 @@ type Handler struct {
 
 var _ capability.HTTPHandler = (*Handler)(nil)
 
-// New returns the http-kafka handler. views gives, per kafka binding name,
-// where fetch routes read their topics (nil: fetch routes answer 501).
-func New(log *slog.Logger, views map[string]ViewSource) *Handler {
+// New returns the http-kafka handler. clusters are the kafka bindings by
+// name (nil: every route answers 501).
+func New(log *slog.Logger, clusters map[string]*kafkaio.Cluster) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{log: log, views: views}
+	return &Handler{log: log, clusters: clusters}
 }
 
 // HandleHTTP answers one matched request.
@@ -51,7 +52,7 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
 	}
 	if r.With.Capability == config.Fetch {
-		if src, ok := h.views[r.Exit]; ok {
+		if src, ok := h.clusters[r.Exit]; ok {
 			f, ok := h.fetches.Load(r.With)
 			if !ok {
 				f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, src, req.Limits))
