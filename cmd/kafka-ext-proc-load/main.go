@@ -1,0 +1,250 @@
+// Command kafka-ext-proc-load is the load generator of DESIGN §9. It speaks
+// ext_proc to the processor as Envoy does, through the Envoy emulator's
+// client side (emulator.Client: no HTTP in the loop), and compares it in the
+// same run, on the same machine, with a no-op ext_proc server that answers
+// the same bytes. Ratios taken in one run are what it reports: absolute
+// figures on a shared machine are noise.
+//
+// Everything runs in this process on loopback: the embedded broker, the
+// processor (stack.StartProcessor), the no-op server and the clients. So it
+// needs no setup, and every figure it prints includes the client side's
+// share of the CPU, allocations and memory (see BENCHMARKS.md).
+//
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|all [flags]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Scenario names (flag -scenario).
+const (
+	scenarioSingle   = "fetch-single"
+	scenarioMerged   = "fetch-merged"
+	scenarioLongPoll = "longpoll"
+	scenarioAll      = "all"
+)
+
+// Bounds on the flags, so a typo cannot start a run that never ends or
+// exhausts the machine.
+const (
+	maxClients  = 4096
+	maxConns    = 64
+	maxWaiters  = 20000
+	maxKeys     = 100000
+	maxDuration = 10 * time.Minute
+	minValue    = 48 // room for the JSON envelope of a value
+	maxValue    = 64 << 10
+)
+
+// options are the parsed flags.
+type options struct {
+	scenarios []string
+	clients   int           // concurrent clients of the fetch scenarios
+	conns     int           // ext_proc connections (Envoy opens one per worker thread)
+	duration  time.Duration // measured time per target and round
+	warmup    time.Duration // unmeasured load per target before the rounds
+	rounds    int           // rounds; each measures both targets, alternating which goes first
+	maxReqs   int64         // request budget per target and round
+	keys      int           // keys of the merged route
+	valueSize int           // bytes per record value
+	waiters   int           // long-poll waiters
+	register  time.Duration // bound on registering the waiters
+	timeout   time.Duration // bound on the whole run
+	json      bool
+	cpuProf   string
+	mutexProf string
+	logLevel  slog.Level
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll or all")
+	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
+	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per target and round")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load per target before the rounds")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds of the fetch scenarios; each measures both targets, alternating which goes first")
+	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
+	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route")
+	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
+	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 20000)")
+	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&o.mutexProf, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
+	level := fs.String("log-level", "warn", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch *scenario {
+	case scenarioSingle, scenarioMerged, scenarioLongPoll:
+		o.scenarios = []string{*scenario}
+	case scenarioAll:
+		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll}
+	default:
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll or all", *scenario)
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	for _, c := range []struct {
+		name      string
+		v, lo, hi int64
+	}{
+		{"clients", int64(o.clients), 1, maxClients},
+		{"conns", int64(o.conns), 1, maxConns},
+		{"rounds", int64(o.rounds), 1, 100},
+		{"max-requests", o.maxReqs, 1, 1 << 40},
+		{"keys", int64(o.keys), 1, maxKeys},
+		{"value-size", int64(o.valueSize), minValue, maxValue},
+		{"waiters", int64(o.waiters), 1, maxWaiters},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return nil, fmt.Errorf("-%s %d: want %d..%d", c.name, c.v, c.lo, c.hi)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		lo   time.Duration
+	}{
+		{"duration", o.duration, time.Millisecond},
+		{"warmup", o.warmup, 0},
+		{"register-timeout", o.register, time.Second},
+		{"timeout", o.timeout, time.Second},
+	} {
+		if d.v < d.lo || d.v > maxDuration {
+			return nil, fmt.Errorf("-%s %v: want %v..%v", d.name, d.v, d.lo, maxDuration)
+		}
+	}
+	return o, nil
+}
+
+// run executes the scenarios and returns the exit code: 0 success, 1
+// failure, 2 usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kafka-ext-proc-load:", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	if err := runScenarios(ctx, o, stdout, logger); err != nil {
+		fmt.Fprintln(stderr, "kafka-ext-proc-load:", err)
+		return 1
+	}
+	return 0
+}
+
+func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slog.Logger) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	stopProfiles, err := startProfiles(o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfiles(); err == nil {
+			err = perr
+		}
+	}()
+
+	e, err := startEnv(ctx, o, logger)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if !o.json {
+		fmt.Fprintf(stdout, "kafka-ext-proc-load: %s/%s, %d CPUs, GOMAXPROCS %d, %s\n",
+			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+	}
+	for _, s := range o.scenarios {
+		var res result
+		switch s {
+		case scenarioSingle, scenarioMerged:
+			res, err = runFetch(ctx, e, o, s)
+		case scenarioLongPoll:
+			res, err = runLongPoll(ctx, e, o)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		if err := report(stdout, o.json, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startProfiles starts the profiles the flags ask for; the returned function
+// writes them.
+func startProfiles(o *options) (func() error, error) {
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for _, s := range stops {
+			errs = append(errs, s())
+		}
+		return errors.Join(errs...)
+	}
+	if o.cpuProf != "" {
+		f, err := os.Create(o.cpuProf)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stops = append(stops, func() error {
+			pprof.StopCPUProfile()
+			return f.Close()
+		})
+	}
+	if o.mutexProf != "" {
+		// Sample every contention event: the question is which mutexes
+		// show up at all (issue 9 target 5), not their exact share.
+		prev := runtime.SetMutexProfileFraction(1)
+		stops = append(stops, func() error {
+			defer runtime.SetMutexProfileFraction(prev)
+			f, err := os.Create(o.mutexProf)
+			if err != nil {
+				return err
+			}
+			if err := pprof.Lookup("mutex").WriteTo(f, 0); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		})
+	}
+	return stopAll, nil
+}
