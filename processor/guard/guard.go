@@ -125,6 +125,9 @@ func (c *Checker) Reload(cfg *config.Config) error {
 			err = fmt.Errorf("unsupported type %q", g.Type)
 		}
 		if err != nil {
+			if g.Pos.Line > 0 { // point at the guard in the file, as the loader does
+				return fmt.Errorf("%s: guard %q: %w", g.Pos, name, err)
+			}
 			return fmt.Errorf("guard %q: %w", name, err)
 		}
 		set[name] = v

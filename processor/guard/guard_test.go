@@ -338,7 +338,7 @@ func TestNewRefusesUnusableKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(parse(t, "  g:\n    type: jwt\n    options:\n      keys: ${env:JWKS}\n      "+tc.yaml+"\n", map[string]string{"JWKS": tc.jwks}))
-			if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), `guard "g": `) {
+			if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), `test.yaml:10:3: guard "g": `) {
 				t.Fatalf("New: %v, want %q", err, tc.msg)
 			}
 		})
