@@ -456,9 +456,10 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 func TestClientDisconnectCancelsProcessStream(t *testing.T) {
 	for _, proto := range []string{"h2c", "HTTP/1.1"} {
 		t.Run(proto, func(t *testing.T) {
-			ends := make(chan error, 1)
+			// The script only holds the stream open; the test alone reads it
+			// (a second reader would race the test for request_headers).
 			p := startProcessor(t, func(ps *procStream) error {
-				ends <- ps.recvEnd()
+				<-ps.ctx.Done()
 				return nil
 			})
 			addr := startEmulator(t, baseSettings(), p.addr)
@@ -489,7 +490,7 @@ func TestClientDisconnectCancelsProcessStream(t *testing.T) {
 			if !ps.cancelled() {
 				t.Fatal("processor did not see its context cancelled")
 			}
-			if err := <-ends; errors.Is(err, io.EOF) {
+			if err := ps.recvEnd(); errors.Is(err, io.EOF) {
 				t.Errorf("Process stream half-closed (%v); Envoy cancels it", err)
 			}
 		})
