@@ -9,56 +9,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
-	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// benchConfig has the two fetch route shapes of the bundled demo
-// (cmd/kafka-ext-proc/demo.yaml: GET /items merged, GET /items/{id} by key)
-// on topics of their own, so the merged route holds exactly -keys records
-// and the single-key and long-poll records do not change it.
-const benchConfig = `
-bindings:
-  kafka0:
-    type: kafka
-    kind: client
-    options: { bootstrap.servers: "127.0.0.1:9092" }
-  http0:
-    type: http-kafka
-    kind: proxy
-    routes:
-      - when: [{ method: GET, path: /merged }]
-        exit: kafka0
-        with: { capability: fetch, topic: bench-merged, merge: { content-type: application/json } }
-      - when: [{ method: GET, path: "/items/{id}" }]
-        exit: kafka0
-        with: { capability: fetch, topic: bench-items, filters: [{ key: "${params.id}" }] }
-limits: { max-wait: 60s }
-`
+// host is the :authority of the generated requests; nothing resolves or
+// dials it.
+const host = "kafka-ext-proc.bench"
 
-const (
-	itemsTopic  = "bench-items"
-	mergedTopic = "bench-merged"
-	// host is the :authority of the generated requests; nothing resolves
-	// or dials it.
-	host = "kafka-ext-proc.bench"
-)
-
-// env is the running system under test: the embedded broker, the processor
-// and the clients that speak ext_proc to it as Envoy does.
+// env is a run's system under test and its clients: the server side
+// (broker, processor, no-op server) and the emulator clients that speak
+// ext_proc to the processor as Envoy does.
 type env struct {
 	log      *slog.Logger
 	settings envoy.Settings
-	broker   *embedded.Broker
-	proc     *stack.Processor
-	prod     *kafka.Producer
+	srv      servers
+	split    bool
 	procSide *side
 }
 
@@ -71,10 +40,6 @@ type side struct {
 }
 
 func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err error) {
-	cfg, err := config.Parse("bench.yaml", []byte(benchConfig), func(string) (string, bool) { return "", false })
-	if err != nil {
-		return nil, fmt.Errorf("the built-in configuration: %w", err)
-	}
 	boot, err := envoy.Parse(envoy.DefaultYAML())
 	if err != nil {
 		return nil, fmt.Errorf("the shipped envoy.yaml: %w", err)
@@ -83,30 +48,21 @@ func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err
 	if err != nil {
 		return nil, fmt.Errorf("the shipped envoy.yaml: %w", err)
 	}
-
-	e := &env{log: logger, settings: settings}
+	e := &env{log: logger, settings: settings, split: o.split}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
-	// Loopback only, on free ports: the load generator talks to nothing else.
-	e.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: stack.TopicsOf(cfg), Logger: logger.With("component", "kafka")})
+	if o.split {
+		e.srv, err = startChild(ctx, childConfig{LogLevel: o.logLevel.String(), CPUProfile: o.cpuProf, MutexProfile: o.mutexProf})
+	} else {
+		e.srv, err = startLocal(logger)
+	}
 	if err != nil {
 		return nil, err
 	}
-	cfg = stack.PointAt(cfg, e.broker.Addr())
-	e.proc, err = stack.StartProcessor(stack.ProcessorOptions{Config: cfg, Listen: "127.0.0.1:0", Logger: logger.With("component", "processor")})
-	if err != nil {
-		return nil, err
-	}
-	e.prod, err = kafka.NewProducer(&kafka.ConfigMap{
-		"bootstrap.servers": e.broker.Addr(), "linger.ms": 0, "log_level": 3, "allow.auto.create.topics": false,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the producer: %w", err)
-	}
-	e.procSide, err = e.dial("processor", e.proc.Addr(), o.conns)
+	e.procSide, err = e.dial("processor", e.srv.processorAddr(), o.conns)
 	if err != nil {
 		return nil, err
 	}
@@ -117,18 +73,8 @@ func (e *env) close() {
 	if e.procSide != nil {
 		e.procSide.close()
 	}
-	if e.prod != nil {
-		e.prod.Close()
-	}
-	if e.proc != nil {
-		// Every exchange of the run has ended and the load's connections
-		// are closed, so the drain is quick; the bound is for a bug.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		e.proc.Shutdown(ctx)
-		cancel()
-	}
-	if e.broker != nil {
-		e.broker.Close()
+	if e.srv != nil {
+		e.srv.close()
 	}
 }
 
@@ -237,39 +183,6 @@ func jsonValue(key string, seq, size int) []byte {
 	const tail = `"}`
 	pad := max(size-len(head)-len(tail), 0)
 	return []byte(head + strings.Repeat("x", pad) + tail)
-}
-
-// put writes records and waits for their acknowledgement. It returns the
-// time the last acknowledgement arrived.
-func (e *env) put(ctx context.Context, topic string, records map[string][]byte) (time.Time, error) {
-	done := make(chan kafka.Event, len(records))
-	for key, value := range records {
-		m := &kafka.Message{
-			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key:            []byte(key), Value: value,
-			Headers: []kafka.Header{{Key: "content-type", Value: []byte("application/json")}},
-		}
-		if err := e.prod.Produce(m, done); err != nil {
-			return time.Time{}, fmt.Errorf("producing to %s: %w", topic, err)
-		}
-	}
-	var last time.Time
-	for range records {
-		select {
-		case ev := <-done:
-			m, ok := ev.(*kafka.Message)
-			if !ok {
-				return time.Time{}, fmt.Errorf("producing to %s: unexpected event %v", topic, ev)
-			}
-			if m.TopicPartition.Error != nil {
-				return time.Time{}, fmt.Errorf("producing to %s: %w", topic, m.TopicPartition.Error)
-			}
-			last = time.Now()
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("producing to %s: %w", topic, ctx.Err())
-		}
-	}
-	return last, nil
 }
 
 // awaitAnswer polls the processor until a request is answered as want

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,8 +21,8 @@ type window struct {
 	requests int64 // answered as expected
 	errors   int64
 	elapsed  time.Duration
-	mallocs  uint64 // runtime.MemStats.Mallocs delta, the whole process
-	bytes    uint64 // runtime.MemStats.TotalAlloc delta
+	all      usage // every process of the run (client side included)
+	server   usage // the server process alone (-split only)
 	firstErr error
 }
 
@@ -31,48 +30,69 @@ func (w *window) add(o window) {
 	w.requests += o.requests
 	w.errors += o.errors
 	w.elapsed += o.elapsed
-	w.mallocs += o.mallocs
-	w.bytes += o.bytes
+	w.all = w.all.add(o.all)
+	w.server = w.server.add(o.server)
 	if w.firstErr == nil {
 		w.firstErr = o.firstErr
 	}
 }
 
-// rate is the figures of one target over every round.
-type rate struct {
-	Requests       int64     `json:"requests"`
-	Errors         int64     `json:"errors"`
-	Seconds        float64   `json:"seconds"`
-	PerSecond      float64   `json:"req_per_s"`
-	AllocsPerReq   float64   `json:"allocs_per_req"`
-	BytesPerReq    float64   `json:"bytes_per_req"`
-	RoundPerSecond []float64 `json:"round_req_per_s"`
+// perRequest is a usage divided by the requests answered.
+type perRequest struct {
+	Allocs float64 `json:"allocs_per_req"`
+	Bytes  float64 `json:"bytes_per_req"`
+	CPUus  float64 `json:"cpu_us_per_req"`
 }
 
-func rateOf(w window, rounds []float64) rate {
-	r := rate{Requests: w.requests, Errors: w.errors, Seconds: w.elapsed.Seconds(), RoundPerSecond: rounds}
+func perReq(u usage, n int64) perRequest {
+	if n == 0 {
+		return perRequest{}
+	}
+	return perRequest{
+		Allocs: float64(u.Mallocs) / float64(n),
+		Bytes:  float64(u.Bytes) / float64(n),
+		CPUus:  float64(u.CPU.Microseconds()) / float64(n),
+	}
+}
+
+// rate is the figures of one target over every round.
+type rate struct {
+	Requests  int64   `json:"requests"`
+	Errors    int64   `json:"errors"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"req_per_s"`
+	// All is per request over every process of the run: in-process, client
+	// and servers; with -split, both processes.
+	All perRequest `json:"all"`
+	// Server is per request in the server process alone (-split only).
+	Server         *perRequest `json:"server,omitempty"`
+	RoundPerSecond []float64   `json:"round_req_per_s"`
+}
+
+func rateOf(w window, rounds []float64, split bool) rate {
+	r := rate{Requests: w.requests, Errors: w.errors, Seconds: w.elapsed.Seconds(), RoundPerSecond: rounds, All: perReq(w.all, w.requests)}
 	if w.elapsed > 0 {
 		r.PerSecond = float64(w.requests) / w.elapsed.Seconds()
 	}
-	if w.requests > 0 {
-		r.AllocsPerReq = float64(w.mallocs) / float64(w.requests)
-		r.BytesPerReq = float64(w.bytes) / float64(w.requests)
+	if split {
+		s := perReq(w.server, w.requests)
+		r.Server = &s
 	}
 	return r
 }
 
 // load runs clients concurrent request loops against one side for d (or
-// until budget requests were sent), each client on connection i mod conns,
+// until budget requests were sent), client i on connection i mod conns,
 // and tallies what was answered as check wants.
-func load(ctx context.Context, s *side, clients int, d time.Duration, budget int64, req emulator.Request, check func(reply) error) window {
-	// Garbage of the previous window must not be collected on this one's
-	// account more than it must: start from a collected heap.
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+func (e *env) load(ctx context.Context, s *side, clients int, d time.Duration, budget int64, req emulator.Request, check func(reply) error) (window, error) {
+	srvBefore, split, err := e.srv.usage(ctx, true)
+	if err != nil {
+		return window{}, err
+	}
+	before := sampleUsage(true)
 	start := time.Now()
 	end := start.Add(d)
-	ctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
+	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
 	defer cancel()
 
 	var ok, failed atomic.Int64
@@ -86,8 +106,8 @@ func load(ctx context.Context, s *side, clients int, d time.Duration, budget int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(end) && left.Add(-1) >= 0 && ctx.Err() == nil {
-				rep, err := exchange(ctx, c, req)
+			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
+				rep, err := exchange(lctx, c, req)
 				if err == nil {
 					err = check(rep)
 				}
@@ -102,31 +122,46 @@ func load(ctx context.Context, s *side, clients int, d time.Duration, budget int
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	runtime.ReadMemStats(&after)
-	return window{
-		requests: ok.Load(), errors: failed.Load(), elapsed: elapsed,
-		mallocs: after.Mallocs - before.Mallocs, bytes: after.TotalAlloc - before.TotalAlloc,
-		firstErr: firstErr,
+	w := window{requests: ok.Load(), errors: failed.Load(), elapsed: elapsed, firstErr: firstErr}
+	w.all = sampleUsage(false).sub(before)
+	srvAfter, _, err := e.srv.usage(ctx, false)
+	if err != nil {
+		return w, err
 	}
+	if split {
+		w.server = srvAfter.sub(srvBefore)
+		w.all = w.all.add(w.server)
+	}
+	return w, nil
 }
 
 // fetchResult is the outcome of a fetch scenario.
 type fetchResult struct {
-	Scenario   string  `json:"scenario"`
-	Clients    int     `json:"clients"`
-	Conns      int     `json:"conns"`
-	Rounds     int     `json:"rounds"`
-	Duration   string  `json:"duration_per_round"`
-	BodyBytes  int     `json:"body_bytes"`
-	Processor  rate    `json:"processor"`
-	Noop       rate    `json:"noop"`
-	Ratio      float64 `json:"ratio"`       // processor req/s ÷ no-op req/s
-	AllocRatio float64 `json:"alloc_ratio"` // processor allocs/req ÷ no-op allocs/req
-	// ExtraAllocsPerReq is processor − no-op allocs/req: the client side
-	// is the same for both, so this is what the processor allocates beyond
-	// the gRPC plumbing (plus noise from background work).
+	Scenario  string `json:"scenario"`
+	Split     bool   `json:"split"`
+	Clients   int    `json:"clients"`
+	Conns     int    `json:"conns"`
+	Rounds    int    `json:"rounds"`
+	Duration  string `json:"duration_per_round"`
+	BodyBytes int    `json:"body_bytes"`
+	Processor rate   `json:"processor"`
+	Noop      rate   `json:"noop"`
+	// Ratio is processor req/s ÷ no-op req/s; Target is issue 9's bound.
+	Ratio  float64 `json:"ratio"`
+	Target float64 `json:"target_ratio"`
+	// AllocRatio and CPURatio are processor ÷ no-op per request over every
+	// process. The client side is the same for both, so they understate
+	// the server-side ratios; ExtraAllocsPerReq and ExtraCPUusPerReq
+	// (processor − no-op) are what the processor costs beyond the gRPC
+	// plumbing, plus noise from background work.
+	AllocRatio        float64 `json:"alloc_ratio"`
+	CPURatio          float64 `json:"cpu_ratio"`
 	ExtraAllocsPerReq float64 `json:"extra_allocs_per_req"`
-	Target            float64 `json:"target_ratio"`
+	ExtraCPUusPerReq  float64 `json:"extra_cpu_us_per_req"`
+	// ServerAllocRatio and ServerCPURatio are the same ratios in the server
+	// process alone (-split only): issue 9 target 5 is ServerAllocRatio ≤ 2.
+	ServerAllocRatio float64 `json:"server_alloc_ratio,omitempty"`
+	ServerCPURatio   float64 `json:"server_cpu_ratio,omitempty"`
 }
 
 func (fetchResult) isResult() {}
@@ -141,7 +176,7 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 	case scenarioSingle:
 		key := "single"
 		value := jsonValue(key, 1, o.valueSize)
-		if _, err := e.put(ctx, itemsTopic, map[string][]byte{key: value}); err != nil {
+		if err := e.srv.put(ctx, itemsTopic, map[string][]byte{key: value}); err != nil {
 			return nil, err
 		}
 		path, want, target = "/items/"+key, value, 0.6
@@ -161,7 +196,7 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 			b.Write(records[key])
 		}
 		b.WriteByte(']')
-		if _, err := e.put(ctx, mergedTopic, records); err != nil {
+		if err := e.srv.put(ctx, mergedTopic, records); err != nil {
 			return nil, err
 		}
 		path, want, target = "/merged", b.Bytes(), 0.5
@@ -180,12 +215,12 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 	if err != nil {
 		return nil, err
 	}
-	nop, err := startNoop(answer, false)
+	addr, err := e.srv.startNoop(ctx, answer, false)
 	if err != nil {
 		return nil, err
 	}
-	defer nop.stop()
-	noopSide, err := e.dial("no-op", nop.addr(), o.conns)
+	defer func() { _ = e.srv.stopNoop(ctx) }()
+	noopSide, err := e.dial("no-op", addr, o.conns)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +229,9 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 	sides := []*side{noopSide, e.procSide}
 	if o.warmup > 0 {
 		for _, s := range sides {
-			load(ctx, s, o.clients, o.warmup, o.maxReqs, req, check)
+			if _, err := e.load(ctx, s, o.clients, o.warmup, o.maxReqs, req, check); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var totals [2]window
@@ -207,7 +244,10 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 			order = []int{1, 0}
 		}
 		for _, i := range order {
-			w := load(ctx, sides[i], o.clients, o.duration, o.maxReqs, req, check)
+			w, err := e.load(ctx, sides[i], o.clients, o.duration, o.maxReqs, req, check)
+			if err != nil {
+				return nil, err
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -222,14 +262,28 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 		}
 	}
 	res := fetchResult{
-		Scenario: scenario, Clients: o.clients, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
+		Scenario: scenario, Split: e.split, Clients: o.clients, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
 		BodyBytes: len(want),
-		Noop:      rateOf(totals[0], perRound[0]),
-		Processor: rateOf(totals[1], perRound[1]),
+		Noop:      rateOf(totals[0], perRound[0], e.split),
+		Processor: rateOf(totals[1], perRound[1], e.split),
 		Target:    target,
 	}
 	res.Ratio = res.Processor.PerSecond / res.Noop.PerSecond
-	res.AllocRatio = res.Processor.AllocsPerReq / res.Noop.AllocsPerReq
-	res.ExtraAllocsPerReq = res.Processor.AllocsPerReq - res.Noop.AllocsPerReq
+	res.AllocRatio = res.Processor.All.Allocs / res.Noop.All.Allocs
+	res.CPURatio = ratio(res.Processor.All.CPUus, res.Noop.All.CPUus)
+	res.ExtraAllocsPerReq = res.Processor.All.Allocs - res.Noop.All.Allocs
+	res.ExtraCPUusPerReq = res.Processor.All.CPUus - res.Noop.All.CPUus
+	if e.split {
+		res.ServerAllocRatio = res.Processor.Server.Allocs / res.Noop.Server.Allocs
+		res.ServerCPURatio = ratio(res.Processor.Server.CPUus, res.Noop.Server.CPUus)
+	}
 	return res, nil
+}
+
+// ratio is a / b, 0 when b is (a figure this platform cannot measure).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +15,24 @@ import (
 // command, so the load generator cannot rot. It checks that each completes
 // with sane figures, not how fast anything is.
 func TestScenarios(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) { testScenarios(t, false) })
+	// The servers in a child process: this test binary again (TestMain).
+	t.Run("split", func(t *testing.T) { testScenarios(t, true) })
+}
+
+func testScenarios(t *testing.T, split bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := run(ctx, []string{
+	args := []string{
 		"-scenario", "all", "-json",
 		"-clients", "4", "-conns", "2", "-duration", "200ms", "-warmup", "50ms", "-rounds", "2",
 		"-keys", "50", "-waiters", "50", "-register-timeout", "20s", "-timeout", "90s",
-	}, &out, &errOut)
+	}
+	if split {
+		args = append(args, "-split")
+	}
+	code := run(ctx, args, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -40,12 +51,15 @@ func TestScenarios(t *testing.T) {
 			t.Fatalf("%s: %v (output %q)", s, err, out.String())
 		}
 		for name, side := range map[string]rate{"processor": r.Processor, "no-op": r.Noop} {
-			if side.Requests <= 0 || side.Errors != 0 || side.PerSecond <= 0 || side.AllocsPerReq <= 0 || len(side.RoundPerSecond) != 2 {
+			if side.Requests <= 0 || side.Errors != 0 || side.PerSecond <= 0 || side.All.Allocs <= 0 || len(side.RoundPerSecond) != 2 {
 				t.Errorf("%s %s: %+v", s, name, side)
 			}
+			if split != (side.Server != nil) || split && (side.Server.Allocs <= 0 || side.Server.Allocs >= side.All.Allocs) {
+				t.Errorf("%s %s (split %v): server share %+v of %+v", s, name, split, side.Server, side.All)
+			}
 		}
-		if r.Ratio <= 0 || r.AllocRatio <= 0 {
-			t.Errorf("%s: ratio %v, alloc ratio %v", s, r.Ratio, r.AllocRatio)
+		if r.Ratio <= 0 || r.AllocRatio <= 0 || split && r.ServerAllocRatio <= 0 {
+			t.Errorf("%s: %+v", s, r)
 		}
 	}
 	var lp longPollResult
@@ -56,8 +70,13 @@ func TestScenarios(t *testing.T) {
 	// otherwise); the figures must be those of 50 waiters.
 	for name, f := range map[string]waitFigures{"processor": lp.Processor, "no-op": lp.Noop} {
 		if f.Waiters != 50 || f.WakeMaxMs <= 0 || f.WakeMinMs > f.WakeP50Ms || f.WakeP50Ms > f.WakeP99Ms || f.WakeP99Ms > f.WakeMaxMs ||
-			f.GoroutinesPerWaiter < 1 || f.BytesPerWaiter <= 0 {
+			f.All.Goroutines < 1 || f.All.Bytes <= 0 {
 			t.Errorf("longpoll %s: %+v", name, f)
+		}
+		// Each held stream has at least its gRPC handler goroutine in the
+		// server process.
+		if split != (f.Server != nil) || split && f.Server.Goroutines < 1 {
+			t.Errorf("longpoll %s (split %v): server share %+v", name, split, f.Server)
 		}
 	}
 	if lp.WakeRatio <= 0 || lp.MemRatio <= 0 {
@@ -65,18 +84,30 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
+// TestMain lets this test binary be the server process of a -split run,
+// as the command itself is.
+func TestMain(m *testing.M) {
+	if config, ok := os.LookupEnv(childEnv); ok {
+		os.Exit(childMain(context.Background(), config, os.Stdin, os.NewFile(3, "answers"), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
 // The text report names every figure the JSON has.
 func TestTextReport(t *testing.T) {
 	var b bytes.Buffer
-	err := report(&b, false, fetchResult{Scenario: scenarioSingle, Clients: 1, Conns: 1, Rounds: 1, Duration: "1s",
-		Noop: rate{PerSecond: 10, RoundPerSecond: []float64{10}}, Processor: rate{PerSecond: 6, RoundPerSecond: []float64{6}}, Ratio: 0.6, Target: 0.6})
+	srv := &perRequest{Allocs: 7}
+	err := report(&b, false, fetchResult{Scenario: scenarioSingle, Split: true, Clients: 1, Conns: 1, Rounds: 1, Duration: "1s",
+		Noop:      rate{PerSecond: 10, RoundPerSecond: []float64{10}, Server: srv},
+		Processor: rate{PerSecond: 6, RoundPerSecond: []float64{6}, Server: srv}, Ratio: 0.6, Target: 0.6, ServerAllocRatio: 1.5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := report(&b, false, longPollResult{Scenario: scenarioLongPoll, Processor: waitFigures{Waiters: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "longpoll: 3 waiters"} {
+	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
+		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}

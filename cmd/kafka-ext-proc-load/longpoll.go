@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
 )
@@ -25,32 +21,48 @@ const longPollWait = 60
 // waits for their answers.
 const answerMargin = 15 * time.Second
 
-// waitersGauge is the processor's count of fetch requests holding a long
-// poll (httpkafka.Fetch.Waiting summed over routes), read from the registry
-// stack.Processor exposes: a waiter is counted once it is in its wait.
-const waitersGauge = "kafka_ext_proc_fetch_waiters"
+// perWaiter is a memory difference divided by the waiters.
+type perWaiter struct {
+	Heap       float64 `json:"heap_bytes_per_waiter"`
+	Stacks     float64 `json:"stack_bytes_per_waiter"`
+	Bytes      float64 `json:"bytes_per_waiter"` // heap + stacks
+	Goroutines float64 `json:"goroutines_per_waiter"`
+}
+
+func perWaiterOf(before, after memory, n int) perWaiter {
+	d := func(a, b uint64) float64 { return float64(int64(a)-int64(b)) / float64(n) }
+	p := perWaiter{Heap: d(after.Heap, before.Heap), Stacks: d(after.Stacks, before.Stacks), Goroutines: d(after.Goroutines, before.Goroutines)}
+	p.Bytes = p.Heap + p.Stacks
+	return p
+}
+
+func (p perWaiter) plus(q perWaiter) perWaiter {
+	return perWaiter{Heap: p.Heap + q.Heap, Stacks: p.Stacks + q.Stacks, Bytes: p.Bytes + q.Bytes, Goroutines: p.Goroutines + q.Goroutines}
+}
 
 // waitFigures are the measurements of N waiters on one side.
 type waitFigures struct {
 	Waiters         int     `json:"waiters"`
 	RegisterSeconds float64 `json:"register_seconds"`
 	// Wake-up: from the write (processor: just before the produce call;
-	// no-op: the release) to each waiter's answer as its client saw it.
+	// no-op: just before the release) to each waiter's answer as its
+	// client saw it.
 	WakeMinMs float64 `json:"wake_min_ms"`
 	WakeP50Ms float64 `json:"wake_p50_ms"`
 	WakeP99Ms float64 `json:"wake_p99_ms"`
 	WakeMaxMs float64 `json:"wake_max_ms"`
-	// Memory after a collection, waiters registered minus before, per
-	// waiter: live heap and goroutine stacks of the whole process.
-	HeapPerWaiter       float64 `json:"heap_bytes_per_waiter"`
-	StackPerWaiter      float64 `json:"stack_bytes_per_waiter"`
-	BytesPerWaiter      float64 `json:"bytes_per_waiter"`
-	GoroutinesPerWaiter float64 `json:"goroutines_per_waiter"`
+	// All is memory per waiter over every process of the run, sampled after
+	// a collection with the waiters held minus before: in-process it
+	// includes the client side's streams, an upper bound of the server's.
+	All perWaiter `json:"all"`
+	// Server is the server process alone (-split only).
+	Server *perWaiter `json:"server,omitempty"`
 }
 
 // longPollResult is the outcome of the longpoll scenario.
 type longPollResult struct {
 	Scenario  string      `json:"scenario"`
+	Split     bool        `json:"split"`
 	Conns     int         `json:"conns"`
 	Processor waitFigures `json:"processor"`
 	Noop      waitFigures `json:"noop"`
@@ -59,26 +71,27 @@ type longPollResult struct {
 	AckMs float64 `json:"ack_ms"`
 	// WakeRatio is the processor's wake-up max ÷ the no-op's.
 	WakeRatio float64 `json:"wake_ratio"`
-	// MemRatio is the processor's bytes per waiter ÷ the no-op's held stream.
-	MemRatio float64 `json:"mem_ratio"`
-	// ExtraBytesPerWaiter is processor − no-op bytes per waiter: what a
-	// waiter costs beyond an open ext_proc stream (both ends' share of
-	// which is in both figures).
+	// MemRatio is the processor's bytes per waiter ÷ the no-op's held
+	// stream, over every process; ExtraBytesPerWaiter is their difference:
+	// what a waiter costs beyond an open ext_proc stream.
+	MemRatio            float64 `json:"mem_ratio"`
 	ExtraBytesPerWaiter float64 `json:"extra_bytes_per_waiter"`
-	TargetWakeMs        float64 `json:"target_wake_max_ms"`
-	TargetBytes         float64 `json:"target_bytes_per_waiter"`
+	// ServerMemRatio is MemRatio in the server process alone (-split only).
+	ServerMemRatio float64 `json:"server_mem_ratio,omitempty"`
+	TargetWakeMs   float64 `json:"target_wake_max_ms"`
+	TargetBytes    float64 `json:"target_bytes_per_waiter"`
 }
 
 func (longPollResult) isResult() {}
 
-// runLongPoll holds N long polls on one key of the processor and answers
-// them with one write, then does the same against the no-op server (which
-// holds N streams and answers them all on a release).
+// runLongPoll holds N long polls on one key of the no-op server and
+// answers them with a release, then does the same against the processor,
+// answered by one write.
 func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	const key = "longpoll"
 	path := "/items/" + key
 	v1, v2 := jsonValue(key, 1, o.valueSize), jsonValue(key, 2, o.valueSize)
-	if _, err := e.put(ctx, itemsTopic, map[string][]byte{key: v1}); err != nil {
+	if err := e.srv.put(ctx, itemsTopic, map[string][]byte{key: v1}); err != nil {
 		return nil, err
 	}
 	plain := newRequest(e.procSide.client(0), path)
@@ -103,38 +116,41 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	req := newRequest(e.procSide.client(0), path, "if-none-match", etag, "prefer", "wait="+strconv.Itoa(longPollWait))
 
-	res := longPollResult{Scenario: scenarioLongPoll, Conns: o.conns, TargetWakeMs: 1000, TargetBytes: 16 << 10}
+	res := longPollResult{Scenario: scenarioLongPoll, Split: e.split, Conns: o.conns, TargetWakeMs: 1000, TargetBytes: 16 << 10}
 
-	nop, err := startNoop(answer, true)
+	addr, err := e.srv.startNoop(ctx, answer, true)
 	if err != nil {
 		return nil, err
 	}
-	defer nop.stop()
-	noopSide, err := e.dial("no-op", nop.addr(), o.conns)
+	noopSide, err := e.dial("no-op", addr, o.conns)
 	if err != nil {
+		_ = e.srv.stopNoop(ctx)
 		return nil, err
 	}
-	defer noopSide.close()
-	res.Noop, err = holdWaiters(ctx, o, noopSide, req,
-		func() (int64, error) { return nop.heldNow(), nil }, "streams the no-op server holds",
-		func() (time.Time, error) { t0 := time.Now(); nop.releaseAll(); return t0, nil },
+	res.Noop, err = e.holdWaiters(ctx, o, noopSide, req,
+		func() (int64, error) { return e.srv.heldNoop(ctx) }, "streams the no-op server holds",
+		func() (time.Time, error) { t0 := time.Now(); return t0, e.srv.releaseNoop(ctx) },
 		func(r reply) error {
 			if r.status != 200 || len(r.body) != len(v1) {
 				return fmt.Errorf("%d with %d bytes, want 200 with %d", r.status, len(r.body), len(v1))
 			}
 			return nil
 		})
+	noopSide.close()
+	if serr := e.srv.stopNoop(ctx); err == nil {
+		err = serr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("no-op: %w", err)
 	}
 
 	var acked time.Duration
-	res.Processor, err = holdWaiters(ctx, o, e.procSide, req,
-		func() (int64, error) { return gauge(e.proc.Registry, waitersGauge) }, "the processor's "+waitersGauge+" gauge",
+	res.Processor, err = e.holdWaiters(ctx, o, e.procSide, req,
+		func() (int64, error) { return e.srv.waiters(ctx) }, "the processor's kafka_ext_proc_fetch_waiters gauge",
 		func() (time.Time, error) {
 			t0 := time.Now()
-			at, err := e.put(ctx, itemsTopic, map[string][]byte{key: v2})
-			acked = at.Sub(t0)
+			err := e.srv.put(ctx, itemsTopic, map[string][]byte{key: v2})
+			acked = time.Since(t0)
 			return t0, err
 		},
 		func(r reply) error {
@@ -148,8 +164,11 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	res.AckMs = ms(acked)
 	res.WakeRatio = res.Processor.WakeMaxMs / res.Noop.WakeMaxMs
-	res.MemRatio = res.Processor.BytesPerWaiter / res.Noop.BytesPerWaiter
-	res.ExtraBytesPerWaiter = res.Processor.BytesPerWaiter - res.Noop.BytesPerWaiter
+	res.MemRatio = res.Processor.All.Bytes / res.Noop.All.Bytes
+	res.ExtraBytesPerWaiter = res.Processor.All.Bytes - res.Noop.All.Bytes
+	if e.split {
+		res.ServerMemRatio = res.Processor.Server.Bytes / res.Noop.Server.Bytes
+	}
 	return res, nil
 }
 
@@ -160,21 +179,24 @@ type outcome struct {
 }
 
 // holdWaiters opens o.waiters exchanges of req on s, waits (bounded) until
-// registered reports them all held, measures memory, calls release (the
-// event that should answer them; it returns when it happened) and waits
-// for every answer.
-// counted says how registered counts, for error messages.
-func holdWaiters(ctx context.Context, o *options, s *side, req emulator.Request,
+// registered reports them all held, samples memory, calls release (the
+// event that should answer them; it returns when the event happened) and
+// waits for every answer. counted says how registered counts, for errors.
+func (e *env) holdWaiters(ctx context.Context, o *options, s *side, req emulator.Request,
 	registered func() (int64, error), counted string, release func() (time.Time, error), check func(reply) error) (waitFigures, error) {
 	n := o.waiters
 	fig := waitFigures{Waiters: n}
 	outcomes := make([]outcome, n) // allocated before the baseline: not a waiter's cost
+	srvBefore, split, err := e.srv.memory(ctx)
+	if err != nil {
+		return fig, err
+	}
 	before := sampleMemory()
 
 	wctx, cancel := context.WithTimeout(ctx, o.register+longPollWait*time.Second+answerMargin)
 	defer cancel()
 	var answered atomic.Int64
-	early := make(chan outcome, 1) // the first answer, for the message if it came before the write
+	early := make(chan outcome, 1) // the first answer, for the message if it came before the release
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
@@ -191,7 +213,7 @@ func holdWaiters(ctx context.Context, o *options, s *side, req emulator.Request,
 			}
 		}()
 	}
-	// On any early return, end the waiters before returning.
+	// On an early return, end the waiters before returning.
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -208,7 +230,7 @@ func holdWaiters(ctx context.Context, o *options, s *side, req emulator.Request,
 		}
 		if a := answered.Load(); a > 0 {
 			oc := <-early
-			return fig, fmt.Errorf("%d waiters were answered before the write (%d registered); first: status %d, err %v", a, got, oc.rep.status, oc.err)
+			return fig, fmt.Errorf("%d waiters were answered before the release (%d registered); first: status %d, err %v", a, got, oc.rep.status, oc.err)
 		}
 		if got >= int64(n) {
 			break
@@ -223,10 +245,16 @@ func holdWaiters(ctx context.Context, o *options, s *side, req emulator.Request,
 	}
 	fig.RegisterSeconds = time.Since(start).Seconds()
 	held := sampleMemory()
-	fig.HeapPerWaiter = float64(int64(held.heap)-int64(before.heap)) / float64(n)
-	fig.StackPerWaiter = float64(int64(held.stacks)-int64(before.stacks)) / float64(n)
-	fig.BytesPerWaiter = fig.HeapPerWaiter + fig.StackPerWaiter
-	fig.GoroutinesPerWaiter = float64(int64(held.goroutines)-int64(before.goroutines)) / float64(n)
+	srvHeld, _, err := e.srv.memory(ctx)
+	if err != nil {
+		return fig, err
+	}
+	fig.All = perWaiterOf(before, held, n)
+	if split {
+		srv := perWaiterOf(srvBefore, srvHeld, n)
+		fig.Server = &srv
+		fig.All = fig.All.plus(srv)
+	}
 
 	t0, err := release()
 	if err != nil {
@@ -268,45 +296,3 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// memory is a sample of the process after a full collection.
-type memory struct {
-	heap, stacks, goroutines uint64
-}
-
-// sampleMemory collects garbage and reads the live heap (what the
-// collection marked), the goroutine stacks and the goroutine count.
-func sampleMemory() memory {
-	// Twice: objects in sync.Pools (gRPC's buffers among them) survive one
-	// collection in the pools' victim caches, and a previous scenario's
-	// buffers would otherwise count against this sample.
-	runtime.GC()
-	runtime.GC()
-	s := []metrics.Sample{
-		{Name: "/gc/heap/live:bytes"},
-		{Name: "/memory/classes/heap/stacks:bytes"},
-		{Name: "/sched/goroutines:goroutines"},
-	}
-	metrics.Read(s)
-	var m memory
-	for i, p := range []*uint64{&m.heap, &m.stacks, &m.goroutines} {
-		if s[i].Value.Kind() == metrics.KindUint64 {
-			*p = s[i].Value.Uint64()
-		}
-	}
-	return m
-}
-
-// gauge reads a gauge without labels from a registry.
-func gauge(g prometheus.Gatherer, name string) (int64, error) {
-	mfs, err := g.Gather()
-	if err != nil {
-		return 0, fmt.Errorf("reading the processor's metrics: %w", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
-			return int64(mf.GetMetric()[0].GetGauge().GetValue()), nil
-		}
-	}
-	return 0, fmt.Errorf("the processor's metrics have no gauge %s", name)
-}

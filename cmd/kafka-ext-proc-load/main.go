@@ -5,12 +5,14 @@
 // the same bytes. Ratios taken in one run are what it reports: absolute
 // figures on a shared machine are noise.
 //
-// Everything runs in this process on loopback: the embedded broker, the
-// processor (stack.StartProcessor), the no-op server and the clients. So it
-// needs no setup, and every figure it prints includes the client side's
-// share of the CPU, allocations and memory (see BENCHMARKS.md).
+// Everything runs on loopback and needs no setup: the embedded broker, the
+// processor (stack.StartProcessor), the no-op server and the clients, all
+// in this process by default, so every figure includes the client side's
+// share of the CPU, allocations and memory. With -split the server side
+// runs in a child process (this binary again) and is also measured alone;
+// both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|all [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|all [-split] [flags]
 package main
 
 import (
@@ -31,6 +33,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if level, ok := os.LookupEnv(childEnv); ok {
+		os.Exit(childMain(ctx, level, os.Stdin, os.NewFile(3, "answers"), os.Stderr))
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -69,6 +74,7 @@ type options struct {
 	register  time.Duration // bound on registering the waiters
 	timeout   time.Duration // bound on the whole run
 	json      bool
+	split     bool // servers in a child process
 	cpuProf   string
 	mutexProf string
 	logLevel  slog.Level
@@ -91,8 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
-	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	fs.StringVar(&o.mutexProf, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
+	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.mutexProf, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -167,7 +174,13 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
-	stopProfiles, err := startProfiles(o)
+	// With -split the profiles are of the server process (the processor
+	// is what they are for); the child writes them.
+	cpuProf, mutexProf := o.cpuProf, o.mutexProf
+	if o.split {
+		cpuProf, mutexProf = "", ""
+	}
+	stopProfiles, err := startProfiles(cpuProf, mutexProf)
 	if err != nil {
 		return err
 	}
@@ -183,8 +196,12 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 	}
 	defer e.close()
 	if !o.json {
-		fmt.Fprintf(stdout, "kafka-ext-proc-load: %s/%s, %d CPUs, GOMAXPROCS %d, %s\n",
-			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+		where := "servers and clients in one process"
+		if o.split {
+			where = "servers in a child process"
+		}
+		fmt.Fprintf(stdout, "kafka-ext-proc-load: %s/%s, %d CPUs, GOMAXPROCS %d, %s; %s\n",
+			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), where)
 	}
 	for _, s := range o.scenarios {
 		var res result
@@ -204,9 +221,9 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 	return nil
 }
 
-// startProfiles starts the profiles the flags ask for; the returned function
-// writes them.
-func startProfiles(o *options) (func() error, error) {
+// startProfiles starts the profiles asked for (a file name, or "" for
+// none); the returned function writes them.
+func startProfiles(cpuProf, mutexProf string) (func() error, error) {
 	var stops []func() error
 	stopAll := func() error {
 		var errs []error
@@ -215,8 +232,8 @@ func startProfiles(o *options) (func() error, error) {
 		}
 		return errors.Join(errs...)
 	}
-	if o.cpuProf != "" {
-		f, err := os.Create(o.cpuProf)
+	if cpuProf != "" {
+		f, err := os.Create(cpuProf)
 		if err != nil {
 			return nil, err
 		}
@@ -229,13 +246,13 @@ func startProfiles(o *options) (func() error, error) {
 			return f.Close()
 		})
 	}
-	if o.mutexProf != "" {
+	if mutexProf != "" {
 		// Sample every contention event: the question is which mutexes
 		// show up at all (issue 9 target 5), not their exact share.
 		prev := runtime.SetMutexProfileFraction(1)
 		stops = append(stops, func() error {
 			defer runtime.SetMutexProfileFraction(prev)
-			f, err := os.Create(o.mutexProf)
+			f, err := os.Create(mutexProf)
 			if err != nil {
 				return err
 			}

@@ -149,7 +149,7 @@ func (s *recordingStream) RecvMsg(m any) error {
 // recorded messages for the no-op server to replay.
 func (e *env) capture(ctx context.Context, req emulator.Request, check func(reply) error) ([]*extprocv3.ProcessingResponse, reply, error) {
 	rec := &recorder{}
-	s, err := e.dial("processor (capture)", e.proc.Addr(), 1, grpc.WithStreamInterceptor(rec.interceptor()))
+	s, err := e.dial("processor (capture)", e.srv.processorAddr(), 1, grpc.WithStreamInterceptor(rec.interceptor()))
 	if err != nil {
 		return nil, reply{}, err
 	}

@@ -22,33 +22,66 @@ func report(w io.Writer, asJSON bool, r result) error {
 	var b strings.Builder
 	switch r := r.(type) {
 	case fetchResult:
-		fmt.Fprintf(&b, "%s: %d clients over %d ext_proc connections, %d round(s) of %s per target, %d-byte answer\n",
-			r.Scenario, r.Clients, r.Conns, r.Rounds, r.Duration, r.BodyBytes)
-		for _, s := range []struct {
-			name string
-			r    rate
-		}{{"no-op", r.Noop}, {"processor", r.Processor}} {
-			fmt.Fprintf(&b, "  %-9s %9.0f req/s  %7.1f allocs/req  %9.0f B/req  (%d requests, %d errors, rounds %s)\n",
-				s.name, s.r.PerSecond, s.r.AllocsPerReq, s.r.BytesPerReq, s.r.Requests, s.r.Errors, roundList(s.r.RoundPerSecond))
-		}
-		fmt.Fprintf(&b, "  ratio     %.2f × the no-op rate (issue 9 target ≥ %.1f); allocations %.2f × the no-op's, +%.1f allocs/req (whole process: client side included)\n",
-			r.Ratio, r.Target, r.AllocRatio, r.ExtraAllocsPerReq)
+		reportFetch(&b, r)
 	case longPollResult:
-		fmt.Fprintf(&b, "%s: %d waiters over %d ext_proc connections, one write\n", r.Scenario, r.Processor.Waiters, r.Conns)
-		for _, s := range []struct {
-			name string
-			f    waitFigures
-		}{{"no-op", r.Noop}, {"processor", r.Processor}} {
-			fmt.Fprintf(&b, "  %-9s registered in %.2fs; answered min %.1f / p50 %.1f / p99 %.1f / max %.1f ms; %.0f B/waiter (heap %.0f + stacks %.0f), %.2f goroutines/waiter\n",
-				s.name, s.f.RegisterSeconds, s.f.WakeMinMs, s.f.WakeP50Ms, s.f.WakeP99Ms, s.f.WakeMaxMs,
-				s.f.BytesPerWaiter, s.f.HeapPerWaiter, s.f.StackPerWaiter, s.f.GoroutinesPerWaiter)
-		}
-		fmt.Fprintf(&b, "  write acknowledged after %.1f ms\n", r.AckMs)
-		fmt.Fprintf(&b, "  ratio     wake-up max %.2f × the no-op's (issue 9 target: all within %.0f ms at 10,000); memory %.2f × the no-op's, +%.0f B/waiter (target ≤ %.0f B; whole process: client side included, an upper bound)\n",
-			r.WakeRatio, r.TargetWakeMs, r.MemRatio, r.ExtraBytesPerWaiter, r.TargetBytes)
+		reportLongPoll(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func reportFetch(b *strings.Builder, r fetchResult) {
+	fmt.Fprintf(b, "%s: %d clients over %d ext_proc connections, %d round(s) of %s per target, %d-byte answer\n",
+		r.Scenario, r.Clients, r.Conns, r.Rounds, r.Duration, r.BodyBytes)
+	for _, s := range []struct {
+		name string
+		r    rate
+	}{{"no-op", r.Noop}, {"processor", r.Processor}} {
+		fmt.Fprintf(b, "  %-9s %8.0f req/s  (%d requests, %d errors; rounds %s)\n",
+			s.name, s.r.PerSecond, s.r.Requests, s.r.Errors, roundList(s.r.RoundPerSecond))
+		fmt.Fprintf(b, "            all processes: %6.1f allocs/req %8.0f B/req %6.1f µs CPU/req\n", s.r.All.Allocs, s.r.All.Bytes, s.r.All.CPUus)
+		if s.r.Server != nil {
+			fmt.Fprintf(b, "            server alone:  %6.1f allocs/req %8.0f B/req %6.1f µs CPU/req\n", s.r.Server.Allocs, s.r.Server.Bytes, s.r.Server.CPUus)
+		}
+	}
+	fmt.Fprintf(b, "  ratio     %.2f × the no-op rate (issue 9 target ≥ %.1f)\n", r.Ratio, r.Target)
+	fmt.Fprintf(b, "            all processes: allocations %.2f ×, CPU %.2f × the no-op's per request (+%.1f allocs, +%.1f µs)\n",
+		r.AllocRatio, r.CPURatio, r.ExtraAllocsPerReq, r.ExtraCPUusPerReq)
+	if r.Split {
+		fmt.Fprintf(b, "            server alone:  allocations %.2f × (issue 9 target ≤ 2), CPU %.2f × the no-op's per request\n",
+			r.ServerAllocRatio, r.ServerCPURatio)
+	} else {
+		fmt.Fprintf(b, "            (the client side is in both: these understate the server-side ratios; -split measures the server alone)\n")
+	}
+}
+
+func reportLongPoll(b *strings.Builder, r longPollResult) {
+	fmt.Fprintf(b, "%s: %d waiters over %d ext_proc connections, one write\n", r.Scenario, r.Processor.Waiters, r.Conns)
+	for _, s := range []struct {
+		name string
+		f    waitFigures
+	}{{"no-op", r.Noop}, {"processor", r.Processor}} {
+		fmt.Fprintf(b, "  %-9s registered in %.2fs; answered after min %.1f / p50 %.1f / p99 %.1f / max %.1f ms\n",
+			s.name, s.f.RegisterSeconds, s.f.WakeMinMs, s.f.WakeP50Ms, s.f.WakeP99Ms, s.f.WakeMaxMs)
+		fmt.Fprintf(b, "            all processes: %s\n", waiterMemory(s.f.All))
+		if s.f.Server != nil {
+			fmt.Fprintf(b, "            server alone:  %s\n", waiterMemory(*s.f.Server))
+		}
+	}
+	fmt.Fprintf(b, "  write acknowledged %.1f ms after the produce call\n", r.AckMs)
+	fmt.Fprintf(b, "  ratio     wake-up max %.2f × the no-op's (issue 9 target: all within %.0f ms at 10,000 waiters)\n", r.WakeRatio, r.TargetWakeMs)
+	fmt.Fprintf(b, "            all processes: memory %.2f × the no-op's, %+.0f B/waiter over an open stream\n", r.MemRatio, r.ExtraBytesPerWaiter)
+	if r.Split {
+		fmt.Fprintf(b, "            server alone:  %.0f B/waiter, %.2f × the no-op's (issue 9 target ≤ %.0f B)\n",
+			r.Processor.Server.Bytes, r.ServerMemRatio, r.TargetBytes)
+	} else {
+		fmt.Fprintf(b, "            (the client side's streams are in both: %.0f B/waiter is an upper bound of the processor's, target ≤ %.0f B; -split measures the server alone)\n",
+			r.Processor.All.Bytes, r.TargetBytes)
+	}
+}
+
+func waiterMemory(p perWaiter) string {
+	return fmt.Sprintf("%6.0f B/waiter (heap %.0f + stacks %.0f), %.2f goroutines/waiter", p.Bytes, p.Heap, p.Stacks, p.Goroutines)
 }
 
 func roundList(v []float64) string {

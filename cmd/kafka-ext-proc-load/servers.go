@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/metrics"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
+)
+
+// benchConfig has the two fetch route shapes of the bundled demo
+// (cmd/kafka-ext-proc/demo.yaml: GET /items merged, GET /items/{id} by key)
+// on topics of their own, so the merged route holds exactly -keys records
+// and the single-key and long-poll records do not change it.
+const benchConfig = `
+bindings:
+  kafka0:
+    type: kafka
+    kind: client
+    options: { bootstrap.servers: "127.0.0.1:9092" }
+  http0:
+    type: http-kafka
+    kind: proxy
+    routes:
+      - when: [{ method: GET, path: /merged }]
+        exit: kafka0
+        with: { capability: fetch, topic: bench-merged, merge: { content-type: application/json } }
+      - when: [{ method: GET, path: "/items/{id}" }]
+        exit: kafka0
+        with: { capability: fetch, topic: bench-items, filters: [{ key: "${params.id}" }] }
+limits: { max-wait: 60s }
+`
+
+const (
+	itemsTopic  = "bench-items"
+	mergedTopic = "bench-merged"
+)
+
+// waitersGauge is the processor's count of fetch requests holding a long
+// poll (httpkafka.Fetch.Waiting summed over routes), read from the registry
+// stack.Processor exposes: a waiter is counted once it is in its wait.
+const waitersGauge = "kafka_ext_proc_fetch_waiters"
+
+// servers is the server side of a run: the embedded broker, the processor
+// and at most one no-op server at a time. It runs in this process, or in a
+// child process (-split) so that the server side's allocations, CPU and
+// memory are measured apart from the clients'.
+type servers interface {
+	processorAddr() string
+	// put writes records (content-type application/json) and returns once
+	// the broker acknowledged them all.
+	put(ctx context.Context, topic string, records map[string][]byte) error
+	// startNoop starts the no-op server answering answer (held until
+	// releaseNoop when hold is set) and returns its address.
+	startNoop(ctx context.Context, answer []*extprocv3.ProcessingResponse, hold bool) (string, error)
+	stopNoop(ctx context.Context) error
+	releaseNoop(ctx context.Context) error
+	// heldNoop is the number of streams the no-op server holds.
+	heldNoop(ctx context.Context) (int64, error)
+	// waiters is the processor's waiter gauge.
+	waiters(ctx context.Context) (int64, error)
+	// usage and memory sample the server side alone; ok is false when it
+	// shares this process (the process's own samples then cover it).
+	usage(ctx context.Context, gc bool) (u usage, ok bool, err error)
+	memory(ctx context.Context) (m memory, ok bool, err error)
+	close()
+}
+
+// local is the server side in this process.
+type local struct {
+	log    *slog.Logger
+	broker *embedded.Broker
+	proc   *stack.Processor
+	prod   *kafka.Producer
+	noop   *noop
+}
+
+var _ servers = (*local)(nil)
+
+func startLocal(logger *slog.Logger) (_ *local, err error) {
+	cfg, err := config.Parse("bench.yaml", []byte(benchConfig), func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, fmt.Errorf("the built-in configuration: %w", err)
+	}
+	l := &local{log: logger}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	// Loopback only, on free ports: the load generator talks to nothing else.
+	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: stack.TopicsOf(cfg), Logger: logger.With("component", "kafka")})
+	if err != nil {
+		return nil, err
+	}
+	cfg = stack.PointAt(cfg, l.broker.Addr())
+	l.proc, err = stack.StartProcessor(stack.ProcessorOptions{Config: cfg, Listen: "127.0.0.1:0", Logger: logger.With("component", "processor")})
+	if err != nil {
+		return nil, err
+	}
+	l.prod, err = kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers": l.broker.Addr(), "linger.ms": 0, "log_level": 3, "allow.auto.create.topics": false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the producer: %w", err)
+	}
+	return l, nil
+}
+
+func (l *local) processorAddr() string { return l.proc.Addr() }
+
+func (l *local) put(ctx context.Context, topic string, records map[string][]byte) error {
+	done := make(chan kafka.Event, len(records))
+	for key, value := range records {
+		m := &kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key:            []byte(key), Value: value,
+			Headers: []kafka.Header{{Key: "content-type", Value: []byte("application/json")}},
+		}
+		if err := l.prod.Produce(m, done); err != nil {
+			return fmt.Errorf("producing to %s: %w", topic, err)
+		}
+	}
+	for range records {
+		select {
+		case ev := <-done:
+			m, ok := ev.(*kafka.Message)
+			if !ok {
+				return fmt.Errorf("producing to %s: unexpected event %v", topic, ev)
+			}
+			if m.TopicPartition.Error != nil {
+				return fmt.Errorf("producing to %s: %w", topic, m.TopicPartition.Error)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("producing to %s: %w", topic, ctx.Err())
+		}
+	}
+	return nil
+}
+
+func (l *local) startNoop(_ context.Context, answer []*extprocv3.ProcessingResponse, hold bool) (string, error) {
+	if l.noop != nil {
+		return "", errors.New("a no-op server is already running")
+	}
+	n, err := startNoop(answer, hold)
+	if err != nil {
+		return "", err
+	}
+	l.noop = n
+	return n.addr(), nil
+}
+
+func (l *local) stopNoop(context.Context) error {
+	if l.noop != nil {
+		l.noop.stop()
+		l.noop = nil
+	}
+	return nil
+}
+
+func (l *local) releaseNoop(context.Context) error {
+	if l.noop == nil {
+		return errors.New("no no-op server is running")
+	}
+	l.noop.releaseAll()
+	return nil
+}
+
+func (l *local) heldNoop(context.Context) (int64, error) {
+	if l.noop == nil {
+		return 0, errors.New("no no-op server is running")
+	}
+	return l.noop.heldNow(), nil
+}
+
+func (l *local) waiters(context.Context) (int64, error) { return gauge(l.proc.Registry, waitersGauge) }
+
+func (l *local) usage(context.Context, bool) (usage, bool, error) { return usage{}, false, nil }
+
+func (l *local) memory(context.Context) (memory, bool, error) { return memory{}, false, nil }
+
+func (l *local) close() {
+	_ = l.stopNoop(context.Background())
+	if l.prod != nil {
+		l.prod.Close()
+	}
+	if l.proc != nil {
+		// Every exchange of the run has ended and the load's connections
+		// are closed, so the drain is quick; the bound is for a bug.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l.proc.Shutdown(ctx)
+		cancel()
+	}
+	if l.broker != nil {
+		l.broker.Close()
+	}
+}
+
+// gauge reads a gauge without labels from a registry.
+func gauge(g prometheus.Gatherer, name string) (int64, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, fmt.Errorf("reading the processor's metrics: %w", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
+			return int64(mf.GetMetric()[0].GetGauge().GetValue()), nil
+		}
+	}
+	return 0, fmt.Errorf("the processor's metrics have no gauge %s", name)
+}
+
+// usage is what a process consumed so far.
+type usage struct {
+	Mallocs uint64        // runtime.MemStats.Mallocs: heap objects allocated
+	Bytes   uint64        // runtime.MemStats.TotalAlloc
+	CPU     time.Duration // user + system CPU time (0 where unknown)
+}
+
+func (u usage) sub(v usage) usage {
+	return usage{Mallocs: u.Mallocs - v.Mallocs, Bytes: u.Bytes - v.Bytes, CPU: u.CPU - v.CPU}
+}
+
+func (u usage) add(v usage) usage {
+	return usage{Mallocs: u.Mallocs + v.Mallocs, Bytes: u.Bytes + v.Bytes, CPU: u.CPU + v.CPU}
+}
+
+// sampleUsage reads this process's usage, after a collection when gc is
+// set (so garbage of what came before is not collected on the account of
+// what follows more than it must).
+func sampleUsage(gc bool) usage {
+	if gc {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return usage{Mallocs: ms.Mallocs, Bytes: ms.TotalAlloc, CPU: cpuTime()}
+}
+
+// memory is a sample of a process after a full collection.
+type memory struct {
+	Heap, Stacks, Goroutines uint64
+}
+
+// sampleMemory collects garbage and reads the live heap (what the
+// collection marked), the goroutine stacks and the goroutine count.
+func sampleMemory() memory {
+	// Twice: objects in sync.Pools (gRPC's buffers among them) survive one
+	// collection in the pools' victim caches, and a previous scenario's
+	// buffers would otherwise count against this sample.
+	runtime.GC()
+	runtime.GC()
+	s := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/stacks:bytes"},
+		{Name: "/sched/goroutines:goroutines"},
+	}
+	metrics.Read(s)
+	var m memory
+	for i, p := range []*uint64{&m.Heap, &m.Stacks, &m.Goroutines} {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			*p = s[i].Value.Uint64()
+		}
+	}
+	return m
+}
