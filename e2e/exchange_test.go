@@ -128,8 +128,8 @@ func TestRequestsReachTheProcessorEncodedAsEnvoyDoes(t *testing.T) {
 			if resp.ProtoMajor != c.proto {
 				t.Fatalf("spoke HTTP/%d", resp.ProtoMajor)
 			}
-			// Produce has no behaviour yet: the route is matched and says so.
-			if resp.StatusCode != http.StatusNotImplemented || resp.Header.Get("content-type") != "application/problem+json" {
+			// A oneway produce: 204 once the record is acknowledged.
+			if resp.StatusCode != http.StatusNoContent {
 				t.Fatalf("%d %s %q", resp.StatusCode, resp.Header.Get("content-type"), body)
 			}
 			req := rec.lastHTTP(t)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
@@ -19,10 +20,10 @@ import (
 // it dispatches on the route's capability. It is the processor's
 // capability.HTTPHandler.
 //
-// Capabilities are wired in as they gain behaviour. Until then a matched
-// route answers 501 with a problem naming the capability and topic, so a
-// configuration can be tried (routing, guards, limits) before its Kafka side
-// exists.
+// Fetch and produce are answered from the route's kafka binding. Without
+// one (New with no clusters) a matched route answers 501 with a problem
+// naming the capability and topic, so a configuration can be tried
+// (routing, guards, limits) before its Kafka side exists.
 type Handler struct {
 	log      *slog.Logger
 	clusters map[string]*kafkaio.Cluster // by kafka binding name
@@ -31,6 +32,13 @@ type Handler struct {
 	// reload brings new routes and so new entries, while views (keyed by
 	// topic in the ViewSource) carry over.
 	fetches sync.Map // *config.With → *Fetch
+
+	// Produce state is keyed by cluster, topic and correlation id, never by
+	// route, so it carries over a reload.
+	flights      flights
+	compaction   compaction
+	replyWaiters atomic.Int64 // produce requests and follow-ups waiting for a reply now
+	replays      atomic.Int64 // requests answered from a stored reply without producing
 }
 
 var _ capability.HTTPHandler = (*Handler)(nil)
@@ -51,7 +59,8 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 		return capability.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
 	}
-	if r.With.Capability == config.Fetch {
+	switch r.With.Capability {
+	case config.Fetch:
 		if src, ok := h.clusters[r.Exit]; ok {
 			f, ok := h.fetches.Load(r.With)
 			if !ok {
@@ -59,10 +68,25 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 			}
 			return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
 		}
+	case config.Produce:
+		if cl, ok := h.clusters[r.Exit]; ok {
+			return h.produce(ctx, cl, req)
+		}
 	}
 	return capability.ProblemResponse(http.StatusNotImplemented,
 		fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))
 }
+
+// ReplyWaiters is the number of produce requests and follow-ups waiting for
+// a reply now.
+func (h *Handler) ReplyWaiters() int64 { return h.replyWaiters.Load() }
+
+// Replays counts requests answered from a stored reply without producing.
+func (h *Handler) Replays() int64 { return h.replays.Load() }
+
+// InFlight is the number of correlation ids this replica is producing or
+// waiting on (requests attached to one count once).
+func (h *Handler) InFlight() int { return h.flights.len() }
 
 // Waiting is the number of fetch requests holding a long poll now.
 func (h *Handler) Waiting() int64 {

@@ -1,0 +1,507 @@
+package httpkafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// Produce routes (DESIGN §6.3, spec §1.1 produce, §4.2).
+//
+// A route without reply-to is oneway: the request becomes one record
+// (value = body, key from with.key, headers = content-type and the
+// overrides; DELETE writes a tombstone) and, once the broker acknowledged it
+// under the route's acks, the answer is 204 No Content — as the reference
+// implementation answers, and because for the CRUD shape (spec §2.5) the
+// write is the whole effect. With acks: none the broker sends nothing back,
+// so there 204 means "handed to the broker".
+//
+// A route with reply-to is request-reply: the record carries the request
+// headers, reply-to and a correlation id (see correlation), and the answer
+// is built from the first reply record with that id (replyResponse):
+//
+//  1. The request joins the flight of its correlation id on this replica
+//     (a replay of a request in flight attaches to it).
+//  2. The flight's lead registers a reply watch, waits until the reply
+//     index has caught up, and looks the id up: a stored reply is a replay,
+//     and nothing is produced. Otherwise it produces.
+//  3. `prefer: respond-async` on a route with async answers 202 with every
+//     async entry as a header once the record is acknowledged; with
+//     `wait=N` it first waits up to N s (at most limits.max-wait) for the
+//     reply. Without respond-async the request waits limits.reply-timeout
+//     for the reply (`prefer: wait` does not change that), then gets 202 +
+//     location on a route with async, 504 otherwise.
+//
+// A GET matching a condition with {correlationId} of a route with reply-to
+// and async is a follow-up: it reads the reply index and never produces —
+// the stored reply, or with `prefer: wait=N` the reply when it comes, else
+// 202 + the same location. A follow-up must come from the identity the
+// original request had (the correlation id says whose it is), else 404.
+//
+// Every wait ends when the client goes away; on drain, requests waiting on
+// a route with async are answered 202 + location.
+
+// produce answers one request matched to a produce route.
+func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, req *capability.HTTPRequest) *capability.HTTPResponse {
+	w := req.Match.Route.With
+	opts := httpOptions(req.Match.Binding)
+	if isFollowUp(req) {
+		return h.followUp(ctx, cl, req, opts)
+	}
+	p := &produceCall{req: req, with: w, opts: opts}
+	if bad := p.idempotencyKey(); bad != nil {
+		return bad
+	}
+	topic := w.Topic.Expand(p.resolve)
+	if !w.Topic.Static() {
+		if r, bad := checkTopic(topic, w.TopicPattern); bad {
+			return r
+		}
+	}
+	var key []byte // nil: no key; a template resolving to "" gives an empty key
+	if w.Key != nil {
+		key = []byte(w.Key.Expand(p.resolve))
+	}
+	if len(key) == 0 {
+		compacted, err := h.compaction.compacted(ctx, cl, req.Match.Route.Exit, topic, req.Limits.KafkaTimeout)
+		switch {
+		case err != nil:
+			return produceFailure(ctx, err, topic, w.Topic.Static())
+		case compacted:
+			return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+				"topic %q is compacted, so its records need a key, and this request resolves an empty one (the route's with.key)", topic))
+		}
+	}
+	overrides := make([]kafkaio.Header, 0, len(w.Overrides))
+	for _, o := range w.Overrides {
+		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(p.resolve))})
+	}
+	rec := &kafkaio.Record{Topic: topic, Key: key}
+	if w.ReplyTo == "" {
+		return h.oneway(ctx, cl, req, rec, overrides)
+	}
+
+	body := req.Body
+	if body == nil {
+		body = []byte{} // an empty value, not a tombstone
+	}
+	c := newCorrelation()
+	c.field(key)
+	rec.Headers = requestHeaders(c, req.Headers, req.Match.Identities,
+		opts.Correlation.ReplyTo, w.ReplyTo, opts.Correlation.CorrelationID, overrides)
+	c.field(body)
+	p.cid = c.id(p.idem, req.Match.Identities)
+	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.cid)})
+	rec.Value = body
+	return h.requestReply(ctx, cl, p, rec)
+}
+
+// produceCall is one produce request being answered.
+type produceCall struct {
+	req  *capability.HTTPRequest
+	with *config.With
+	opts *config.HTTPOptions
+	idem string // the idempotency key, given or generated
+	cid  string // the correlation id, once computed
+}
+
+// idempotencyKey reads the idempotency header, or generates the UUID that
+// stands for it; a malformed or repeated header is a 400.
+func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
+	name := p.opts.IdempotencyHeader
+	vs := p.req.Headers.Values(name)
+	switch {
+	case len(vs) == 0:
+		p.idem = uuid.NewString()
+		return nil
+	case len(vs) > 1:
+		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
+	case !validIdempotencyKey(vs[0]):
+		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, maxIdempotencyKey))
+	}
+	p.idem = vs[0]
+	return nil
+}
+
+// resolve expands references in the route's topic, key and overrides.
+func (p *produceCall) resolve(part config.TemplatePart) string {
+	switch part.Ref {
+	case config.RefParam:
+		return p.req.Match.Params[part.Name]
+	case config.RefIdempotencyKey:
+		return p.idem
+	case config.RefGuardIdentity:
+		return p.req.Match.Identities[part.Name].Subject
+	case config.RefCorrelationID:
+		return p.cid
+	}
+	return ""
+}
+
+// resolveURL expands references in async values, which are URLs (the
+// location): path parameters, percent-decoded when matched, are escaped
+// again so each stays one segment.
+func (p *produceCall) resolveURL(part config.TemplatePart) string {
+	if part.Ref == config.RefParam {
+		return url.PathEscape(p.req.Match.Params[part.Name])
+	}
+	return p.resolve(part)
+}
+
+// accepted is the 202 of an async request: every async entry as a header.
+func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
+	r := &capability.HTTPResponse{Status: http.StatusAccepted}
+	for _, a := range p.with.Async {
+		r.Headers = append(r.Headers, route.Header{Name: a.Name, Value: a.Value.Expand(p.resolveURL)})
+	}
+	return withApplied(r, applied)
+}
+
+// reply answers with a reply record.
+func (p *produceCall) reply(rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+	return withApplied(replyResponse(rec, p.opts.Correlation.CorrelationID, p.opts.Correlation.ReplyTo), applied)
+}
+
+func httpOptions(b *config.Binding) *config.HTTPOptions {
+	if b != nil && b.HTTP != nil {
+		return b.HTTP
+	}
+	return &config.HTTPOptions{
+		IdempotencyHeader: config.DefaultIdempotencyKey,
+		Correlation:       config.CorrelationHeaders{ReplyTo: config.DefaultReplyToHeader, CorrelationID: config.DefaultCorrelationIDHeader},
+	}
+}
+
+// isFollowUp: a GET through a condition with {correlationId} of a route
+// with reply-to and async (the loader allows {correlationId} nowhere else).
+func isFollowUp(req *capability.HTTPRequest) bool {
+	w, m := req.Match.Route.With, req.Match
+	if w.ReplyTo == "" || len(w.Async) == 0 || req.Method != http.MethodGet ||
+		m.Condition < 0 || m.Condition >= len(m.Route.When) {
+		return false
+	}
+	c := m.Route.When[m.Condition]
+	return c.Path != nil && c.Path.HasParam("correlationId")
+}
+
+// oneway writes the record and answers 204 once it is acknowledged.
+func (h *Handler) oneway(ctx context.Context, cl *kafkaio.Cluster, req *capability.HTTPRequest,
+	rec *kafkaio.Record, overrides []kafkaio.Header) *capability.HTTPResponse {
+	w := req.Match.Route.With
+	if ct, ok := req.Headers.Lookup("content-type"); ok {
+		rec.Headers = append(rec.Headers, kafkaio.Header{Key: "content-type", Value: []byte(ct)})
+	}
+	rec.Headers = append(rec.Headers, overrides...)
+	switch {
+	case req.Method == http.MethodDelete:
+		rec.Value = nil // a tombstone
+	case req.Body == nil:
+		rec.Value = []byte{}
+	default:
+		rec.Value = req.Body
+	}
+	prod, err := cl.Producer(kafkaio.AcksFromName(string(w.Acks)))
+	if err == nil {
+		_, _, err = prod.Produce(ctx, rec)
+	}
+	if err != nil {
+		return produceFailure(ctx, err, rec.Topic, w.Topic.Static())
+	}
+	return &capability.HTTPResponse{Status: http.StatusNoContent}
+}
+
+// requestReply joins (or leads) the flight of the correlation id and
+// answers from its reply.
+func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *produceCall, rec *kafkaio.Record) *capability.HTTPResponse {
+	w, req := p.with, p.req
+	f, lead := h.flights.join(flightKey{cluster: req.Match.Route.Exit, replyTo: w.ReplyTo, cid: p.cid},
+		func() *kafkaio.ReplyWatch { return cl.Replies.Watch(w.ReplyTo, p.cid) })
+	defer h.flights.leave(f)
+	if lead {
+		go h.lead(context.WithoutCancel(ctx), f, cl, w, rec, req.Limits.KafkaTimeout)
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return gone()
+	}
+	if f.err != nil {
+		return produceFailure(ctx, f.err, rec.Topic, w.Topic.Static())
+	}
+
+	prefs := httphdr.ParsePrefer(req.Headers.Values("prefer"))
+	async := len(w.Async) > 0
+	if async && prefs.RespondAsync {
+		if !prefs.WaitSet {
+			return p.accepted("respond-async")
+		}
+		wait := min(prefs.Wait, req.Limits.MaxWait)
+		applied := "wait=" + strconv.Itoa(int(wait/time.Second))
+		r, end := h.awaitReply(ctx, req.Drain, f.watch, wait)
+		switch end {
+		case replied:
+			return p.reply(r, applied)
+		case clientGone:
+			return gone()
+		}
+		return p.accepted("respond-async, " + applied)
+	}
+
+	var drain context.Context
+	if async {
+		drain = req.Drain // a synchronous wait elsewhere is bounded by reply-timeout anyway
+	}
+	r, end := h.awaitReply(ctx, drain, f.watch, req.Limits.ReplyTimeout)
+	switch end {
+	case replied:
+		return p.reply(r, "")
+	case clientGone:
+		return gone()
+	}
+	if async {
+		return p.accepted("")
+	}
+	retry := "retry with the same " + p.opts.IdempotencyHeader + " header to get its reply without writing it again"
+	if _, given := req.Headers.Lookup(p.opts.IdempotencyHeader); !given {
+		retry = "send an " + p.opts.IdempotencyHeader + " header to make a retry safe"
+	}
+	return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
+		"no reply within limits.reply-timeout (%v); the request was written to topic %q: %s", req.Limits.ReplyTimeout, rec.Topic, retry))
+}
+
+// lead runs a flight: catch the reply index up, look the id up, and produce
+// only if no reply is stored. It runs apart from the request that started
+// it, so that request's client leaving does not fail the requests attached
+// to the flight; Produce bounds it by the Kafka timeout.
+func (h *Handler) lead(ctx context.Context, f *flight, cl *kafkaio.Cluster, w *config.With, rec *kafkaio.Record, kafkaTimeout time.Duration) {
+	defer h.flights.leave(f)
+	defer close(f.done)
+	cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	err := cl.Replies.WaitCaughtUp(cctx, w.ReplyTo)
+	cancel()
+	if err != nil {
+		f.err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
+		h.flights.forget(f)
+		return
+	}
+	if len(f.watch.Records()) > 0 {
+		f.replayed = true
+		h.replays.Add(1)
+		return
+	}
+	prod, err := cl.Producer(kafkaio.AcksFromName(string(w.Acks)))
+	if err == nil {
+		_, _, err = prod.Produce(ctx, rec)
+	}
+	if err != nil {
+		f.err = err
+		h.flights.forget(f)
+		h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
+	}
+}
+
+// followUp answers a GET on an async location from the reply index.
+func (h *Handler) followUp(ctx context.Context, cl *kafkaio.Cluster, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
+	w := req.Match.Route.With
+	p := &produceCall{req: req, with: w, opts: opts, cid: req.Match.Params["correlationId"]}
+	if !followUpAllowed(p.cid, req.Match.Identities) {
+		// Malformed, or issued to another caller: either way not a
+		// location this caller was given.
+		return capability.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
+	}
+	watch := cl.Replies.Watch(w.ReplyTo, p.cid)
+	defer watch.Close()
+	cctx, cancel := context.WithTimeout(ctx, req.Limits.KafkaTimeout)
+	err := cl.Replies.WaitCaughtUp(cctx, w.ReplyTo)
+	cancel()
+	if err != nil {
+		return produceFailure(ctx, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err), w.Topic.Raw, true)
+	}
+	prefs := httphdr.ParsePrefer(req.Headers.Values("prefer"))
+	var wait time.Duration
+	applied := ""
+	if prefs.WaitSet {
+		wait = min(prefs.Wait, req.Limits.MaxWait)
+		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
+	}
+	r, end := h.awaitReply(ctx, req.Drain, watch, wait)
+	switch end {
+	case replied:
+		return p.reply(r, applied)
+	case clientGone:
+		return gone()
+	}
+	return p.accepted(applied)
+}
+
+type waitEnd int
+
+const (
+	replied waitEnd = iota
+	timedOut
+	drained
+	clientGone
+)
+
+// awaitReply waits up to wait for the first reply record of the watch.
+// drain may be nil (the wait does not end on drain).
+func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWatch, wait time.Duration) (*kafkaio.Record, waitEnd) {
+	var drainCh <-chan struct{}
+	if drain != nil {
+		drainCh = drain.Done()
+	}
+	var timer *time.Timer
+	for {
+		recs, _, changed := watch.State()
+		if len(recs) > 0 {
+			return recs[0], replied
+		}
+		if ctx.Err() != nil {
+			return nil, clientGone
+		}
+		if wait <= 0 {
+			return nil, timedOut
+		}
+		if drain != nil && drain.Err() != nil {
+			return nil, drained
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		h.replyWaiters.Add(1)
+		select {
+		case <-changed:
+			h.replyWaiters.Add(-1)
+		case <-timer.C:
+			h.replyWaiters.Add(-1)
+			if recs := watch.Records(); len(recs) > 0 {
+				return recs[0], replied
+			}
+			return nil, timedOut
+		case <-ctx.Done():
+			h.replyWaiters.Add(-1)
+			return nil, clientGone
+		case <-drainCh:
+			h.replyWaiters.Add(-1)
+			if recs := watch.Records(); len(recs) > 0 {
+				return recs[0], replied
+			}
+			return nil, drained
+		}
+	}
+}
+
+// gone is the answer to a request whose client left; nobody reads it.
+func gone() *capability.HTTPResponse {
+	return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled")
+}
+
+// produceFailure maps what kept a record from Kafka (DESIGN §6.6).
+func produceFailure(ctx context.Context, err error, topic string, static bool) *capability.HTTPResponse {
+	var rejected *kafkaio.RejectedError
+	switch {
+	case ctx.Err() != nil:
+		return gone()
+	case errors.As(err, &rejected):
+		return capability.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
+	case errors.Is(err, kafkaio.ErrUnknownTopic) && errors.Is(err, kafkaio.ErrNotReady):
+		// The reply topic (a route's static setting) is missing.
+		return unavailable(fmt.Sprintf("the route's reply topic does not exist in Kafka: %v", err))
+	case errors.Is(err, kafkaio.ErrUnknownTopic) && !static:
+		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, kafkaio.ErrUnknownTopic):
+		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+	case errors.Is(err, kafkaio.ErrUnacknowledged):
+		return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
+			"Kafka did not acknowledge the record for topic %q within limits.kafka-timeout: it may or may not have been written; a retry with the same idempotency key is safe", topic))
+	case errors.Is(err, kafkaio.ErrNotReady):
+		return unavailable(fmt.Sprintf("the reply index is not caught up with Kafka yet: %v", err))
+	case errors.Is(err, kafkaio.ErrNotEnqueued):
+		return unavailable(fmt.Sprintf("the record for topic %q was not written to Kafka (%v); retrying is safe", topic, rootCause(err)))
+	}
+	return unavailable(fmt.Sprintf("Kafka is not available for topic %q: %v", topic, err))
+}
+
+// rootCause is the innermost error's text, for a detail on one line.
+func rootCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+// compaction caches whether topics are compacted. It is asked only when a
+// request resolves an empty key, so routes with keys never pay for it.
+type compaction struct {
+	mu sync.Mutex
+	m  map[string]*compactCheck // cluster "\x00" topic
+}
+
+type compactCheck struct {
+	done      chan struct{}
+	compacted bool
+	err       error
+	at        time.Time
+}
+
+// compactionTTL is how long a topic's cleanup.policy is believed; it is
+// rarely changed, and a change is seen within this time.
+const compactionTTL = time.Minute
+
+func (c *compaction) compacted(ctx context.Context, cl *kafkaio.Cluster, cluster, topic string, timeout time.Duration) (bool, error) {
+	k := cluster + "\x00" + topic
+	c.mu.Lock()
+	e := c.m[k]
+	if e != nil {
+		select {
+		case <-e.done:
+			if e.err != nil || time.Since(e.at) > compactionTTL {
+				e = nil
+			}
+		default:
+		}
+	}
+	if e == nil {
+		if c.m == nil || len(c.m) >= 4096 {
+			c.m = map[string]*compactCheck{} // templated topics come from requests: bound the cache
+		}
+		e = &compactCheck{done: make(chan struct{})}
+		c.m[k] = e
+		go func(ctx context.Context) {
+			defer close(e.done)
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			cfg, err := cl.TopicConfig(ctx, topic)
+			e.at = time.Now()
+			if err != nil {
+				e.err = fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err)
+				return
+			}
+			e.compacted = strings.Contains(cfg["cleanup.policy"], "compact")
+		}(context.WithoutCancel(ctx))
+	}
+	c.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.compacted, e.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}

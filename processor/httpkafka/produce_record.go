@@ -1,0 +1,204 @@
+package httpkafka
+
+import (
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"sort"
+	"strings"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// maxIdempotencyKey bounds an idempotency key: it starts the correlation id,
+// which travels in record headers and in async locations.
+const maxIdempotencyKey = 128
+
+// validIdempotencyKey: 1–128 characters of [A-Za-z0-9._~-] (URL-unreserved,
+// so a correlation id is safe in a location without escaping).
+func validIdempotencyKey(k string) bool {
+	if k == "" || len(k) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !unreserved(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '~' || c == '-'
+}
+
+// deniedRequestHeader reports request headers never written to a request
+// record: what the connection or Envoy owns, credentials, and preferences
+// meant for us.
+func deniedRequestHeader(name string) bool {
+	switch name {
+	case "content-length", "prefer", "authorization", "cookie", "proxy-authorization",
+		"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer":
+		return true
+	}
+	return strings.HasPrefix(name, "x-envoy-")
+}
+
+// volatileHeader reports forwarded headers left out of the correlation
+// hash: a client's retry, or the same request through another Envoy,
+// carries other values, and must still be recognised as a replay. (b3 is
+// the single-header form of the x-b3-* trace headers.)
+func volatileHeader(name string) bool {
+	switch name {
+	case "x-request-id", "user-agent", "traceparent", "tracestate", "b3":
+		return true
+	}
+	return strings.HasPrefix(name, "x-b3-") || strings.HasPrefix(name, "x-forwarded-")
+}
+
+// ifMatchForward reduces an if-match value to the record parts of its
+// entity tags: a fetch ETag is "<offsets>/<record etag>", and the responder
+// knows its records' etag headers, not our offsets. Tags without a record
+// part (and `*`) say nothing the responder can check and are dropped;
+// several record parts are joined as a list.
+func ifMatchForward(v string) (string, bool) {
+	tags := httphdr.ParseIfNoneMatch([]string{v}).Tags
+	var parts []string
+	for _, t := range tags {
+		if _, rec, ok := strings.Cut(t, "/"); ok && rec != "" {
+			parts = append(parts, rec)
+		}
+	}
+	if len(parts) == 0 {
+		return "", false
+	}
+	return strings.Join(parts, ", "), true
+}
+
+// cidHashLen is the number of hex digits after "<idempotency key>-": the
+// first half hashes the request, the second the caller's identity.
+const cidHashLen = 32
+
+// correlation accumulates the correlation id of a request (DESIGN §6.3):
+//
+//	<idempotency key or UUID>-<hex md5 of the request, 8 bytes><hex md5 of the identity, 8 bytes>
+//
+// The request half covers the key, every forwarded header except the
+// volatile ones, the guard identities, reply-to, the overrides and the
+// body, each length-prefixed so field boundaries cannot shift. A replay
+// through Envoy therefore gets the same id, and two callers (different
+// identities) never share one. The identity half lets a follow-up, which
+// knows nothing of the original request, check that it comes from the same
+// caller without any state: it recomputes that half from its own verified
+// identity (identityTag). Responders need not know the layout: they copy
+// the id.
+type correlation struct {
+	h   hash.Hash
+	buf [binary.MaxVarintLen64]byte
+}
+
+func newCorrelation() *correlation { return &correlation{h: md5.New()} }
+
+func (c *correlation) field(b []byte) {
+	n := binary.PutUvarint(c.buf[:], uint64(len(b)))
+	c.h.Write(c.buf[:n])
+	c.h.Write(b)
+}
+
+func (c *correlation) str(s string) { c.field([]byte(s)) }
+
+// identities hashes the guard identities in guard-name order.
+func (c *correlation) identities(ids map[string]route.Identity) {
+	names := make([]string, 0, len(ids))
+	for g := range ids {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	c.field(nil) // marks the identity section even when there is none
+	for _, g := range names {
+		c.str(g)
+		c.str(ids[g].Subject)
+	}
+}
+
+func (c *correlation) id(prefix string, ids map[string]route.Identity) string {
+	sum := c.h.Sum(nil)
+	return prefix + "-" + hex.EncodeToString(sum[:8]) + identityTag(ids)
+}
+
+// identityTag is the identity half of a correlation id: 16 hex digits.
+func identityTag(ids map[string]route.Identity) string {
+	c := newCorrelation()
+	c.str("kafka-ext-proc identity")
+	c.identities(ids)
+	sum := c.h.Sum(nil)
+	return hex.EncodeToString(sum[:8])
+}
+
+// followUpAllowed checks that cid is shaped as we issue them and was issued
+// to the caller with these identities.
+func followUpAllowed(cid string, ids map[string]route.Identity) bool {
+	i := len(cid) - cidHashLen - 1
+	if i < 1 || cid[i] != '-' || !validIdempotencyKey(cid[:i]) {
+		return false
+	}
+	for _, c := range []byte(cid[i+1:]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return cid[len(cid)-cidHashLen/2:] == identityTag(ids)
+}
+
+// requestHeaders builds the headers of a request record with a reply-to
+// (DESIGN §6.3): the request headers minus the deny-list, with if-match
+// reduced to its record part, then reply-to, the overrides and the
+// correlation id (appended by the caller once computed). Request headers
+// named like one the binding injects are dropped so a client cannot forge
+// them. It feeds the correlation hash as it goes.
+func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Identity,
+	replyToName, replyTo, cidName string, overrides []kafkaio.Header) []kafkaio.Header {
+	out := make([]kafkaio.Header, 0, len(in)+len(overrides)+2)
+	injected := func(name string) bool {
+		if name == replyToName || name == cidName {
+			return true
+		}
+		for _, o := range overrides {
+			if o.Key == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, h := range in {
+		if deniedRequestHeader(h.Name) || injected(h.Name) {
+			continue
+		}
+		v := h.Value
+		if h.Name == "if-match" {
+			var ok bool
+			if v, ok = ifMatchForward(v); !ok {
+				continue
+			}
+		}
+		out = append(out, kafkaio.Header{Key: h.Name, Value: []byte(v)})
+		if !volatileHeader(h.Name) {
+			c.str(h.Name)
+			c.str(v)
+		}
+	}
+	c.identities(ids)
+	out = append(out, kafkaio.Header{Key: replyToName, Value: []byte(replyTo)})
+	c.str(replyToName)
+	c.str(replyTo)
+	for _, o := range overrides {
+		out = append(out, o)
+		c.str(o.Key)
+		c.field(o.Value)
+	}
+	return out
+}
