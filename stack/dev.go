@@ -20,6 +20,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 )
 
 // DevOptions configure StartDev.
@@ -40,14 +41,18 @@ type DevOptions struct {
 	Guards   processor.GuardChecker
 	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
 	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
+	// Responders are started against the embedded broker once the topics
+	// exist (their bootstrap.servers is set to it), before the processor.
+	Responders []responder.Options
 }
 
 // Dev is a running development stack: broker, processor and emulator.
 type Dev struct {
-	Broker    *embedded.Broker
-	Processor *Processor
-	Config    *config.Config
-	Emulator  *Front
+	Broker     *embedded.Broker
+	Processor  *Processor
+	Config     *config.Config
+	Emulator   *Front
+	Responders []*responder.Responder
 
 	closeOnce sync.Once
 }
@@ -56,7 +61,7 @@ type Dev struct {
 func (d *Dev) Front() string { return d.Emulator.Addr() }
 
 // StartDev starts the broker, creates the configuration's topics, and starts
-// the processor and the emulator in front of it.
+// the responders, the processor and the emulator in front of it.
 func StartDev(opts DevOptions) (_ *Dev, err error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -79,6 +84,23 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 		}
 	}()
 
+	for _, ro := range opts.Responders {
+		props := make(map[string]string, len(ro.Properties)+1)
+		for k, v := range ro.Properties {
+			props[k] = v
+		}
+		props["bootstrap.servers"] = broker.Addr()
+		ro.Properties = props
+		if ro.Logger == nil {
+			ro.Logger = logger
+		}
+		r, err := responder.Start(ro)
+		if err != nil {
+			return nil, err
+		}
+		d.Responders = append(d.Responders, r)
+	}
+
 	d.Processor, err = StartProcessor(ProcessorOptions{
 		Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger,
 		Guards: opts.Guards, WrapHTTP: opts.WrapHTTP, WrapGRPC: opts.WrapGRPC,
@@ -93,7 +115,7 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	return d, nil
 }
 
-// Close stops the emulator, the processor and the broker.
+// Close stops the emulator, the processor, the responders and the broker.
 func (d *Dev) Close() {
 	d.closeOnce.Do(func() {
 		if d.Emulator != nil {
@@ -103,6 +125,9 @@ func (d *Dev) Close() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			d.Processor.Shutdown(ctx)
 			cancel()
+		}
+		for _, r := range d.Responders {
+			r.Close()
 		}
 		d.Broker.Close()
 	})

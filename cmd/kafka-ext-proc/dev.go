@@ -9,6 +9,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -29,8 +30,13 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var cfg *config.Config
+	var responders []responder.Options
 	if *cfgPath == "" {
 		cfg, err = config.Parse("demo.yaml", demoConfig, os.LookupEnv)
+		// The demo's request-reply route needs someone to answer.
+		responders = append(responders, responder.Options{
+			Topic: "orders-requests", ReplyTo: "orders-responses", Handler: responder.HTTPEcho(),
+		})
 	} else {
 		cfg, err = config.Load(*cfgPath)
 	}
@@ -46,7 +52,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d, err := stack.StartDev(stack.DevOptions{
 		Config: cfg, Envoy: envoyYAML,
 		Front: *front, Listen: *listen, Kafka: *kafka, Admin: *adminAddr,
-		Logger: logger,
+		Logger: logger, Responders: responders,
 	})
 	if err != nil {
 		return err
@@ -68,6 +74,9 @@ func banner(d *stack.Dev) string {
 	fmt.Fprintf(&b, "  Kafka (embedded):       %s\n", d.Broker.Addr())
 	if a := d.Processor.AdminAddr(); a != "" {
 		fmt.Fprintf(&b, "  admin:                  http://%s/readyz  http://%s/metrics\n", a, a)
+	}
+	for _, r := range d.Responders {
+		fmt.Fprintf(&b, "  demo responder:         answers %s\n", r.Topic())
 	}
 	fmt.Fprintf(&b, "\nTry:\n")
 	for _, line := range tryLines(d.Config, front) {
