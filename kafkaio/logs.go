@@ -1,0 +1,462 @@
+package kafkaio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// Log readers (DESIGN §7): what gRPC fetch streams read. Per cluster there is
+//
+//   - one shared live-tail consumer (assignment only) for every topic being
+//     streamed, feeding one ring per topic: the recent tail, each record
+//     framed once (Framer) for every stream to send as is;
+//   - a small pool of history readers, leased per batch, for the part of a
+//     stream's history the ring does not hold (a compacted topic's history is
+//     its view instead).
+//
+// A stream's position is, per partition, the next offset it has dispatched
+// up to ("next offset" in message ids). A stream joins the ring as soon as
+// its position is inside it in every partition; from the moment its position
+// equals the ring's own (every stream at the tail reaches that) it sends the
+// shared frames, whose ids are the ring's positions. Until then, and for
+// history, frames are encoded per stream. Work per stream depends on what it
+// is sent, not on the size of the topic.
+//
+// Memory is bounded per topic by the ring (LogsOptions.RingRecords,
+// RingBytes) and per stream by one batch (BatchBytes). A stream more than its
+// lag budget behind the tail is told so (LogStream.Lagged) and ends; the
+// client resumes by id from the ring or a history reader.
+
+// ErrLagged means a stream fell more records behind the tail than its lag
+// budget, or behind the oldest record the ring holds.
+var ErrLagged = errors.New("the stream fell too far behind the tail")
+
+// ErrLogsClosed means the cluster's log readers were closed (shutdown).
+var ErrLogsClosed = errors.New("log readers closed")
+
+// Framer encodes what a stream sends for one record: a frame embedding the
+// value verbatim at ValueOffset, and the positions after the record (next
+// offset per partition). Implementations are comparable values: streams
+// whose framer equals the one a topic's ring was opened with share its
+// frames.
+type Framer interface {
+	AppendFrame(dst, value []byte, next []int64) []byte
+	ValueOffset() int
+	// MaxFrame bounds the length of a frame.
+	MaxFrame(valueLen, partitions int) int
+}
+
+// LogFilter selects records: the key (when set) and every header (first
+// value of the name) must be equal. Filters of a stream are ORed.
+type LogFilter struct {
+	Key     *string
+	Headers []Header
+}
+
+// LogsOptions configure Logs.
+type LogsOptions struct {
+	Name         string            // the kafka binding's name, for logs
+	Properties   map[string]string // librdkafka properties of the binding
+	KafkaTimeout time.Duration     // bound of metadata look-ups and history reads (default 5s)
+	// RingRecords is how many recent records a topic's ring keeps (default
+	// 10000); it grows to the largest lag budget of the streams.
+	RingRecords int
+	// RingBytes bounds the bytes a ring keeps (default 64MiB).
+	RingBytes int64
+	// Readers is how many history reads may run at once (default 4).
+	Readers int
+	// TopicIdle is how long a topic's tail outlives its last stream, so a
+	// reconnecting client resumes from the ring (default 1m).
+	TopicIdle time.Duration
+	// BatchBytes bounds the frames one Next returns (default 64KiB; a
+	// larger frame is returned alone).
+	BatchBytes int
+	Logger     *slog.Logger
+}
+
+// Logs reads log topics for streams: one per cluster, created on first use.
+type Logs struct {
+	c      *Client
+	opts   LogsOptions
+	logger *slog.Logger
+	tail   *kafka.Consumer
+	pool   *readerPool
+	bufs   sync.Pool // *[]byte batch buffers of streams that copy or encode
+
+	// assignMu orders assignments of the tail consumer: a topic's tail is
+	// unassigned before a new tail of the same topic is assigned.
+	assignMu sync.Mutex
+
+	mu     sync.Mutex
+	topics map[string]*logTopic
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// logTopic is one topic being streamed: its ring, fed by the tail consumer.
+type logTopic struct {
+	name  string
+	ready chan struct{} // closed once the tail started, or failed (err)
+	err   error
+	ring  *ring
+	lo    []int64 // low watermarks when the tail started: where fresh streams begin
+	refs  int     // streams holding the topic (guarded by Logs.mu)
+	idle  *time.Timer
+}
+
+// NewLogs creates the log readers of c's cluster. They close with c.
+func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
+	if opts.KafkaTimeout <= 0 {
+		opts.KafkaTimeout = c.opts.KafkaTimeout
+	}
+	if opts.RingRecords <= 0 {
+		opts.RingRecords = 10000
+	}
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = 64 << 20
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = 4
+	}
+	if opts.TopicIdle <= 0 {
+		opts.TopicIdle = time.Minute
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 64 << 10
+	}
+	if opts.Name == "" {
+		opts.Name = c.opts.Name
+	}
+	if opts.Properties == nil {
+		opts.Properties = c.opts.Properties
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = c.logger
+	} else {
+		logger = logger.With("kafka", opts.Name)
+	}
+	if c.ctx.Err() != nil {
+		return nil, fmt.Errorf("creating the log readers of kafka binding %q: %w", opts.Name, ErrLogsClosed)
+	}
+	tail, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, c.groupID+"-logs"))
+	if err != nil {
+		return nil, fmt.Errorf("creating the log tail consumer of kafka binding %q: %w", opts.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Logs{
+		c: c, opts: opts, logger: logger, tail: tail,
+		topics: map[string]*logTopic{},
+		ctx:    ctx, cancel: cancel,
+	}
+	l.pool = newReaderPool(l)
+	l.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	l.wg.Add(2)
+	go func() { defer l.wg.Done(); forwardRdLogs(logger, tail.Logs(), "log-tail", ctx.Done()) }()
+	go l.poll()
+	// The readers live as long as the cluster's client: it waits for them.
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-c.ctx.Done():
+		case <-ctx.Done():
+		}
+		l.Close()
+	}()
+	return l, nil
+}
+
+// Close stops the tail consumer and the history readers; open streams end
+// with ErrLogsClosed.
+func (l *Logs) Close() {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		for _, t := range l.topics {
+			if t.idle != nil {
+				t.idle.Stop()
+			}
+		}
+		l.mu.Unlock()
+		l.cancel()
+		l.pool.close() // before the wait: the readers' log forwarders end with them
+		l.wg.Wait()
+		_ = l.tail.Close()
+	})
+}
+
+// LogsStats are the log readers' sizes.
+type LogsStats struct {
+	Topics      int   // topics with a tail
+	Streams     int   // streams holding a topic
+	RingRecords int   // records held in rings
+	RingBytes   int64 // bytes accounted to rings
+	Readers     int   // history readers leased now
+}
+
+// Stats reports the log readers' sizes.
+func (l *Logs) Stats() LogsStats {
+	l.mu.Lock()
+	topics := make([]*logTopic, 0, len(l.topics))
+	var st LogsStats
+	for _, t := range l.topics {
+		topics = append(topics, t)
+		st.Streams += t.refs
+	}
+	l.mu.Unlock()
+	for _, t := range topics {
+		select {
+		case <-t.ready:
+		default:
+			continue
+		}
+		if t.err != nil {
+			continue
+		}
+		st.Topics++
+		t.ring.mu.RLock()
+		st.RingRecords += t.ring.count
+		st.RingBytes += t.ring.bytes
+		t.ring.mu.RUnlock()
+	}
+	st.Readers = l.pool.leased()
+	return st
+}
+
+// acquire returns the topic's tail, starting it on first use, held until
+// release. framer frames the ring's records when this call starts it;
+// budget grows the ring to at least that many records.
+func (l *Logs) acquire(ctx context.Context, topic string, framer Framer, budget int) (*logTopic, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrLogsClosed
+	}
+	t := l.topics[topic]
+	if t == nil {
+		t = &logTopic{name: topic, ready: make(chan struct{})}
+		l.topics[topic] = t
+		l.wg.Add(1)
+		go l.start(t, framer)
+	}
+	t.refs++
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
+	l.mu.Unlock()
+
+	select {
+	case <-t.ready:
+	case <-ctx.Done():
+		l.release(t)
+		return nil, fmt.Errorf("%w: the tail of topic %s: %w", ErrNotReady, topic, ctx.Err())
+	case <-l.ctx.Done():
+		l.release(t)
+		return nil, ErrLogsClosed
+	}
+	if t.err != nil {
+		l.release(t)
+		return nil, t.err
+	}
+	t.ring.grow(budget)
+	return t, nil
+}
+
+// release lets go of a topic; the last stream out starts its idle timer.
+func (l *Logs) release(t *logTopic) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.refs--
+	if t.refs > 0 || l.closed || l.topics[t.name] != t {
+		return
+	}
+	select {
+	case <-t.ready:
+		if t.err != nil {
+			delete(l.topics, t.name) // a failed start is retried by the next stream
+			return
+		}
+	default: // still starting: the idle timer stops it if nobody comes
+	}
+	t.idle = time.AfterFunc(l.opts.TopicIdle, func() { l.evict(t) })
+}
+
+// evict stops the tail of a topic nobody streamed for TopicIdle.
+func (l *Logs) evict(t *logTopic) {
+	l.assignMu.Lock()
+	defer l.assignMu.Unlock()
+	l.mu.Lock()
+	if t.refs > 0 || l.closed || l.topics[t.name] != t {
+		l.mu.Unlock()
+		return
+	}
+	select {
+	case <-t.ready:
+	default: // still starting: look again later
+		t.idle = time.AfterFunc(l.opts.TopicIdle, func() { l.evict(t) })
+		l.mu.Unlock()
+		return
+	}
+	delete(l.topics, t.name)
+	l.mu.Unlock()
+	if t.err != nil {
+		return
+	}
+	parts := make([]kafka.TopicPartition, t.ring.partitions)
+	for p := range parts {
+		parts[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p)}
+	}
+	if err := l.tail.IncrementalUnassign(parts); err != nil {
+		l.logger.Warn("stopping the tail of an idle topic failed", "topic", t.name, "err", err)
+	}
+	l.logger.Debug("tail of an idle topic stopped", "topic", t.name)
+}
+
+// start reads the topic's partitions and watermarks and assigns the tail
+// consumer: at the high watermark, less a backfill of half the ring so that
+// recent resumes (and whole small topics) are served from memory.
+func (l *Logs) start(t *logTopic, framer Framer) {
+	defer l.wg.Done()
+	defer close(t.ready)
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.KafkaTimeout)
+	defer cancel()
+	n, lo, hi, err := l.watermarks(ctx, t.name)
+	if err != nil {
+		t.err = err
+		return
+	}
+	start := make([]int64, n)
+	backfill := int64(max(l.opts.RingRecords/(2*n), 1))
+	for p := range start {
+		start[p] = max(lo[p], hi[p]-backfill)
+	}
+	r := newRing(framer, n, l.opts.RingRecords, l.opts.RingBytes, start, hi)
+	l.mu.Lock() // the poll loop looks rings up under mu
+	t.lo, t.ring = lo, r
+	l.mu.Unlock()
+	assign := make([]kafka.TopicPartition, n)
+	for p := range assign {
+		assign[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p), Offset: kafka.Offset(start[p])}
+	}
+	l.assignMu.Lock()
+	err = l.tail.IncrementalAssign(assign)
+	l.assignMu.Unlock()
+	if err != nil {
+		t.err = fmt.Errorf("assigning topic %s to the log tail: %w", t.name, err)
+		return
+	}
+	l.logger.Debug("log tail started", "topic", t.name, "partitions", n, "start", start, "end", hi)
+}
+
+// watermarks reads a topic's partition count and low and high watermarks.
+func (l *Logs) watermarks(ctx context.Context, topic string) (n int, lo, hi []int64, err error) {
+	ms := int(l.opts.KafkaTimeout / time.Millisecond)
+	for {
+		md, err := l.tail.GetMetadata(&topic, false, ms)
+		if err == nil {
+			tm, ok := md.Topics[topic]
+			switch {
+			case !ok:
+				err = fmt.Errorf("topic %s is not in the metadata answer", topic)
+			case tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic:
+				return 0, nil, nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+			case tm.Error.Code() != kafka.ErrNoError:
+				err = tm.Error
+			case len(tm.Partitions) == 0:
+				err = fmt.Errorf("topic %s has no partitions yet", topic)
+			default:
+				n = len(tm.Partitions)
+			}
+		}
+		if n > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, nil, nil, fmt.Errorf("%w: reading the metadata of topic %s: %v", ErrNotReady, topic, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	lo, hi = make([]int64, n), make([]int64, n)
+	for p := 0; p < n; p++ {
+		l, h, err := l.tail.QueryWatermarkOffsets(topic, int32(p), ms)
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("%w: reading the watermarks of %s[%d]: %v", ErrNotReady, topic, p, err)
+		}
+		lo[p], hi[p] = l, h
+	}
+	return n, lo, hi, nil
+}
+
+// highWatermark asks the broker for the end of one partition.
+func (l *Logs) highWatermark(topic string, p int32) (int64, error) {
+	_, hi, err := l.tail.QueryWatermarkOffsets(topic, p, int(l.opts.KafkaTimeout/time.Millisecond))
+	return hi, err
+}
+
+// maxPollBatch bounds the events folded into rings per wake-up of streams.
+const maxPollBatch = 1024
+
+// poll is the one goroutine of the tail consumer: it folds records into the
+// rings in batches, waking the streams of a ring once per batch.
+func (l *Logs) poll() {
+	defer l.wg.Done()
+	byTopic := map[string][]*kafka.Message{}
+	var eofs []kafka.PartitionEOF
+	for l.ctx.Err() == nil {
+		ev := l.tail.Poll(100)
+		if ev == nil {
+			continue
+		}
+		for i := 0; ev != nil && i < maxPollBatch; i++ {
+			switch e := ev.(type) {
+			case *kafka.Message:
+				if e.TopicPartition.Error == nil && e.TopicPartition.Topic != nil {
+					byTopic[*e.TopicPartition.Topic] = append(byTopic[*e.TopicPartition.Topic], e)
+				}
+			case kafka.PartitionEOF:
+				eofs = append(eofs, e)
+			case kafka.Error:
+				l.logger.Debug("log tail consumer", "err", e)
+			}
+			ev = l.tail.Poll(0)
+		}
+		l.mu.Lock()
+		rings := make(map[string]*ring, len(byTopic))
+		for name := range byTopic {
+			if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
+				rings[name] = t.ring
+			}
+		}
+		for _, e := range eofs {
+			if e.Topic == nil {
+				continue
+			}
+			if t := l.topics[*e.Topic]; t != nil && t.ring != nil {
+				t.ring.sawEnd(e.Partition, int64(e.Offset))
+			}
+		}
+		l.mu.Unlock()
+		for name, msgs := range byTopic {
+			if r := rings[name]; r != nil {
+				r.append(msgs)
+			}
+			delete(byTopic, name)
+		}
+		eofs = eofs[:0]
+	}
+}

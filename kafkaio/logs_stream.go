@@ -1,0 +1,579 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// StreamOptions describe a stream to open.
+type StreamOptions struct {
+	Topic  string
+	Framer Framer
+	// Start is the position to resume from (next offset by partition, from a
+	// message id); partitions it does not name start at the earliest offset.
+	// nil: every partition from the earliest offset. A position beyond the
+	// end of the log (a recreated topic) restarts the whole stream from the
+	// earliest offset.
+	Start map[int32]int64
+	// Compacted: the history is the topic's view (the current record per
+	// key, in partition and offset order), not the retained log.
+	Compacted bool
+	Filters   []LogFilter // ORed; none: every record
+	// LagBudget is how many records the stream may fall behind the tail
+	// before it is told so (Lagged) and Next fails with ErrLagged.
+	LagBudget int
+}
+
+// LogStream is one stream's reader: history, then the ring, until closed.
+// Next and Peek are for one goroutine; Lagged and Close for any.
+type LogStream struct {
+	l      *Logs
+	t      *logTopic
+	r      *ring
+	opts   StreamOptions
+	shared bool // the stream frames as the ring does
+
+	next      []int64 // position: next offset dispatched up to, per partition
+	restarted bool
+
+	phase   int
+	view    []*Entry // compacted history still to send
+	viewEnd []int64
+
+	cur     *cursor
+	seq     uint64
+	ringPos []int64 // the ring's positions at seq, until aligned
+	diff    int     // partitions where next and ringPos differ
+	aligned bool    // next equals the ring's positions: shared frames fit
+
+	run     []byte  // shared frames being gathered (a slice of a slab block)
+	bufp    *[]byte // pooled buffer for copied or per-stream frames
+	buf     []byte
+	pending []byte // a chunk Peek prepared
+	peeked  bool
+	first   []Header // headers of the first record sent, once known
+	gotHdr  bool
+	closed  bool
+}
+
+const (
+	phaseView = iota
+	phaseHistory
+	phaseRing
+)
+
+// Open starts a stream on a topic. It fails with ErrUnknownTopic,
+// ErrNotReady (the tail or the view did not start within ctx) or
+// ErrLogsClosed.
+func (l *Logs) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
+	if o.LagBudget <= 0 {
+		o.LagBudget = l.opts.RingRecords
+	}
+	t, err := l.acquire(ctx, o.Topic, o.Framer, o.LagBudget)
+	if err != nil {
+		return nil, err
+	}
+	s := &LogStream{l: l, t: t, r: t.ring, opts: o, shared: o.Framer == t.ring.framer, phase: phaseHistory}
+	s.cur = &cursor{budget: uint64(o.LagBudget), lagged: make(chan struct{})}
+	s.next = append([]int64(nil), t.lo...)
+	if o.Start != nil {
+		if l.beyondEnd(t, o.Start) {
+			s.restarted = true
+		} else {
+			for p, off := range o.Start {
+				s.next[p] = off
+			}
+		}
+	}
+	if o.Compacted {
+		if err := s.snapshot(ctx); err != nil {
+			l.release(t)
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// beyondEnd reports whether a resume position is past the end of the log in
+// some partition (or names a partition the topic lacks): the topic was
+// recreated, and the stream restarts from the earliest offset. The end is
+// asked of the broker only when the ring has not seen that far.
+func (l *Logs) beyondEnd(t *logTopic, start map[int32]int64) bool {
+	ends := t.ring.ends()
+	for p, off := range start {
+		if int(p) >= len(ends) {
+			return true
+		}
+		if off <= ends[p] {
+			continue
+		}
+		hi, err := l.highWatermark(t.name, p)
+		if err != nil {
+			l.logger.Debug("reading a high watermark failed; taking the id as beyond the end", "topic", t.name, "partition", p, "err", err)
+			return true
+		}
+		t.ring.sawEnd(p, hi)
+		if off > hi {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot takes the compacted history: the view's entries at or after the
+// start, in (partition, offset) order. The view's positions are read before
+// its entries, so a record written meanwhile is either in the snapshot or
+// after the positions the stream continues from.
+func (s *LogStream) snapshot(ctx context.Context) error {
+	v, err := s.l.c.View(ctx, s.opts.Topic)
+	if err != nil {
+		return err
+	}
+	n := len(s.next)
+	s.viewEnd = make([]int64, n)
+	for p := range s.viewEnd {
+		s.viewEnd[p] = max(v.Position(int32(p)), 0)
+	}
+	v.Scan(func(e *Entry) bool {
+		if int(e.Partition) < n && e.Offset >= s.next[e.Partition] && s.matchEntry(e) {
+			s.view = append(s.view, e)
+		}
+		return true
+	})
+	slices.SortFunc(s.view, func(a, b *Entry) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	s.phase = phaseView
+	return nil
+}
+
+// Restarted tells whether the resume position was beyond the end of the log,
+// so the stream started over from the earliest offset.
+func (s *LogStream) Restarted() bool { return s.restarted }
+
+// Partitions is the number of partitions of the topic.
+func (s *LogStream) Partitions() int { return len(s.next) }
+
+// Lagged is closed once the stream fell more than its lag budget behind the
+// tail (or out of the ring): it should end, and its client resume by id.
+func (s *LogStream) Lagged() <-chan struct{} { return s.cur.lagged }
+
+// Close releases what the stream holds.
+func (s *LogStream) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.phase == phaseRing {
+		s.r.unregister(s.cur)
+	}
+	s.putBuf()
+	s.l.release(s.t)
+}
+
+// Peek prepares the first chunk from what is available now (history, or
+// records already in the ring) without waiting for new records, and returns
+// the headers of its first record (nil when there is none). The chunk is
+// what the next Next returns.
+func (s *LogStream) Peek(ctx context.Context) ([]Header, error) {
+	chunk, err := s.fill(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	s.pending, s.peeked = chunk, true
+	return s.first, nil
+}
+
+// Next returns the next frames to send, waiting for records when the stream
+// is at the tail: one or more complete frames, valid until the next call.
+// It fails with ErrLagged, ErrLogsClosed, ErrNotReady (a history read made
+// no progress within the Kafka timeout) or ctx's error.
+func (s *LogStream) Next(ctx context.Context) ([]byte, error) {
+	if s.peeked {
+		s.peeked = false
+		if len(s.pending) > 0 {
+			p := s.pending
+			s.pending = nil
+			return p, nil
+		}
+	}
+	return s.fill(ctx, true)
+}
+
+func (s *LogStream) size() int { return len(s.run) + len(s.buf) }
+
+func (s *LogStream) full() bool { return s.size() >= s.l.opts.BatchBytes }
+
+func (s *LogStream) out() []byte {
+	if len(s.run) > 0 {
+		return s.run
+	}
+	return s.buf
+}
+
+func (s *LogStream) getBuf() {
+	if s.bufp == nil {
+		s.bufp = s.l.bufs.Get().(*[]byte)
+		s.buf = (*s.bufp)[:0]
+	}
+}
+
+func (s *LogStream) putBuf() {
+	if s.bufp != nil {
+		*s.bufp = s.buf[:0]
+		s.l.bufs.Put(s.bufp)
+		s.bufp, s.buf = nil, nil
+	}
+}
+
+// addShared adds a frame of the ring: extending the run of contiguous frames
+// when it can, copying otherwise.
+func (s *LogStream) addShared(f []byte) {
+	switch {
+	case len(s.buf) > 0:
+		s.buf = append(s.buf, f...)
+	case len(s.run) == 0:
+		s.run = f
+	case contiguous(s.run, f):
+		s.run = s.run[:len(s.run)+len(f)]
+	default:
+		s.getBuf()
+		s.buf = append(append(s.buf, s.run...), f...)
+		s.run = nil
+	}
+}
+
+// addValue encodes a frame for the stream's own position.
+func (s *LogStream) addValue(value []byte) {
+	s.getBuf()
+	if len(s.run) > 0 {
+		s.buf = append(s.buf, s.run...)
+		s.run = nil
+	}
+	s.buf = s.opts.Framer.AppendFrame(s.buf, value, s.next)
+}
+
+func (s *LogStream) noteFirst(hs []Header) {
+	if !s.gotHdr {
+		s.gotHdr = true
+		s.first = hs
+	}
+}
+
+// fill gathers the next chunk. With wait, it blocks until there is one.
+func (s *LogStream) fill(ctx context.Context, wait bool) ([]byte, error) {
+	s.run = nil
+	if s.bufp != nil {
+		s.buf = s.buf[:0]
+	}
+	for {
+		if s.closed {
+			return nil, ErrLogsClosed
+		}
+		switch s.phase {
+		case phaseView:
+			s.fillView()
+			if len(s.view) > 0 {
+				return s.out(), nil // full
+			}
+			for p, end := range s.viewEnd {
+				s.next[p] = max(s.next[p], end)
+			}
+			s.view, s.viewEnd = nil, nil
+			s.phase = phaseHistory
+		case phaseHistory:
+			if pos, ok := s.r.register(s.cur, s.next); ok {
+				s.join(pos)
+				continue
+			}
+			if s.size() > 0 {
+				return s.out(), nil // send what we have before reading more
+			}
+			if err := s.readHistory(ctx); err != nil {
+				return nil, err
+			}
+			if s.size() > 0 && s.full() {
+				return s.out(), nil
+			}
+		case phaseRing:
+			notify, err := s.fillRing()
+			if err != nil {
+				return nil, err
+			}
+			if s.size() > 0 {
+				return s.out(), nil
+			}
+			if notify == nil {
+				continue // the batch was all filtered out; more is there
+			}
+			if !wait {
+				return nil, nil
+			}
+			s.putBuf() // an idle stream holds no buffer
+			select {
+			case <-notify:
+			case <-s.cur.lagged:
+				return nil, ErrLagged
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-s.l.ctx.Done():
+				return nil, ErrLogsClosed
+			}
+		}
+	}
+}
+
+func (s *LogStream) fillView() {
+	for len(s.view) > 0 && !s.full() {
+		e := s.view[0]
+		s.view[0] = nil
+		s.view = s.view[1:]
+		s.next[e.Partition] = e.Offset + 1
+		if !s.gotHdr {
+			var hs []Header
+			e.EachHeader(func(name string, value []byte) bool {
+				hs = append(hs, Header{Key: name, Value: value})
+				return true
+			})
+			s.noteFirst(hs)
+		}
+		s.addValue(e.Value)
+	}
+}
+
+// join switches to the ring at its oldest entry, whose preceding positions
+// are pos.
+func (s *LogStream) join(pos []int64) {
+	s.phase = phaseRing
+	s.seq = s.cur.seq.Load()
+	s.ringPos = pos
+	s.diff = 0
+	for p := range pos {
+		if pos[p] != s.next[p] {
+			s.diff++
+		}
+	}
+	s.aligned = s.diff == 0
+}
+
+// fillRing reads ring entries into the chunk. It returns the channel to wait
+// on when the stream reached the head with nothing gathered.
+func (s *LogStream) fillRing() (<-chan struct{}, error) {
+	select {
+	case <-s.cur.lagged:
+		return nil, ErrLagged
+	default:
+	}
+	r := s.r
+	r.mu.RLock()
+	if s.seq < r.head-uint64(r.count) {
+		r.mu.RUnlock()
+		return nil, ErrLagged
+	}
+	off := s.opts.Framer.ValueOffset()
+	for s.seq < r.head && !s.full() {
+		e := r.at(s.seq)
+		s.seq++
+		p := e.partition
+		dispatch := e.offset >= s.next[p]
+		if s.aligned {
+			if dispatch {
+				s.next[p] = e.offset + 1
+			}
+		} else {
+			was := s.next[p] == s.ringPos[p]
+			s.ringPos[p] = e.offset + 1
+			if dispatch {
+				s.next[p] = e.offset + 1
+			}
+			switch is := s.next[p] == s.ringPos[p]; {
+			case was && !is:
+				s.diff++
+			case !was && is:
+				s.diff--
+			}
+			if s.diff == 0 {
+				s.aligned, s.ringPos = true, nil
+			}
+		}
+		if !dispatch || e.vlen < 0 || !s.matchRing(e) {
+			continue
+		}
+		if !s.gotHdr {
+			s.noteFirst(kafkaHeaders(e.headers))
+		}
+		if s.aligned && s.shared {
+			s.addShared(e.frame)
+		} else {
+			s.addValue(e.frame[off : off+int(e.vlen)])
+		}
+	}
+	var notify <-chan struct{}
+	if s.seq == r.head {
+		notify = r.notify
+	}
+	r.mu.RUnlock()
+	s.cur.seq.Store(s.seq)
+	return notify, nil
+}
+
+func kafkaHeaders(hs []kafka.Header) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// readHistory reads one batch of the log between the stream's position and
+// the ring's start with a leased reader.
+func (s *LogStream) readHistory(ctx context.Context) error {
+	targets := s.r.starts()
+	var parts []kafka.TopicPartition
+	done := make([]bool, len(targets))
+	remaining := 0
+	for p := range targets {
+		if s.next[p] >= targets[p] {
+			done[p] = true
+			continue
+		}
+		remaining++
+		parts = append(parts, kafka.TopicPartition{Topic: &s.opts.Topic, Partition: int32(p), Offset: kafka.Offset(s.next[p])})
+	}
+	if remaining == 0 {
+		return nil
+	}
+	rd, err := s.l.pool.lease(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.l.pool.release(rd)
+	if err := rd.cons.Assign(parts); err != nil {
+		return fmt.Errorf("%w: assigning a history reader to %s: %v", ErrNotReady, s.opts.Topic, err)
+	}
+	finish := func(p int32) {
+		if !done[p] {
+			done[p] = true
+			remaining--
+			s.next[p] = max(s.next[p], targets[p])
+		}
+	}
+	idle := 0
+	limit := int(s.l.opts.KafkaTimeout / (50 * time.Millisecond)) // polls without progress
+	for remaining > 0 && !s.full() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if s.l.ctx.Err() != nil {
+			return ErrLogsClosed
+		}
+		switch ev := rd.cons.Poll(50).(type) {
+		case *kafka.Message:
+			tp := ev.TopicPartition
+			p, off := tp.Partition, int64(tp.Offset)
+			if tp.Error != nil || tp.Topic == nil || *tp.Topic != s.opts.Topic || p < 0 || int(p) >= len(done) || done[p] || off < s.next[p] {
+				continue
+			}
+			idle = 0
+			if off >= targets[p] {
+				finish(p) // the ring holds the rest
+				continue
+			}
+			s.next[p] = off + 1
+			if ev.Value != nil && s.matchKafka(ev.Key, ev.Headers) {
+				if !s.gotHdr {
+					s.noteFirst(kafkaHeaders(ev.Headers))
+				}
+				s.addValue(ev.Value)
+			}
+			if off+1 >= targets[p] {
+				finish(p)
+			}
+		case kafka.PartitionEOF:
+			p := ev.Partition
+			if ev.Topic != nil && *ev.Topic == s.opts.Topic && p >= 0 && int(p) < len(done) && int64(ev.Offset) >= targets[p] {
+				idle = 0
+				finish(p)
+			}
+		case kafka.Error:
+			s.l.logger.Debug("history reader", "topic", s.opts.Topic, "err", ev)
+		case nil:
+			if idle++; idle > limit {
+				return fmt.Errorf("%w: reading the history of %s made no progress within %v", ErrNotReady, s.opts.Topic, s.l.opts.KafkaTimeout)
+			}
+		}
+	}
+	return nil
+}
+
+// Filters. A record matches when no filter is set or one filter matches:
+// the key (when set) and the first value of every header are equal.
+
+func (s *LogStream) matchRing(e *ringEntry) bool { return s.matchKafka(e.key, e.headers) }
+
+func (s *LogStream) matchKafka(key []byte, hs []kafka.Header) bool {
+	if len(s.opts.Filters) == 0 {
+		return true
+	}
+	for i := range s.opts.Filters {
+		f := &s.opts.Filters[i]
+		if f.Key != nil && (key == nil || string(key) != *f.Key) {
+			continue
+		}
+		ok := true
+		for _, want := range f.Headers {
+			v, found := kafkaHeader(hs, want.Key)
+			if !found || string(v) != string(want.Value) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func kafkaHeader(hs []kafka.Header, name string) ([]byte, bool) {
+	for _, h := range hs {
+		if h.Key == name {
+			return h.Value, true
+		}
+	}
+	return nil, false
+}
+
+func (s *LogStream) matchEntry(e *Entry) bool {
+	if len(s.opts.Filters) == 0 {
+		return true
+	}
+	for i := range s.opts.Filters {
+		f := &s.opts.Filters[i]
+		if f.Key != nil && e.Key != *f.Key {
+			continue
+		}
+		ok := true
+		for _, want := range f.Headers {
+			v, found := e.Header(want.Key)
+			if !found || string(v) != string(want.Value) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
