@@ -91,10 +91,40 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		views: map[string]*viewSlot{},
 		ctx:   ctx, cancel: cancel,
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() { defer c.wg.Done(); forwardRdLogs(logger, live.Logs(), "live", ctx.Done()) }()
 	go c.pollLive()
+	go c.watchBrokers()
 	return c, nil
+}
+
+// brokerCheckInterval is how often a client asks the cluster for metadata to
+// report whether a broker answers (one small request per cluster, not per
+// request).
+const brokerCheckInterval = 2 * time.Second
+
+// watchBrokers reports to the readiness whether the cluster answers.
+func (c *Client) watchBrokers() {
+	defer c.wg.Done()
+	if c.opts.Readiness == nil {
+		return
+	}
+	name := "kafka " + c.opts.Name + " brokers"
+	t := time.NewTicker(brokerCheckInterval)
+	defer t.Stop()
+	for {
+		timeout := min(c.opts.KafkaTimeout, brokerCheckInterval)
+		if _, err := c.admin.GetMetadata(nil, false, int(timeout/time.Millisecond)); err != nil {
+			c.opts.Readiness.Set(name, false, "no broker answers: "+err.Error())
+		} else {
+			c.opts.Readiness.Set(name, true, "")
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Close stops the consumers. Views stop changing; waiters are not woken.
@@ -103,6 +133,41 @@ func (c *Client) Close() {
 	c.wg.Wait()
 	c.admin.Close()
 	_ = c.live.Close()
+}
+
+// ViewStats sums the sizes of a client's views.
+type ViewStats struct {
+	Views    int
+	Ready    int
+	Keys     int
+	Bytes    int64
+	NullKeys uint64
+}
+
+// Stats reports the sizes of every view.
+func (c *Client) Stats() ViewStats {
+	c.mu.Lock()
+	views := make([]*View, 0, len(c.views))
+	for _, s := range c.views {
+		if s.view != nil {
+			views = append(views, s.view)
+		}
+	}
+	c.mu.Unlock()
+	var st ViewStats
+	for _, v := range views {
+		st.Views++
+		select {
+		case <-v.Ready():
+			st.Ready++
+		default:
+		}
+		vs := v.Stats()
+		st.Keys += vs.Keys
+		st.Bytes += vs.Bytes
+		st.NullKeys += vs.NullKeys
+	}
+	return st
 }
 
 // Warm starts the views of topics without waiting for them, reporting each

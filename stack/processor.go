@@ -7,9 +7,11 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -27,6 +30,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -36,8 +40,15 @@ type ProcessorOptions struct {
 	Listen string // ext_proc gRPC address
 	Admin  string // admin HTTP address; "" = no admin server
 	Logger *slog.Logger
-	// Guards checks guarded routes (nil: guarded routes fail closed).
+	// DrainDelay is how long Shutdown keeps serving after turning health
+	// NOT_SERVING, so Envoy's health checks see it before anything is cut
+	// short (one health-check interval; 0 in tests).
+	DrainDelay time.Duration
+	// Guards checks guarded routes (nil: a guard.Checker for Config's
+	// guards, reloaded with the configuration).
 	Guards processor.GuardChecker
+	// TLS, when set, serves the ext_proc port over TLS (mTLS with client CAs).
+	TLS *tls.Config
 	// WrapHTTP and WrapGRPC, when set, wrap the capability handlers (tests
 	// observe what reaches them).
 	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
@@ -57,6 +68,10 @@ type Processor struct {
 	adminLis  net.Listener
 	kafka     map[string]*kafkaio.Cluster
 	drain     context.CancelFunc
+	delay     time.Duration
+	mu        sync.Mutex // serialises reloads
+	cfg       *config.Config
+	guards    *guard.Checker // nil when the guards were given
 	logger    *slog.Logger
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -71,6 +86,14 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	readiness := admin.NewReadiness()
+	guards, checker := opts.Guards, (*guard.Checker)(nil)
+	if guards == nil {
+		c, err := guard.New(opts.Config)
+		if err != nil {
+			return nil, err
+		}
+		guards, checker = c, c
+	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
 	clients, err := startKafka(opts.Config, readiness, logger)
@@ -78,13 +101,14 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		drain()
 		return nil, err
 	}
+	reg.MustRegister(newKafkaCollector(clients))
 	fetches := httpkafka.New(logger, clients)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kafka_ext_proc_fetch_waiters",
 		Help: "HTTP fetch requests holding a long poll (prefer: wait) now.",
 	}, func() float64 { return float64(fetches.Waiting()) }))
 	var httpH capability.HTTPHandler = fetches
-	var grpcH capability.GRPCHandler = grpckafka.New(logger)
+	var grpcH capability.GRPCHandler = grpckafka.New(logger, grpckafka.Clusters(clients))
 	if opts.WrapHTTP != nil {
 		httpH = opts.WrapHTTP(httpH)
 	}
@@ -96,7 +120,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		Logger:     logger,
 		Registerer: reg,
 		Drain:      drainCtx,
-		Guards:     opts.Guards,
+		Guards:     guards,
 		HTTP:       httpH,
 		GRPC:       grpcH,
 	})
@@ -116,11 +140,14 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		Server:    srv,
 		Readiness: readiness,
 		Registry:  reg,
-		grpc:      grpc.NewServer(),
+		grpc:      grpc.NewServer(serverOptions(opts.TLS)...),
+		guards:    checker,
 		health:    health.NewServer(),
 		lis:       lis,
 		kafka:     clients,
 		drain:     drain,
+		delay:     opts.DrainDelay,
+		cfg:       opts.Config,
 		logger:    logger,
 	}
 	srv.Register(p.grpc)
@@ -162,6 +189,13 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	return p, nil
 }
 
+func serverOptions(tlsCfg *tls.Config) []grpc.ServerOption {
+	if tlsCfg == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsCfg))}
+}
+
 // Addr is the ext_proc listen address.
 func (p *Processor) Addr() string { return p.lis.Addr().String() }
 
@@ -174,20 +208,48 @@ func (p *Processor) AdminAddr() string {
 }
 
 // Reload swaps in a new configuration; on error the old one keeps serving.
+// Routes, guards and bindings may change; kafka bindings and limits need a
+// restart. Views, reply indexes and open exchanges carry over.
 func (p *Processor) Reload(cfg *config.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := sameKafka(p.cfg, cfg); err != nil {
+		return fmt.Errorf("reloading the configuration: %w", err)
+	}
+	if err := prepareKafka(cfg, p.kafka); err != nil {
+		return fmt.Errorf("reloading the configuration: %w", err)
+	}
+	// Guards first: in the moment between the two swaps a request can only
+	// be refused, never let through.
+	if p.guards != nil {
+		if err := p.guards.Reload(cfg); err != nil {
+			return fmt.Errorf("reloading the configuration: %w", err)
+		}
+	}
 	if err := p.Server.Swap(cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
+	p.cfg = cfg
 	return nil
 }
 
-// Shutdown drains: health turns NOT_SERVING, long waits are told to finish
-// (drain context), in-flight exchanges get until ctx ends, then everything
-// stops.
+// Shutdown drains (DESIGN §8): health turns NOT_SERVING and the process
+// keeps serving for the drain delay, so Envoy moves traffic away first; then
+// long waits are told to finish (long polls answer with their current state,
+// pending async produces with 202, fetch streams end UNAVAILABLE), open
+// exchanges get until ctx ends, and producers flush what they hold.
 func (p *Processor) Shutdown(ctx context.Context) {
 	p.closeOnce.Do(func() {
 		p.Readiness.Set("drain", false, "draining")
 		p.health.Shutdown()
+		if p.delay > 0 {
+			t := time.NewTimer(p.delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
 		p.drain()
 		stopped := make(chan struct{})
 		go func() {
@@ -210,9 +272,7 @@ func (p *Processor) Shutdown(ctx context.Context) {
 }
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
-// binding, warms the views of the static topics http-kafka fetch routes
-// read, indexes every reply-to topic and creates the producers routes use,
-// so that readiness means all of it is caught up.
+// binding and prepares what the routes use.
 func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger) (map[string]*kafkaio.Cluster, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
@@ -227,6 +287,18 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 		}
 		clusters[name] = c
 	}
+	if err := prepareKafka(cfg, clusters); err != nil {
+		closeKafka(clusters)
+		return nil, err
+	}
+	return clusters, nil
+}
+
+// prepareKafka warms the views of the static topics http-kafka fetch routes
+// read, indexes every reply-to topic with its binding's correlation header
+// and creates the producers the routes use, so that readiness means all of
+// it is caught up. Each step is idempotent: a reload runs it again.
+func prepareKafka(cfg *config.Config, clusters map[string]*kafkaio.Cluster) error {
 	for _, b := range cfg.Bindings {
 		correlation := config.CorrelationHeaders{}
 		switch {
@@ -250,13 +322,34 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 					c.Replies.Add(r.With.ReplyTo, correlation.CorrelationID)
 				}
 				if _, err := c.Producer(kafkaio.AcksFromName(string(r.With.Acks))); err != nil {
-					closeKafka(clusters)
-					return nil, err
+					return err
 				}
 			}
 		}
 	}
-	return clusters, nil
+	return nil
+}
+
+// sameKafka reports why a new configuration's kafka bindings differ from the
+// running ones: clients are created at start, so such a change needs a
+// restart.
+func sameKafka(old, next *config.Config) error {
+	if len(old.Kafka) != len(next.Kafka) {
+		return fmt.Errorf("the kafka bindings changed (%d → %d): restart to apply", len(old.Kafka), len(next.Kafka))
+	}
+	for name, k := range next.Kafka {
+		o, ok := old.Kafka[name]
+		if !ok {
+			return fmt.Errorf("kafka binding %q is new: restart to apply", name)
+		}
+		if !maps.Equal(o.Properties, k.Properties) {
+			return fmt.Errorf("the options of kafka binding %q changed: restart to apply", name)
+		}
+	}
+	if old.Limits != next.Limits {
+		return errors.New("limits changed: restart to apply")
+	}
+	return nil
 }
 
 func closeKafka(clusters map[string]*kafkaio.Cluster) {

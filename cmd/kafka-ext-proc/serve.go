@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/tlsconf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -18,7 +20,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:50051", "ext_proc gRPC address; must be reachable by Envoy alone")
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
 	grace := fs.Duration("grace", 30*time.Second, "drain grace period on SIGTERM")
+	drainDelay := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, keep serving this long after health turns NOT_SERVING (one Envoy health-check interval)")
+	watch := fs.Duration("watch", 2*time.Second, "check the configuration file for changes this often (0: only on SIGHUP)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate chain for TLS on the ext_proc port")
+	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "PEM CA certificates; clients (Envoy) must present a certificate they issued (mTLS)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -29,11 +36,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tlsCfg, err := tlsconf.Server(*tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		return usageError{fmt.Sprintf("--tls-cert/--tls-key/--tls-client-ca: %v", err)}
+	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return err
 	}
-	p, err := stack.StartProcessor(stack.ProcessorOptions{Config: cfg, Listen: *listen, Admin: *adminAddr, Logger: logger})
+	p, err := stack.StartProcessor(stack.ProcessorOptions{
+		Config: cfg, Listen: *listen, Admin: *adminAddr, Logger: logger,
+		DrainDelay: *drainDelay, TLS: tlsCfg,
+	})
 	if err != nil {
 		return err
 	}
@@ -42,18 +56,34 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	fileChanged := make(chan struct{}, 1)
+	if *watch > 0 {
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go stack.WatchFile(wctx, *cfgPath, *watch, func() {
+			select {
+			case fileChanged <- struct{}{}:
+			default:
+			}
+		})
+	}
+	reload := func() {
+		next, err := config.Load(*cfgPath)
+		if err == nil {
+			err = p.Reload(next)
+		}
+		if err != nil {
+			logger.Error("reload refused; the previous configuration keeps serving", "config", *cfgPath, "err", err)
+			return
+		}
+		logger.Info("configuration reloaded", "config", *cfgPath)
+	}
 	for {
 		select {
 		case <-hup:
-			next, err := config.Load(*cfgPath)
-			if err == nil {
-				err = p.Reload(next)
-			}
-			if err != nil {
-				logger.Error("reload refused; the previous configuration keeps serving", "config", *cfgPath, "err", err)
-				continue
-			}
-			logger.Info("configuration reloaded", "config", *cfgPath)
+			reload()
+		case <-fileChanged:
+			reload()
 		case <-ctx.Done():
 			logger.Info("draining", "grace", *grace)
 			gctx, cancel := context.WithTimeout(context.Background(), *grace)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
 )
 
 func validate(args []string, stdout, stderr io.Writer) error {
@@ -20,6 +21,10 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
+		return err
+	}
+	// The loader checks the shape of JWKS; this checks the keys themselves.
+	if _, err := guard.New(cfg); err != nil {
 		return err
 	}
 	if *envoyPath != "" {
