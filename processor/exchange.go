@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
@@ -47,6 +49,7 @@ type exchange struct {
 	readerDone  chan struct{}
 	start       time.Time
 	kind        string // metrics: http or grpc
+	span        trace.Span
 	binding     string // metrics: the binding chosen
 	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
 }
@@ -140,7 +143,21 @@ func (x *exchange) close() {
 		binding = "none"
 	}
 	x.s.metrics.exchanges.WithLabelValues(binding, kindLabel(x.kind), st).Inc()
+	endSpan(x.span, binding, st, !ok || failedStatus(st))
 	x.log.Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+}
+
+// failedStatus tells server errors (5xx, and gRPC codes other than OK and
+// the client's own mistakes) from answers that went as planned.
+func failedStatus(st string) bool {
+	if len(st) == 3 && st[0] == '5' {
+		return true
+	}
+	switch st {
+	case "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS":
+		return true
+	}
+	return false
 }
 
 func kindLabel(kind string) string {
@@ -182,6 +199,7 @@ func (x *exchange) run() error {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
 	x.log = x.log.With("kind", x.kind, "path", headers.Get(":path"), "request_id", headers.Get("x-request-id"))
+	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 		x.log.Error("Envoy sends request bodies in the wrong mode", "request_body_mode", pc.GetRequestBodyMode().String())

@@ -29,6 +29,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
@@ -66,6 +67,8 @@ type Options struct {
 	// handlers.
 	HTTP capability.HTTPHandler
 	GRPC capability.GRPCHandler
+	// TracerProvider makes a span per exchange (nil: no tracing).
+	TracerProvider trace.TracerProvider
 	// CloseWait bounds the wait for Envoy to cancel an answered stream;
 	// 0: 10s.
 	CloseWait time.Duration
@@ -76,6 +79,7 @@ type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
 	snap      atomic.Pointer[snapshot]
+	tracing   tracing
 	log       *slog.Logger
 	drain     context.Context
 	guards    GuardChecker
@@ -130,6 +134,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("registering processor metrics: %w", err)
 	}
 	s.metrics = m
+	s.tracing = newTracing(opts.TracerProvider)
 	if err := s.Swap(opts.Config); err != nil {
 		return nil, err
 	}

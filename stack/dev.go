@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -44,6 +45,8 @@ type DevOptions struct {
 	// Responders are started against the embedded broker once the topics
 	// exist (their bootstrap.servers is set to it), before the processor.
 	Responders []responder.Options
+	// TracerProvider passes through to the processor.
+	TracerProvider trace.TracerProvider
 }
 
 // Dev is a running development stack: broker, processor and emulator.
@@ -104,6 +107,7 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	d.Processor, err = StartProcessor(ProcessorOptions{
 		Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger,
 		Guards: opts.Guards, WrapHTTP: opts.WrapHTTP, WrapGRPC: opts.WrapGRPC,
+		TracerProvider: opts.TracerProvider,
 	})
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -49,6 +50,8 @@ type ProcessorOptions struct {
 	Guards processor.GuardChecker
 	// TLS, when set, serves the ext_proc port over TLS (mTLS with client CAs).
 	TLS *tls.Config
+	// TracerProvider makes a span per exchange (nil: no tracing).
+	TracerProvider trace.TracerProvider
 	// WrapHTTP and WrapGRPC, when set, wrap the capability handlers (tests
 	// observe what reaches them).
 	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
@@ -108,7 +111,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		Help: "HTTP fetch requests holding a long poll (prefer: wait) now.",
 	}, func() float64 { return float64(fetches.Waiting()) }))
 	var httpH capability.HTTPHandler = fetches
-	var grpcH capability.GRPCHandler = grpckafka.New(logger, grpckafka.Clusters(clients))
+	var grpcH capability.GRPCHandler = grpckafka.New(logger)
 	if opts.WrapHTTP != nil {
 		httpH = opts.WrapHTTP(httpH)
 	}
@@ -116,13 +119,14 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		grpcH = opts.WrapGRPC(grpcH)
 	}
 	srv, err := processor.New(processor.Options{
-		Config:     opts.Config,
-		Logger:     logger,
-		Registerer: reg,
-		Drain:      drainCtx,
-		Guards:     guards,
-		HTTP:       httpH,
-		GRPC:       grpcH,
+		Config:         opts.Config,
+		Logger:         logger,
+		Registerer:     reg,
+		Drain:          drainCtx,
+		Guards:         guards,
+		TracerProvider: opts.TracerProvider,
+		HTTP:           httpH,
+		GRPC:           grpcH,
 	})
 	if err != nil {
 		closeKafka(clients)

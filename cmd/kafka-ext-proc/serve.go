@@ -23,6 +23,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	drainDelay := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, keep serving this long after health turns NOT_SERVING (one Envoy health-check interval)")
 	watch := fs.Duration("watch", 2*time.Second, "check the configuration file for changes this often (0: only on SIGHUP)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	otlp := fs.String("otlp-endpoint", "", "export a span per request to this OTLP/gRPC collector (host:port); off when empty")
+	otlpInsecure := fs.Bool("otlp-insecure", false, "talk to the OTLP collector without TLS")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate chain for TLS on the ext_proc port")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "PEM CA certificates; clients (Envoy) must present a certificate they issued (mTLS)")
@@ -44,10 +46,23 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, err := stack.StartProcessor(stack.ProcessorOptions{
+	popts := stack.ProcessorOptions{
 		Config: cfg, Listen: *listen, Admin: *adminAddr, Logger: logger,
 		DrainDelay: *drainDelay, TLS: tlsCfg,
-	})
+	}
+	if *otlp != "" {
+		tp, err := stack.OTLPTracing(ctx, *otlp, *otlpInsecure)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(sctx)
+		}()
+		popts.TracerProvider = tp
+	}
+	p, err := stack.StartProcessor(popts)
 	if err != nil {
 		return err
 	}
