@@ -87,9 +87,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll or all")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per target and round")
+	// Many short rounds rather than two long ones: on a shared machine a
+	// neighbour's burst then lands on both targets alike.
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time per target and round")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load per target before the rounds")
-	fs.IntVar(&o.rounds, "rounds", 2, "rounds of the fetch scenarios; each measures both targets, alternating which goes first")
+	fs.IntVar(&o.rounds, "rounds", 6, "rounds of the fetch scenarios; each measures both targets, alternating which goes first")
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
 	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
