@@ -29,6 +29,12 @@ type ClientOptions struct {
 	// CoalesceWindow bounds how long View.Changed waits to gather writes
 	// before waking its waiters (default 2ms).
 	CoalesceWindow time.Duration
+	// Views opened on demand (templated topics; not warmed) are evicted after
+	// ViewIdle without a holder, and capped in number (MaxViews) and in the
+	// bytes of all views (MaxViewBytes); 0 = no limit.
+	ViewIdle     time.Duration
+	MaxViews     int
+	MaxViewBytes int64
 }
 
 // Readiness is where a client reports whether its warmed views are caught up.
@@ -55,10 +61,15 @@ type Client struct {
 }
 
 type viewSlot struct {
-	done chan struct{} // closed when view or err is set
-	view *View
-	err  error
+	done   chan struct{} // closed when view or err is set
+	view   *View
+	err    error
+	pinned bool // warmed (a static topic): never evicted
 }
+
+// ErrTooManyViews means the view limits (count or bytes) are reached and no
+// idle view can be evicted to make room.
+var ErrTooManyViews = errors.New("too many views: the view limits are reached")
 
 // NewClient connects the shared consumer of a cluster. It does not wait for
 // the brokers: readiness is per view.
@@ -91,10 +102,11 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		views: map[string]*viewSlot{},
 		ctx:   ctx, cancel: cancel,
 	}
-	c.wg.Add(3)
+	c.wg.Add(4)
 	go func() { defer c.wg.Done(); forwardRdLogs(logger, live.Logs(), "live", ctx.Done()) }()
 	go c.pollLive()
 	go c.watchBrokers()
+	go c.evictIdle()
 	return c, nil
 }
 
@@ -170,6 +182,92 @@ func (c *Client) Stats() ViewStats {
 	return st
 }
 
+// makeRoomLocked evicts idle on-demand views until a new view fits the
+// limits, or fails with ErrTooManyViews.
+func (c *Client) makeRoomLocked() error {
+	for {
+		n, bytes := 0, int64(0)
+		for _, s := range c.views {
+			n++
+			if s.view != nil {
+				bytes += s.view.Stats().Bytes
+			}
+		}
+		over := (c.opts.MaxViews > 0 && n >= c.opts.MaxViews) || (c.opts.MaxViewBytes > 0 && bytes >= c.opts.MaxViewBytes)
+		if !over {
+			return nil
+		}
+		victim := c.lruIdleLocked(0)
+		if victim == "" {
+			return ErrTooManyViews
+		}
+		c.evictLocked(victim)
+	}
+}
+
+// lruIdleLocked returns the least recently used on-demand view without a
+// holder that has been idle at least minIdle ("" if none).
+func (c *Client) lruIdleLocked(minIdle time.Duration) string {
+	var victim string
+	var oldest time.Time
+	now := time.Now()
+	for topic, s := range c.views {
+		if s.pinned || s.view == nil {
+			continue
+		}
+		last, held := s.view.idleSince()
+		if held || now.Sub(last) < minIdle {
+			continue
+		}
+		select {
+		case <-s.view.Ready():
+		default:
+			continue // still catching up: its opener owns it
+		}
+		if victim == "" || last.Before(oldest) {
+			victim, oldest = topic, last
+		}
+	}
+	return victim
+}
+
+// evictLocked drops a view and stops reading its partitions.
+func (c *Client) evictLocked(topic string) {
+	s := c.views[topic]
+	delete(c.views, topic)
+	parts := make([]kafka.TopicPartition, s.view.Partitions())
+	for p := range parts {
+		parts[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p)}
+	}
+	if err := c.live.IncrementalUnassign(parts); err != nil {
+		c.logger.Warn("unassigning an evicted view", "topic", topic, "err", err)
+	}
+	c.logger.Debug("view evicted", "topic", topic)
+}
+
+// evictIdle runs while the client lives, evicting on-demand views idle for
+// longer than ViewIdle.
+func (c *Client) evictIdle() {
+	defer c.wg.Done()
+	if c.opts.ViewIdle <= 0 {
+		return
+	}
+	t := time.NewTicker(min(c.opts.ViewIdle/2, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		for victim := c.lruIdleLocked(c.opts.ViewIdle); victim != ""; victim = c.lruIdleLocked(c.opts.ViewIdle) {
+			c.evictLocked(victim)
+		}
+		c.mu.Unlock()
+	}
+}
+
 // Warm starts the views of topics without waiting for them, reporting each
 // one to the readiness until it has caught up. A topic that does not exist
 // is looked up again every second, so creating it later makes the process
@@ -185,7 +283,7 @@ func (c *Client) Warm(topics ...string) {
 			defer c.wg.Done()
 			for c.ctx.Err() == nil {
 				ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
-				_, err := c.View(ctx, topic)
+				_, err := c.view(ctx, topic, true)
 				cancel()
 				if err == nil {
 					if c.opts.Readiness != nil {
@@ -212,10 +310,23 @@ func (c *Client) Warm(topics ...string) {
 // caught up. It fails with ErrUnknownTopic, or ErrNotReady when ctx ends
 // first (the view keeps catching up for the next caller).
 func (c *Client) View(ctx context.Context, topic string) (*View, error) {
+	return c.view(ctx, topic, false)
+}
+
+// view opens or finds a view; pinned views (warmed static topics) are never
+// evicted.
+func (c *Client) view(ctx context.Context, topic string, pin bool) (*View, error) {
 	c.mu.Lock()
 	slot, ok := c.views[topic]
+	if ok && pin {
+		slot.pinned = true
+	}
 	if !ok {
-		slot = &viewSlot{done: make(chan struct{})}
+		if err := c.makeRoomLocked(); err != nil {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("opening a view of %s: %w", topic, err)
+		}
+		slot = &viewSlot{done: make(chan struct{}), pinned: pin}
 		c.views[topic] = slot
 		c.wg.Add(1)
 		go c.open(topic, slot)
@@ -251,7 +362,9 @@ func (c *Client) open(topic string, slot *viewSlot) {
 		close(slot.done)
 		return
 	}
+	c.mu.Lock() // liveView and the eviction read slot.view under mu
 	slot.view = view
+	c.mu.Unlock()
 	close(slot.done)
 	for c.ctx.Err() == nil {
 		err := c.catchUp(view)

@@ -14,6 +14,9 @@ type ClusterOptions struct {
 	KafkaTimeout    time.Duration
 	ReplyRetention  time.Duration
 	ReplyIndexBytes int64
+	ViewIdle        time.Duration // see ClientOptions
+	MaxViews        int
+	MaxViewBytes    int64
 	Readiness       Readiness
 	Logger          *slog.Logger
 }
@@ -35,6 +38,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 	client, err := NewClient(ClientOptions{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Logger: opts.Logger, Readiness: opts.Readiness,
+		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
 	})
 	if err != nil {
 		return nil, err

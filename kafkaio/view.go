@@ -111,6 +111,8 @@ type View struct {
 	anyTimer  *time.Timer
 	ready     chan struct{}
 	readyOnce sync.Once
+	holders   int       // callers using the view now (guarded by mu)
+	lastUse   time.Time // when the last holder let go
 }
 
 func newView(topic string, id [16]byte, partitions int, window time.Duration) *View {
@@ -123,7 +125,32 @@ func newView(topic string, id [16]byte, partitions int, window time.Duration) *V
 		keyWaits:  map[string]*keyWait{},
 		anyWait:   make(chan struct{}),
 		ready:     make(chan struct{}),
+		lastUse:   time.Now(),
 	}
+}
+
+// Hold marks the view in use until the returned function is called, so an
+// idle-view eviction never takes a view from under a request (a long poll
+// holds it for its whole wait).
+func (v *View) Hold() (release func()) {
+	v.mu.Lock()
+	v.holders++
+	v.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			v.mu.Lock()
+			v.holders--
+			v.lastUse = time.Now()
+			v.mu.Unlock()
+		})
+	}
+}
+
+func (v *View) idleSince() (last time.Time, held bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.lastUse, v.holders > 0
 }
 
 // Topic is the topic's name.

@@ -228,3 +228,68 @@ func TestWarmReportsReadiness(t *testing.T) {
 		t.Fatal("the missing topic was never reported as missing")
 	}
 }
+
+// On-demand views are capped in number and evicted when idle; warmed views
+// and held views are never evicted.
+func TestViewLimitsAndEviction(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "static"}, embedded.Topic{Name: "t1"}, embedded.Topic{Name: "t2"}, embedded.Topic{Name: "t3"})
+	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
+		MaxViews: 3, ViewIdle: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t)
+	c.Warm("static")
+	if _, err := c.View(ctx, "static"); err != nil {
+		t.Fatal(err)
+	}
+	v1, err := c.View(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := v1.Hold()
+	v2, err := c.View(ctx, "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release2 := v2.Hold()
+	// static (pinned), t1 and t2 (held): nothing can make room.
+	if _, err := c.View(ctx, "t3"); !errors.Is(err, kafkaio.ErrTooManyViews) {
+		t.Fatalf("a fourth view with every view pinned or held: %v, want ErrTooManyViews", err)
+	}
+	release2()
+	// t2 is idle now: it makes room for t3.
+	if _, err := c.View(ctx, "t3"); err != nil {
+		t.Fatalf("a fourth view once t2 was let go: %v", err)
+	}
+	if st := c.Stats(); st.Views != 3 {
+		t.Fatalf("%d views, want 3", st.Views)
+	}
+	// Idle eviction: t3 goes after ViewIdle; t1 is held and static is pinned.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().Views != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d views after the idle time, want 2", c.Stats().Views)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	for c.Stats().Views != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d views after t1 went idle, want 1 (the warmed one)", c.Stats().Views)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// An evicted view comes back on demand, caught up again.
+	produce(t, b.Addr(), "t1", rec{key: []byte("k"), value: []byte("v")})
+	v, err := c.View(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := v.Get("k"); !ok || string(e.Value) != "v" {
+		t.Fatalf("re-opened view: %v %v", e, ok)
+	}
+}

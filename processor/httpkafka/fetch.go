@@ -131,6 +131,8 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	switch {
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
 		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, kafkaio.ErrTooManyViews):
+		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
 	case errors.Is(err, kafkaio.ErrUnknownTopic):
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case err != nil && ctx.Err() != nil:
@@ -138,6 +140,9 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	case err != nil:
 		return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
 	}
+
+	release := view.Hold()
+	defer release()
 
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
 	prefs := httphdr.ParsePrefer(req.Prefer)
