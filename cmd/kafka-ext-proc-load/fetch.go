@@ -162,6 +162,59 @@ type fetchResult struct {
 	// process alone (-split only): issue 9 target 5 is ServerAllocRatio ≤ 2.
 	ServerAllocRatio float64 `json:"server_alloc_ratio,omitempty"`
 	ServerCPURatio   float64 `json:"server_cpu_ratio,omitempty"`
+	// Background is what the measured processes (the server process alone
+	// with -split) consume with no load at all: the broker, the Kafka
+	// consumers, metrics. It is in both sides' figures per request, which
+	// pulls their ratios towards 1; the Net ratios subtract it (per second
+	// of each side's windows) from both sides first.
+	Background    perSecond `json:"background"`
+	NetAllocRatio float64   `json:"net_alloc_ratio"`
+	NetCPURatio   float64   `json:"net_cpu_ratio"`
+}
+
+// perSecond is a usage divided by the time it took.
+type perSecond struct {
+	Allocs float64 `json:"allocs_per_s"`
+	Bytes  float64 `json:"bytes_per_s"`
+	CPUms  float64 `json:"cpu_ms_per_s"`
+}
+
+// idle measures what the measured processes consume in d with no load:
+// the server process with -split, else this whole process.
+func (e *env) idle(ctx context.Context, d time.Duration) (perSecond, error) {
+	measure := func(gc bool) (usage, error) {
+		u, split, err := e.srv.usage(ctx, gc)
+		if err != nil || split {
+			return u, err
+		}
+		return sampleUsage(gc), nil
+	}
+	before, err := measure(true)
+	if err != nil {
+		return perSecond{}, err
+	}
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return perSecond{}, ctx.Err()
+	}
+	after, err := measure(false)
+	if err != nil {
+		return perSecond{}, err
+	}
+	u, sec := after.sub(before), time.Since(start).Seconds()
+	return perSecond{Allocs: float64(u.Mallocs) / sec, Bytes: float64(u.Bytes) / sec, CPUms: float64(u.CPU.Microseconds()) / 1000 / sec}, nil
+}
+
+// netOf is a per-request figure with the background of its windows taken out.
+func netOf(perReq float64, bgPerSec float64, r rate) float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return perReq - bgPerSec*r.Seconds/float64(r.Requests)
 }
 
 func (fetchResult) isResult() {}
@@ -234,6 +287,12 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 			}
 		}
 	}
+	// The background in between the warm-up and the rounds: the
+	// processor has served, the load has not started.
+	bg, err := e.idle(ctx, o.duration)
+	if err != nil {
+		return nil, err
+	}
 	var totals [2]window
 	var perRound [2][]float64
 	for r := range o.rounds {
@@ -273,10 +332,15 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 	res.CPURatio = ratio(res.Processor.All.CPUus, res.Noop.All.CPUus)
 	res.ExtraAllocsPerReq = res.Processor.All.Allocs - res.Noop.All.Allocs
 	res.ExtraCPUusPerReq = res.Processor.All.CPUus - res.Noop.All.CPUus
+	res.Background = bg
+	p, n := res.Processor.All, res.Noop.All
 	if e.split {
 		res.ServerAllocRatio = res.Processor.Server.Allocs / res.Noop.Server.Allocs
 		res.ServerCPURatio = ratio(res.Processor.Server.CPUus, res.Noop.Server.CPUus)
+		p, n = *res.Processor.Server, *res.Noop.Server
 	}
+	res.NetAllocRatio = ratio(netOf(p.Allocs, bg.Allocs, res.Processor), netOf(n.Allocs, bg.Allocs, res.Noop))
+	res.NetCPURatio = ratio(netOf(p.CPUus, bg.CPUms*1000, res.Processor), netOf(n.CPUus, bg.CPUms*1000, res.Noop))
 	return res, nil
 }
 

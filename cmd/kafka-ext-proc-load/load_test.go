@@ -58,7 +58,7 @@ func testScenarios(t *testing.T, split bool) {
 				t.Errorf("%s %s (split %v): server share %+v of %+v", s, name, split, side.Server, side.All)
 			}
 		}
-		if r.Ratio <= 0 || r.AllocRatio <= 0 || split && r.ServerAllocRatio <= 0 {
+		if r.Ratio <= 0 || r.AllocRatio <= 0 || r.NetAllocRatio <= 0 || r.Background.Allocs < 0 || split && r.ServerAllocRatio <= 0 {
 			t.Errorf("%s: %+v", s, r)
 		}
 	}

@@ -53,6 +53,12 @@ func reportFetch(b *strings.Builder, r fetchResult) {
 	} else {
 		fmt.Fprintf(b, "            (the client side is in both: these understate the server-side ratios; -split measures the server alone)\n")
 	}
+	where := "this process"
+	if r.Split {
+		where = "the server process"
+	}
+	fmt.Fprintf(b, "  idle      %s with no load: %.0f allocs/s, %.1f ms CPU/s; without it: allocations %.2f ×, CPU %.2f × the no-op's per request\n",
+		where, r.Background.Allocs, r.Background.CPUms, r.NetAllocRatio, r.NetCPURatio)
 }
 
 func reportLongPoll(b *strings.Builder, r longPollResult) {
