@@ -435,9 +435,15 @@ func withApplied(r *capability.HTTPResponse, applied string) *capability.HTTPRes
 	return r
 }
 
-// checkTopic refuses resolved topic names outside the route's pattern and
-// internal topics.
+// checkTopic refuses resolved topic names outside the route's pattern,
+// internal topics, and names Kafka cannot have. The last check comes first:
+// librdkafka takes names as C strings, so "secret\x00-public" would match
+// the pattern *-public here and reach Kafka as "secret".
 func checkTopic(topic, pattern string) (*capability.HTTPResponse, bool) {
+	if topic != "" && !legalTopic(topic) {
+		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+			"topic %q is not a legal Kafka topic name (1 to 249 characters of A-Z a-z 0-9 . _ -, not . or ..)", topic)), true
+	}
 	if topic == "" || strings.HasPrefix(topic, "_") {
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("topic %q is not allowed: names starting with '_' (or empty) are refused", topic)), true
 	}
@@ -445,6 +451,21 @@ func checkTopic(topic, pattern string) (*capability.HTTPResponse, bool) {
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("topic %q does not match the route's topic-pattern %q", topic, pattern)), true
 	}
 	return nil, false
+}
+
+// legalTopic reports whether name is a legal Kafka topic name (Kafka's
+// Topic.validate): 1 to 249 characters of [a-zA-Z0-9._-], not "." or "..".
+func legalTopic(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // unavailable is 503 with retry-after: Kafka is unreachable or the view is
