@@ -4,6 +4,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 const namedConfig = `
@@ -71,5 +75,26 @@ func TestProduceHeaderNamesFromOptions(t *testing.T) {
 	loc := acc.Header.Get("location")
 	if r, b := e.request(e.h1, "GET", loc, "", "prefer", "wait=10"); r.StatusCode != http.StatusCreated || !strings.Contains(b, `{"qty":2}`) || r.Header.Get("x-cid") != "" {
 		t.Errorf("follow-up: %d %q %v", r.StatusCode, b, r.Header)
+	}
+
+	// A reload brings a route with a reply-to topic nobody indexed at
+	// startup: its first request starts indexing it.
+	if err := e.dev.Broker.CreateTopics(embedded.Topic{Name: "named-late"}); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := strings.Replace(namedConfig, "    routes:\n", `    routes:
+      - when: [{ method: POST, path: "/late/{id}" }]
+        exit: kafka0
+        with: { capability: produce, topic: named-requests, key: "${params.id}", reply-to: named-late }
+`, 1)
+	cfg, err := config.Parse("reloaded.yaml", []byte(reloaded), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dev.Processor.Reload(stack.PointAt(cfg, e.dev.Broker.Addr())); err != nil {
+		t.Fatal(err)
+	}
+	if r, b := e.request(e.h1, "POST", "/late/1", `{"late":true}`); r.StatusCode != http.StatusCreated || !strings.Contains(b, `{"late":true}`) {
+		t.Errorf("a reply-to topic added by a reload: %d %q", r.StatusCode, b)
 	}
 }

@@ -42,9 +42,10 @@ import (
 //  3. `prefer: respond-async` on a route with async answers 202 with every
 //     async entry as a header once the record is acknowledged; with
 //     `wait=N` it first waits up to N s (at most limits.max-wait) for the
-//     reply. Without respond-async the request waits limits.reply-timeout
-//     for the reply (`prefer: wait` does not change that), then gets 202 +
-//     location on a route with async, 504 otherwise.
+//     reply. respond-async on a route without async is ignored. Without it
+//     the request waits limits.reply-timeout for the reply (`prefer: wait`
+//     does not change that), then gets 202 + location on a route with
+//     async, 504 otherwise.
 //
 // A GET matching a condition with {correlationId} of a route with reply-to
 // and async is a follow-up: it reads the reply index and never produces —
@@ -229,6 +230,9 @@ func (h *Handler) oneway(ctx context.Context, cl *kafkaio.Cluster, req *capabili
 // answers from its reply.
 func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *produceCall, rec *kafkaio.Record) *capability.HTTPResponse {
 	w, req := p.with, p.req
+	// Startup indexes every reply-to topic; one that a reload brought in is
+	// indexed from its first request (a no-op once added).
+	cl.Replies.Add(w.ReplyTo, p.opts.Correlation.CorrelationID)
 	f, lead := h.flights.join(flightKey{cluster: req.Match.Route.Exit, replyTo: w.ReplyTo, cid: p.cid},
 		func() *kafkaio.ReplyWatch { return cl.Replies.Watch(w.ReplyTo, p.cid) })
 	defer h.flights.leave(f)
@@ -324,6 +328,7 @@ func (h *Handler) followUp(ctx context.Context, cl *kafkaio.Cluster, req *capabi
 		// location this caller was given.
 		return capability.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
 	}
+	cl.Replies.Add(w.ReplyTo, opts.Correlation.CorrelationID)
 	watch := cl.Replies.Watch(w.ReplyTo, p.cid)
 	defer watch.Close()
 	cctx, cancel := context.WithTimeout(ctx, req.Limits.KafkaTimeout)
