@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func testScenarios(t *testing.T, split bool) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
+	raw := bytes.Clone(out.Bytes())
 	got := map[string]json.RawMessage{}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
@@ -81,6 +83,38 @@ func testScenarios(t *testing.T, split bool) {
 	}
 	if lp.WakeRatio <= 0 || lp.MemRatio <= 0 {
 		t.Errorf("longpoll: %+v", lp)
+	}
+	checkMedians(t, raw, split)
+}
+
+// checkMedians runs medians.jq, which BENCHMARKS.md uses, over the output,
+// so a renamed field cannot silently turn its figures into nulls.
+func checkMedians(t *testing.T, jsonl []byte, split bool) {
+	jq, err := exec.LookPath("jq")
+	if err != nil {
+		t.Log("jq is not installed: medians.jq not checked")
+		return
+	}
+	cmd := exec.Command(jq, "-s", "-f", "medians.jq")
+	cmd.Stdin = bytes.NewReader(jsonl)
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("medians.jq: %v", err)
+	}
+	var med []map[string]any
+	if err := json.Unmarshal(b, &med); err != nil {
+		t.Fatalf("medians.jq: %v\n%s", err, b)
+	}
+	if len(med) != 3 {
+		t.Fatalf("medians.jq: %d scenarios, want 3:\n%s", len(med), b)
+	}
+	for _, m := range med {
+		for k, v := range m {
+			// Only server-side figures are absent in-process.
+			if v == nil && (split || !strings.Contains(k, "server")) {
+				t.Errorf("medians.jq: %s %s is null", m["scenario"], k)
+			}
+		}
 	}
 }
 
