@@ -36,6 +36,12 @@ type ring struct {
 	notify   chan struct{}
 	slab     []byte
 	cursors  map[*cursor]struct{}
+
+	// The tail starts behind the end (its backfill): the ring is caught up
+	// once every partition reached the end offset seen at the start.
+	initEnd  []int64
+	behind   int           // partitions still behind initEnd
+	caughtUp chan struct{} // closed when behind reaches 0
 }
 
 type ringEntry struct {
@@ -63,10 +69,29 @@ func newRing(framer Framer, partitions, capacity int, maxBytes int64, start, end
 		start: append([]int64(nil), start...), pos: append([]int64(nil), start...),
 		end: make([]int64, partitions), notify: make(chan struct{}), cursors: map[*cursor]struct{}{},
 	}
+	r.initEnd = make([]int64, partitions)
+	r.caughtUp = make(chan struct{})
 	for p := range r.end {
 		r.end[p] = max(end[p], start[p])
+		r.initEnd[p] = r.end[p]
+		if start[p] < r.initEnd[p] {
+			r.behind++
+		}
+	}
+	if r.behind == 0 {
+		close(r.caughtUp)
 	}
 	return r
+}
+
+// reached notes that partition p's tail is at next; called with mu held.
+func (r *ring) reached(p int32, next int64) {
+	if r.behind > 0 && next >= r.initEnd[p] && r.initEnd[p] >= 0 {
+		r.initEnd[p] = -1 // counted
+		if r.behind--; r.behind == 0 {
+			close(r.caughtUp)
+		}
+	}
 }
 
 func (r *ring) at(seq uint64) *ringEntry { return &r.entries[seq%uint64(len(r.entries))] }
@@ -86,13 +111,28 @@ func (r *ring) grow(n int) {
 	r.entries = entries
 }
 
-// sawEnd records an end offset of a partition (PartitionEOF).
-func (r *ring) sawEnd(p int32, end int64) {
+// noteEnd records an end offset a watermark query returned.
+func (r *ring) noteEnd(p int32, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p >= 0 && int(p) < r.partitions && end > r.end[p] {
 		r.end[p] = end
 	}
+}
+
+// sawEnd records that the tail reached the end of a partition (PartitionEOF).
+func (r *ring) sawEnd(p int32, end int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p < 0 || int(p) >= r.partitions {
+		return
+	}
+	if end > r.end[p] {
+		r.end[p] = end
+	}
+	// An end of partition at or past the initial end: the backfill of p is
+	// read (its last offsets may be control records, never delivered).
+	r.reached(p, end)
 }
 
 // append folds a batch of records into the ring, then wakes its streams once
@@ -111,6 +151,7 @@ func (r *ring) append(msgs []*kafka.Message) {
 		}
 		r.pos[p] = off + 1
 		r.end[p] = max(r.end[p], off+1)
+		r.reached(p, off+1)
 		e := ringEntry{partition: p, offset: off, key: m.Key, headers: m.Headers, vlen: -1}
 		if m.Value != nil {
 			e.vlen = int32(len(m.Value))

@@ -116,7 +116,7 @@ func (l *Logs) beyondEnd(t *logTopic, start map[int32]int64) bool {
 			l.logger.Debug("reading a high watermark failed; taking the id as beyond the end", "topic", t.name, "partition", p, "err", err)
 			return true
 		}
-		t.ring.sawEnd(p, hi)
+		t.ring.noteEnd(p, hi)
 		if off > hi {
 			return true
 		}
@@ -183,6 +183,14 @@ func (s *LogStream) Close() {
 // the headers of its first record (nil when there is none). The chunk is
 // what the next Next returns.
 func (s *LogStream) Peek(ctx context.Context) ([]Header, error) {
+	// A tail that just started reads its backfill: that is history too.
+	wctx, cancel := context.WithTimeout(ctx, s.l.opts.KafkaTimeout)
+	select {
+	case <-s.r.caughtUp:
+	case <-wctx.Done():
+	case <-s.l.ctx.Done():
+	}
+	cancel()
 	chunk, err := s.fill(ctx, false)
 	if err != nil {
 		return nil, err
