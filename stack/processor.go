@@ -111,7 +111,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		Help: "HTTP fetch requests holding a long poll (prefer: wait) now.",
 	}, func() float64 { return float64(fetches.Waiting()) }))
 	var httpH capability.HTTPHandler = fetches
-	var grpcH capability.GRPCHandler = grpckafka.New(logger)
+	var grpcH capability.GRPCHandler = grpckafka.New(logger, grpckafka.Clusters(clients))
 	if opts.WrapHTTP != nil {
 		httpH = opts.WrapHTTP(httpH)
 	}

@@ -1,0 +1,237 @@
+package grpckafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// Fetch streams (DESIGN §6.4, spec §1.2 fetch, §4.3).
+//
+//   - The request is one empty message (google.protobuf.Empty); anything
+//     else is INVALID_ARGUMENT. A client that half-closes without a message
+//     is taken as having sent an empty one.
+//   - Response headers go out at once, with the metadata of the `meta:*`
+//     headers of the first record the stream delivers from history (the
+//     stream reads that record before answering; with no history they carry
+//     no metadata).
+//   - History: a compacted topic's view (cleanup.policy contains compact),
+//     else the retained log from the earliest offset; then live records
+//     until the client cancels. Tombstones are skipped; filters select.
+//   - Each message is the record value plus the reliability field holding
+//     the message id: the stream's position after it, that is per partition
+//     the next offset it has dispatched up to. The reliability metadata
+//     (text, base64 in either alphabet, padded or not, or its -bin form)
+//     resumes after such a position; a malformed id is INVALID_ARGUMENT; an
+//     empty value counts as absent; a position beyond the end of the log
+//     restarts from the earliest offset.
+//   - The processor cannot see whether the client reads (Envoy gives ext_proc
+//     no flow control); a stream more than limits.stream-lag-budget records
+//     behind the topic's tail ends with RESOURCE_EXHAUSTED and the client
+//     resumes by id. On drain, streams end with UNAVAILABLE.
+
+// fetch answers one call of a fetch route.
+func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capability.GRPCCall) capability.Status {
+	w := call.Match.Route.With
+	opts := grpcOptions(call.Match.Binding)
+	if call.Drain.Err() != nil {
+		return draining()
+	}
+	if st, bad := readEmptyRequest(ctx, call); bad {
+		return st
+	}
+	start, st, bad := resumePosition(call.Headers, opts.ReliabilityMetadata)
+	if bad {
+		return st
+	}
+	idents := identities(call.Match)
+	resolve := func(p config.TemplatePart) string {
+		if p.Ref == config.RefGuardIdentity {
+			return idents[p.Name]
+		}
+		return ""
+	}
+	topic := w.Topic.Expand(resolve)
+	if !w.Topic.Static() {
+		if st, bad := checkTopic(topic, w.TopicPattern); bad {
+			return st
+		}
+	}
+	exit := call.Match.Route.Exit
+	compacted, err := h.compaction.compacted(ctx, cl, exit, topic, call.Limits.KafkaTimeout)
+	if err != nil {
+		return topicStatus(err, topic, w.Topic.Static())
+	}
+	logs, err := h.logsOf(exit, cl, call.Limits)
+	if err != nil {
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the log readers of kafka binding %q cannot start: %v", exit, err))
+	}
+	octx, cancel := context.WithTimeout(ctx, call.Limits.KafkaTimeout)
+	ls, err := logs.Open(octx, kafkaio.StreamOptions{
+		Topic:     topic,
+		Framer:    grpcwire.ReliableFrame{Field: opts.ReliabilityField},
+		Start:     start,
+		Compacted: compacted,
+		Filters:   filters(w.Filters, resolve),
+		LagBudget: call.Limits.StreamLagBudget,
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return capability.NewStatus(codes.Canceled, "the client went away")
+		}
+		return topicStatus(err, topic, w.Topic.Static())
+	}
+	if ls.Restarted() {
+		h.log.Debug("resume position beyond the end of the log: the stream restarts from the earliest offset", "topic", topic)
+	}
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
+
+	first, err := ls.Peek(ctx)
+	if err != nil {
+		ls.Close()
+		return h.streamEnd(err, ctx, topic, w.Topic.Static(), call.Limits)
+	}
+	if err := call.Out.SendHeader(ctx, metadataOf(first)); err != nil {
+		ls.Close()
+		return capability.NewStatus(codes.Canceled, "the call ended")
+	}
+
+	// The sender owns the stream. The handler waits apart from it: a send
+	// can block for as long as Envoy does not read, and the lag budget, the
+	// drain and the client's cancel must still end the call then.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ended := make(chan error, 1)
+	go func() {
+		defer ls.Close()
+		for {
+			chunk, err := ls.Next(sctx)
+			if err == nil {
+				err = call.Out.SendFramed(sctx, chunk)
+			}
+			if err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		return h.streamEnd(err, ctx, topic, w.Topic.Static(), call.Limits)
+	case <-ls.Lagged():
+		return h.streamEnd(kafkaio.ErrLagged, ctx, topic, w.Topic.Static(), call.Limits)
+	case <-call.Drain.Done():
+		return draining()
+	case <-ctx.Done():
+		// The client went away (its send fails at once) or grpc-timeout
+		// elapsed (the exchange answers DEADLINE_EXCEEDED).
+		return capability.NewStatus(codes.Canceled, "the call ended")
+	}
+}
+
+func draining() capability.Status {
+	return capability.NewStatus(codes.Unavailable, "the processor is shutting down; reconnect (with last-message-id to resume)")
+}
+
+// streamEnd is the status of a stream that ended on err.
+func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static bool, limits config.Limits) capability.Status {
+	switch {
+	case ctx.Err() != nil:
+		return capability.NewStatus(codes.Canceled, "the client went away")
+	case errors.Is(err, kafkaio.ErrLagged):
+		h.lagged.Add(1)
+		return capability.NewStatus(codes.ResourceExhausted, fmt.Sprintf(
+			"the stream fell more than limits.stream-lag-budget (%d records) behind topic %q; reconnect with the id of the last message received to resume",
+			limits.StreamLagBudget, topic))
+	case errors.Is(err, kafkaio.ErrLogsClosed):
+		return draining()
+	case errors.Is(err, kafkaio.ErrNotReady), errors.Is(err, kafkaio.ErrUnknownTopic):
+		return topicStatus(err, topic, static)
+	}
+	h.log.Debug("fetch stream ended", "topic", topic, "err", err)
+	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the stream of topic %q ended: %v; reconnect to resume", topic, err))
+}
+
+// readEmptyRequest reads the fetch request: one empty message (or none).
+func readEmptyRequest(ctx context.Context, call *capability.GRPCCall) (capability.Status, bool) {
+	msg, err := call.In.Recv(ctx)
+	switch {
+	case errors.Is(err, io.EOF):
+		return capability.Status{}, false
+	case err != nil:
+		if st, ok := status.FromError(err); ok {
+			return capability.NewStatus(st.Code(), st.Message()), true
+		}
+		return capability.NewStatus(codes.Canceled, "the request ended: "+err.Error()), true
+	case len(msg) != 0:
+		return capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+			"a fetch stream takes an empty request (google.protobuf.Empty); this one has %d bytes", len(msg))), true
+	}
+	return capability.Status{}, false
+}
+
+// resumePosition reads the reliability metadata: name (text) or name-bin.
+func resumePosition(h route.Headers, name string) (map[int32]int64, capability.Status, bool) {
+	v, ok := h.Lookup(name)
+	which := name
+	if !ok || strings.TrimSpace(v) == "" {
+		which = name + "-bin"
+		v, ok = h.Lookup(which)
+	}
+	if !ok || strings.TrimSpace(v) == "" {
+		return nil, capability.Status{}, false
+	}
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i] // several -bin values: the first
+	}
+	start, err := grpcwire.ParseMessageID(v)
+	if err != nil {
+		return nil, capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+			"%s is not a message id this gateway issued (%v); send the bytes of the reliability field of the last message received", which, err)), true
+	}
+	return start, capability.Status{}, false
+}
+
+// filters resolves a route's filters.
+func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []kafkaio.LogFilter {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]kafkaio.LogFilter, len(fs))
+	for i, f := range fs {
+		if f.Key != nil {
+			k := f.Key.Expand(resolve)
+			out[i].Key = &k
+		}
+		for _, hdr := range f.Headers {
+			out[i].Headers = append(out[i].Headers, kafkaio.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
+		}
+	}
+	return out
+}
+
+// identities maps each guard of the matched route to the subject it
+// established.
+func identities(m *route.Match) map[string]string {
+	if len(m.Identities) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m.Identities))
+	for g, id := range m.Identities {
+		out[g] = id.Subject
+	}
+	return out
+}

@@ -1,0 +1,458 @@
+package grpckafka
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// Produce calls (DESIGN §6.5, spec §1.2 produce, §4.4). Every call shape
+// (unary, client, server and bidi streaming) maps alike:
+//
+//   - Each request message becomes one record: value = the message without
+//     its prefix; key = with.key, or the correlation id; headers = the
+//     overrides, then service, method, reply-to and correlation-id (names
+//     from options.correlation.headers), then `meta:<name>` for the request
+//     metadata (see requestMeta). The client's half-close becomes one
+//     null-value record with the same key and headers, and so does a client
+//     that goes away mid-call once something was written (best effort), so
+//     the responder knows the request ended.
+//   - Correlation id: `<idempotency-key metadata, or a UUID>-<hex md5>` of the
+//     service, method and reply-to headers (name and value), the override
+//     values and the identities of the route's guards (by guard name) — the
+//     reference's digest plus the identity, so two callers never share a
+//     reply. The payload is not part of it: an idempotency key names the
+//     call.
+//   - Replies: reply records with the correlation id, from the cluster's reply
+//     index, watched before anything is produced. Each record with a value is
+//     one response message (the first one's `meta:*` headers are the response
+//     metadata); a null-value record ends the call with gateway:status (0 if
+//     absent) and gateway:message, its `meta:*` headers as trailers.
+//   - Replay: with an idempotency key, the reply index is caught up first;
+//     a stored reply (complete or partial) is a replay: the call attaches to
+//     it and produces nothing. A call with the same correlation id already in
+//     flight on this replica attaches to it too.
+//   - Timeouts: grpc-timeout bounds the call (the exchange answers
+//     DEADLINE_EXCEEDED). limits.reply-timeout bounds the silence while the
+//     call waits for its responder: it runs from each request record (and
+//     the half-close) and restarts at each reply; after a reply it stops
+//     until the client sends again, unless the client has half-closed, so a
+//     bidi stream may idle between exchanges. Elapsed: DEADLINE_EXCEEDED.
+//   - Oneway (no reply-to): records carry the overrides and `meta:*` only,
+//     key = with.key (or none), no terminal record; once every record is
+//     acknowledged, one empty message and OK.
+//
+// Errors (DESIGN §6.6): a record not enqueued, or not acknowledged within
+// limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry
+// safe); a broker rejection is RESOURCE_EXHAUSTED (too large),
+// PERMISSION_DENIED (ACL) or INTERNAL, with the broker's reason.
+
+// Reply header names (DESIGN §6: fixed; options rename only the
+// correlation headers).
+const (
+	statusHeader  = "gateway:status"
+	messageHeader = "gateway:message"
+)
+
+// maxIdempotencyKey bounds an idempotency key (DESIGN §6.3).
+const maxIdempotencyKey = 128
+
+func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, call *capability.GRPCCall) capability.Status {
+	w := call.Match.Route.With
+	opts := grpcOptions(call.Match.Binding)
+	h.calls.Add(1)
+	defer h.calls.Add(-1)
+
+	idem, given, st := idempotencyKey(call.Headers, opts.IdempotencyMetadata)
+	if st != nil {
+		return *st
+	}
+	idents := identities(call.Match)
+	resolve := func(p config.TemplatePart) string {
+		switch p.Ref {
+		case config.RefIdempotencyKey:
+			return idem
+		case config.RefGuardIdentity:
+			return idents[p.Name]
+		}
+		return ""
+	}
+	topic := w.Topic.Expand(resolve)
+	if !w.Topic.Static() {
+		if st, bad := checkTopic(topic, w.TopicPattern); bad {
+			return st
+		}
+	}
+	overrides := make([]kafkaio.Header, 0, len(w.Overrides))
+	for _, o := range w.Overrides {
+		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(resolve))})
+	}
+	var key []byte // nil: no key
+	if w.Key != nil {
+		key = []byte(w.Key.Expand(resolve))
+	}
+	var cid string
+	if w.ReplyTo != "" {
+		cid = correlationID(idem, opts.Correlation, call.Service, call.Method, w.ReplyTo, overrides, idents)
+		if w.Key == nil {
+			key = []byte(cid)
+		}
+	}
+	if len(key) == 0 {
+		compacted, err := h.compaction.compacted(ctx, cl, call.Match.Route.Exit, topic, call.Limits.KafkaTimeout)
+		switch {
+		case err != nil:
+			return topicStatus(err, topic, w.Topic.Static())
+		case compacted:
+			return capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+				"topic %q is compacted, so its records need a key, and this call resolves an empty one (the route's with.key)", topic))
+		}
+	}
+	prod, err := cl.Producer(kafkaio.AcksFromName(string(w.Acks)))
+	if err != nil {
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("no producer for kafka binding %q: %v", call.Match.Route.Exit, err))
+	}
+	pc := &produceCall{
+		h: h, call: call, prod: prod, topic: topic, static: w.Topic.Static(), key: key,
+		limits: call.Limits,
+	}
+	if w.ReplyTo == "" {
+		pc.headers = append(overrides, requestMeta(call.Headers)...)
+		return pc.oneway(ctx)
+	}
+	c := opts.Correlation
+	pc.headers = append(overrides,
+		kafkaio.Header{Key: c.Service, Value: []byte(call.Service)},
+		kafkaio.Header{Key: c.Method, Value: []byte(call.Method)},
+		kafkaio.Header{Key: c.ReplyTo, Value: []byte(w.ReplyTo)},
+		kafkaio.Header{Key: c.CorrelationID, Value: []byte(cid)},
+	)
+	pc.headers = append(pc.headers, requestMeta(call.Headers)...)
+	return pc.requestReply(ctx, cl, w.ReplyTo, cid, given, opts.IdempotencyMetadata)
+}
+
+// idempotencyKey reads the idempotency metadata, or generates the UUID that
+// stands for it.
+func idempotencyKey(hs route.Headers, name string) (key string, given bool, st *capability.Status) {
+	vs := hs.Values(name)
+	switch {
+	case len(vs) == 0:
+		return uuid.NewString(), false, nil
+	case len(vs) > 1:
+		s := capability.NewStatus(codes.InvalidArgument, fmt.Sprintf("send one %s, not %d", name, len(vs)))
+		return "", false, &s
+	case !validIdempotencyKey(vs[0]):
+		s := capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+			"%s must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, maxIdempotencyKey))
+		return "", false, &s
+	}
+	return vs[0], true, nil
+}
+
+func validIdempotencyKey(k string) bool {
+	if k == "" || len(k) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// correlationID is `<idempotency key>-<hex md5>` over the service, method
+// and reply-to headers (name then value, as the reference digests them), the
+// override values, then each guard's identity by guard name.
+func correlationID(idem string, names config.CorrelationHeaders, service, method, replyTo string,
+	overrides []kafkaio.Header, idents map[string]string) string {
+	d := md5.New()
+	for _, s := range []string{names.Service, service, names.Method, method, names.ReplyTo, replyTo} {
+		d.Write([]byte(s))
+	}
+	for _, o := range overrides {
+		d.Write(o.Value)
+	}
+	guards := make([]string, 0, len(idents))
+	for g := range idents {
+		guards = append(guards, g)
+	}
+	slices.Sort(guards)
+	for _, g := range guards {
+		d.Write([]byte(idents[g]))
+	}
+	return idem + "-" + hex.EncodeToString(d.Sum(nil))
+}
+
+// produceCall is one produce call being answered.
+type produceCall struct {
+	h       *Handler
+	call    *capability.GRPCCall
+	prod    *kafkaio.Producer
+	topic   string
+	static  bool
+	key     []byte
+	headers []kafkaio.Header
+	limits  config.Limits
+}
+
+func (pc *produceCall) record(value []byte) *kafkaio.Record {
+	return &kafkaio.Record{Topic: pc.topic, Key: pc.key, Value: value, Headers: pc.headers}
+}
+
+// oneway writes every request message and answers once all are acknowledged.
+func (pc *produceCall) oneway(ctx context.Context) capability.Status {
+	for {
+		msg, err := pc.call.In.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return capability.NewStatus(codes.Canceled, "the request ended: "+err.Error())
+		}
+		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
+			return produceStatus(err, pc.topic, pc.static, "")
+		}
+	}
+	if err := pc.call.Out.Send(ctx, nil); err != nil {
+		return capability.NewStatus(codes.Canceled, "the call ended")
+	}
+	return capability.OK()
+}
+
+// progress is what the request side tells the reply side.
+type progress int
+
+const (
+	produced   progress = iota // a request record was acknowledged
+	halfClosed                 // the terminal record was acknowledged
+)
+
+func (pc *produceCall) requestReply(ctx context.Context, cl *kafkaio.Cluster, replyTo, cid string, given bool, idemName string) capability.Status {
+	watch := cl.Replies.Watch(replyTo, cid) // before anything is produced: no reply can be missed
+	defer watch.Close()
+	fk := flightKey{cluster: pc.call.Match.Route.Exit, replyTo: replyTo, cid: cid}
+	lead := pc.h.flights.join(fk)
+	defer pc.h.flights.leave(fk)
+
+	attach := !lead
+	if lead && given {
+		cctx, cancel := context.WithTimeout(ctx, pc.limits.KafkaTimeout)
+		err := cl.Replies.WaitCaughtUp(cctx, replyTo)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return capability.NewStatus(codes.Canceled, "the client went away")
+			}
+			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; retry shortly", replyTo, err))
+		}
+		attach = len(watch.Records()) > 0
+	}
+
+	events := make(chan progress, 4)
+	failed := make(chan error, 1)
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // nothing the call started outlives it
+	defer stop()
+	var timer *time.Timer
+	var timeout <-chan time.Time
+	arm := func() {
+		if timer == nil {
+			timer = time.NewTimer(pc.limits.ReplyTimeout)
+			timeout = timer.C
+			return
+		}
+		timer.Reset(pc.limits.ReplyTimeout)
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	waitingEnd := false // the request stream ended: every silence counts
+	if attach {
+		pc.h.replays.Add(1)
+		waitingEnd = true
+		arm()
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pc.produceRequests(pctx, ctx, events, failed)
+		}()
+	}
+
+	sent := 0
+	headers := false
+	for {
+		recs, _, changed := watch.State()
+		for ; sent < len(recs); sent++ {
+			r := recs[sent]
+			if r.Value == nil {
+				return terminalStatus(r)
+			}
+			if !headers {
+				headers = true
+				if err := pc.call.Out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
+					return capability.NewStatus(codes.Canceled, "the call ended")
+				}
+			}
+			if err := pc.call.Out.Send(ctx, r.Value); err != nil {
+				return capability.NewStatus(codes.Canceled, "the call ended")
+			}
+			if waitingEnd {
+				arm()
+			} else if timer != nil {
+				timer.Stop() // the client may think: the clock restarts when it sends
+			}
+		}
+		select {
+		case <-changed:
+		case ev := <-events:
+			if ev == halfClosed {
+				waitingEnd = true
+			}
+			arm()
+		case err := <-failed:
+			return produceStatus(err, pc.topic, pc.static, idemName)
+		case <-timeout:
+			return capability.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
+				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q?", pc.limits.ReplyTimeout, replyTo, pc.topic))
+		case <-ctx.Done():
+			return capability.NewStatus(codes.Canceled, "the call ended")
+		}
+	}
+}
+
+// produceRequests writes a record per request message and the terminal
+// record at the half-close. If the client goes away mid-call after records
+// were written, the terminal record is still written (within the Kafka
+// timeout) so the responder knows the request ended.
+func (pc *produceCall) produceRequests(ctx, callCtx context.Context, events chan<- progress, failed chan<- error) {
+	wrote := false
+	for {
+		msg, err := pc.call.In.Recv(ctx)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				if wrote && callCtx.Err() != nil {
+					tctx, cancel := context.WithTimeout(context.WithoutCancel(callCtx), pc.limits.KafkaTimeout)
+					_, _, _ = pc.prod.Produce(tctx, pc.record(nil))
+					cancel()
+				}
+				return
+			}
+			// The end of the request is written even if the call ends
+			// meanwhile (its reply came first, or the client left).
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
+			_, _, err := pc.prod.Produce(tctx, pc.record(nil))
+			cancel()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case events <- halfClosed:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
+			failed <- err
+			return
+		}
+		wrote = true
+		select {
+		case events <- produced:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// terminalStatus is the status a null-value reply ends the call with.
+func terminalStatus(r *kafkaio.Record) capability.Status {
+	st := capability.Status{Code: codes.OK}
+	for _, h := range r.Headers {
+		switch h.Key {
+		case statusHeader:
+			n, err := strconv.Atoi(string(h.Value))
+			if err != nil || n < 0 || n > 16 {
+				return capability.NewStatus(codes.Unknown, fmt.Sprintf("the responder ended the call with an invalid %s %q", statusHeader, h.Value))
+			}
+			st.Code = codes.Code(n)
+		case messageHeader:
+			st.Message = string(h.Value)
+		}
+	}
+	st.Trailers = metadataOf(r.Headers)
+	return st
+}
+
+// produceStatus maps a failed produce (DESIGN §6.6).
+func produceStatus(err error, topic string, static bool, idemName string) capability.Status {
+	retry := "retry"
+	if idemName != "" {
+		retry = "retry with an " + idemName + " to make the retry safe"
+	}
+	var rej *kafkaio.RejectedError
+	switch {
+	case errors.Is(err, kafkaio.ErrUnknownTopic):
+		return topicStatus(err, topic, static)
+	case errors.As(err, &rej) && rej.TooLarge():
+		return capability.NewStatus(codes.ResourceExhausted, fmt.Sprintf("topic %q: %s; send a smaller message", topic, rej.Reason))
+	case errors.As(err, &rej) && rej.NotAuthorized():
+		return capability.NewStatus(codes.PermissionDenied, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
+	case errors.As(err, &rej):
+		return capability.NewStatus(codes.Internal, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
+	case errors.Is(err, kafkaio.ErrUnacknowledged):
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+			"the record for topic %q was not acknowledged in time and may or may not have been written; %s", topic, retry))
+	}
+	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the record for topic %q could not be written (%v); %s", topic, err, retry))
+}
+
+// flights are the correlation ids this replica is producing for or waiting
+// on: a second call with the same id (a replay while the first is in flight)
+// attaches to the first instead of producing again.
+type flights struct {
+	mu sync.Mutex
+	m  map[flightKey]int
+}
+
+type flightKey struct{ cluster, replyTo, cid string }
+
+// join reports whether the call leads (no other call with the id is in flight).
+func (f *flights) join(k flightKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[flightKey]int{}
+	}
+	f.m[k]++
+	return f.m[k] == 1
+}
+
+func (f *flights) leave(k flightKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m[k]--; f.m[k] <= 0 {
+		delete(f.m, k)
+	}
+}

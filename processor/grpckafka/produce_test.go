@@ -1,0 +1,97 @@
+package grpckafka
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// The digest is the reference implementation's (zilla-behaviour.md §5.3),
+// verified against its spec script, when no guard is involved.
+func TestCorrelationIDMatchesTheReference(t *testing.T) {
+	names := config.CorrelationHeaders{Service: "zilla:service", Method: "zilla:method", ReplyTo: "zilla:reply-to", CorrelationID: "zilla:correlation-id"}
+	got := correlationID("59410e57-3e0f-4b61-9328-f645a7968ac8", names, "example.EchoService", "EchoUnary", "responses",
+		[]kafkaio.Header{{Key: "zilla:identity", Value: []byte("test")}}, nil)
+	if want := "59410e57-3e0f-4b61-9328-f645a7968ac8-479f2c3fb58bc3f04bbe15440a657670"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	// The guard identity is part of it: two callers never share a reply.
+	a := correlationID("k", names, "s", "m", "r", nil, map[string]string{"g": "alice"})
+	b := correlationID("k", names, "s", "m", "r", nil, map[string]string{"g": "bob"})
+	c := correlationID("k", names, "s", "m", "r", nil, nil)
+	if a == b || a == c {
+		t.Fatalf("identities do not separate: %s %s %s", a, b, c)
+	}
+}
+
+func TestIdempotencyKeys(t *testing.T) {
+	for _, tc := range []struct {
+		hs    route.Headers
+		given bool
+		bad   bool
+	}{
+		{nil, false, false},
+		{route.Headers{{Name: "idempotency-key", Value: "a-1.b_c~"}}, true, false},
+		{route.Headers{{Name: "idempotency-key", Value: "a b"}}, false, true},
+		{route.Headers{{Name: "idempotency-key", Value: ""}}, false, true},
+		{route.Headers{{Name: "idempotency-key", Value: string(make([]byte, 129))}}, false, true},
+		{route.Headers{{Name: "idempotency-key", Value: "a"}, {Name: "idempotency-key", Value: "b"}}, false, true},
+	} {
+		k, given, st := idempotencyKey(tc.hs, "idempotency-key")
+		if (st != nil) != tc.bad || given != tc.given || (st == nil && k == "") {
+			t.Errorf("%v: %q %v %v", tc.hs, k, given, st)
+		}
+		if st != nil && st.Code != codes.InvalidArgument {
+			t.Errorf("%v: %v", tc.hs, st)
+		}
+	}
+}
+
+func TestMetadataMapping(t *testing.T) {
+	meta := requestMeta(route.Headers{
+		{Name: ":path", Value: "/x.Y/Z"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "grpc-timeout", Value: "1S"}, {Name: "user-agent", Value: "grpc-go"}, {Name: "authorization", Value: "Bearer x"},
+		{Name: "x-envoy-expected-rq-timeout-ms", Value: "5"}, {Name: "custom", Value: "v"}, {Name: "trace-bin", Value: "AAE"},
+		{Name: "idempotency-key", Value: "k"},
+	})
+	want := []string{"meta:custom=v", "meta:trace-bin=AAE", "meta:idempotency-key=k"}
+	if len(meta) != len(want) {
+		t.Fatalf("%v", meta)
+	}
+	for i, h := range meta {
+		if h.Key+"="+string(h.Value) != want[i] {
+			t.Fatalf("%d: %s=%s, want %s", i, h.Key, h.Value, want[i])
+		}
+	}
+	md := metadataOf([]kafkaio.Header{
+		{Key: "meta:Custom", Value: []byte("v")}, {Key: "meta:trace-bin", Value: []byte("AAE=")}, {Key: "other", Value: []byte("x")},
+		{Key: "meta:grpc-status", Value: []byte("0")}, {Key: "meta:bad name", Value: []byte("x")}, {Key: "meta:nl", Value: []byte("a\nb")},
+		{Key: "meta:content-type", Value: []byte("text/plain")},
+	})
+	if len(md) != 2 || md[0] != (route.Header{Name: "custom", Value: "v"}) || md[1] != (route.Header{Name: "trace-bin", Value: "AAE="}) {
+		t.Fatalf("%v", md)
+	}
+}
+
+func TestTerminalStatus(t *testing.T) {
+	for _, tc := range []struct {
+		hs   []kafkaio.Header
+		code codes.Code
+		msg  string
+	}{
+		{nil, codes.OK, ""},
+		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("0")}}, codes.OK, ""},
+		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("9")}, {Key: messageHeader, Value: []byte("Custom Error Message")}}, codes.FailedPrecondition, "Custom Error Message"},
+		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("17")}}, codes.Unknown, ""},
+		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("x")}}, codes.Unknown, ""},
+	} {
+		st := terminalStatus(&kafkaio.Record{Headers: tc.hs})
+		if st.Code != tc.code || (tc.msg != "" && st.Message != tc.msg) {
+			t.Errorf("%v: %v %q", tc.hs, st.Code, st.Message)
+		}
+	}
+}
