@@ -161,8 +161,15 @@ func grpcOptions(b *config.Binding) *config.GRPCOptions {
 }
 
 // checkTopic refuses a templated topic that resolves to a name outside the
-// route's topic-pattern, or to an internal one.
+// route's topic-pattern, to an internal one, or to one Kafka cannot have.
+// The last check comes first: librdkafka takes names as C strings, so an
+// identity "secret\x00-public" would match the pattern *-public here and
+// reach Kafka as "secret".
 func checkTopic(topic, pattern string) (capability.Status, bool) {
+	if topic != "" && !legalTopic(topic) {
+		return capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+			"topic %q is not a legal Kafka topic name (1 to 249 characters of A-Z a-z 0-9 . _ -, not . or ..)", topic)), true
+	}
 	if topic == "" || strings.HasPrefix(topic, "_") {
 		return capability.NewStatus(codes.InvalidArgument,
 			fmt.Sprintf("topic %q is not allowed: names starting with '_' (or empty) are refused", topic)), true
@@ -172,6 +179,21 @@ func checkTopic(topic, pattern string) (capability.Status, bool) {
 			fmt.Sprintf("topic %q does not match the route's topic-pattern %q", topic, pattern)), true
 	}
 	return capability.Status{}, false
+}
+
+// legalTopic reports whether name is a legal Kafka topic name (Kafka's
+// Topic.validate): 1 to 249 characters of [a-zA-Z0-9._-], not "." or "..".
+func legalTopic(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // topicStatus answers a topic that cannot be read or written: a templated
