@@ -20,9 +20,10 @@ const metaPrefix = "meta:"
 
 // requestMeta turns request metadata into `meta:*` record headers: all of it
 // but pseudo-headers, grpc-*, te, content-type, user-agent and authorization
-// (transport and credentials, not call data; the reference's list), and what
-// the proxy adds about itself (x-envoy-*, x-forwarded-*). x-request-id stays:
-// it lets a responder's logs meet Envoy's.
+// (transport and credentials, not call data; the reference's list), the
+// other credentials (cookie, proxy-authorization: secrets never reach a
+// record), and what the proxy adds about itself (x-envoy-*, x-forwarded-*).
+// x-request-id stays: it lets a responder's logs meet Envoy's.
 func requestMeta(hs route.Headers) []kafkaio.Header {
 	var out []kafkaio.Header
 	for _, h := range hs {
@@ -43,7 +44,7 @@ func forwardedMeta(name string) bool {
 		return false
 	}
 	switch name {
-	case "te", "content-type", "user-agent", "authorization", "content-length":
+	case "te", "content-type", "user-agent", "authorization", "cookie", "proxy-authorization", "content-length":
 		return false
 	}
 	return true
