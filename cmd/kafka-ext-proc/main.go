@@ -28,6 +28,8 @@ Usage:
   kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
   kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR]
   kafka-ext-proc validate --config FILE [--envoy FILE]
+  kafka-ext-proc openapi  --config FILE [--binding NAME] [--format yaml|json] [--server URL]
+  kafka-ext-proc healthcheck [--admin ADDR] [--path /readyz]
 
 Run 'kafka-ext-proc COMMAND -h' for the flags of a command.
 `
@@ -53,6 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = dev(ctx, args[1:], stdout, stderr)
 	case "validate":
 		err = validate(args[1:], stdout, stderr)
+	case "openapi":
+		err = openAPI(args[1:], stdout, stderr)
+	case "healthcheck":
+		err = healthcheck(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
