@@ -344,16 +344,6 @@ func auditGRPCRaw(t *testing.T, e *env, path string, body []byte, hdr ...string)
 	return codes.Code(n), msg
 }
 
-// auditGRPCPending skips a test of grpc-kafka capabilities while they
-// answer UNIMPLEMENTED (not built yet), so the audit can land first.
-func auditGRPCPending(t *testing.T, e *env, method string) {
-	t.Helper()
-	_, err := auditUnary(e, method, nil)
-	if st := status.Convert(err); st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "not implemented yet") {
-		t.Skipf("grpc-kafka capabilities are pending: %s", st.Message())
-	}
-}
-
 // auditSwitch is the embedded broker's listener with an off switch: off, it
 // stops listening and drops every connection, as a broker that went away.
 type auditSwitch struct {
