@@ -1,7 +1,7 @@
 // Package example holds the demo services of kafka-ext-proc, generated from
 // echo.proto and fanout.proto (shipped so that grpcurl -proto can call the
 // demo): Echo, answered through the grpc-kafka produce route, and Fanout,
-// a grpc-kafka fetch stream.
+// a grpc-kafka fetch stream (and Publish, a oneway produce to its topic).
 //
 // The generated files are sources: regenerate them after editing a .proto
 // with protoc and the pinned plugins,
