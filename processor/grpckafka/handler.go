@@ -83,8 +83,9 @@ func (h *Handler) HandleGRPC(ctx context.Context, call *capability.GRPCCall) cap
 	}
 	cl, ok := h.clusters[r.Exit]
 	if !ok {
-		return capability.NewStatus(codes.Unimplemented,
-			fmt.Sprintf("kafka binding %q of the route is not connected in this processor", r.Exit))
+		return capability.NewStatus(codes.Unimplemented, fmt.Sprintf(
+			"grpc-kafka capability %s (topic %q) of %s/%s cannot run: kafka binding %q is not connected in this processor",
+			r.With.Capability, r.With.Topic.Raw, call.Service, call.Method, r.Exit))
 	}
 	switch r.With.Capability {
 	case config.Fetch:
