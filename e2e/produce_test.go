@@ -462,7 +462,7 @@ func TestProduce(t *testing.T) {
 		}
 	})
 
-	t.Run("unknown topic", func(t *testing.T) {
+	t.Run("topics", func(t *testing.T) {
 		if err := e.dev.Broker.Cluster().DeleteTopic("gone"); err != nil {
 			t.Fatal(err)
 		}
@@ -487,6 +487,15 @@ func TestProduce(t *testing.T) {
 		if topics := e.dev.Broker.Cluster().TopicInfo("t-missing"); topics != nil {
 			t.Error("a request created a topic")
 		}
+		// A record the broker refuses: 502 with its reason.
+		if err := e.dev.Broker.Cluster().CreateTopic("t-tiny", 1, map[string]string{"max.message.bytes": "200"}); err != nil {
+			t.Fatal(err)
+		}
+		resp, body := e.request(e.h1, "POST", "/t/t-tiny", strings.Repeat("x", 1000))
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "refused") {
+			t.Errorf("a record too large for the topic: %d %q, want 502 with the broker's reason", resp.StatusCode, body)
+		}
+		t.Logf("too large: %d %s", resp.StatusCode, body)
 	})
 
 	t.Run("client gone", func(t *testing.T) {
