@@ -1,0 +1,131 @@
+package deploy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// instruction is one Dockerfile instruction, continuation lines joined.
+type instruction struct {
+	cmd  string // upper case
+	args string
+}
+
+func dockerfile(t *testing.T) []instruction {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []instruction
+	var cur strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
+			continue
+		}
+		if s, ok := strings.CutSuffix(trimmed, "\\"); ok {
+			cur.WriteString(s + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		cmd, args, _ := strings.Cut(cur.String(), " ")
+		out = append(out, instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)})
+		cur.Reset()
+	}
+	return out
+}
+
+func execForm(t *testing.T, in instruction) []string {
+	t.Helper()
+	var v []string
+	if err := json.Unmarshal([]byte(in.args), &v); err != nil {
+		t.Fatalf("%s %s: use the exec (JSON) form: %v", in.cmd, in.args, err)
+	}
+	return v
+}
+
+// debianRelease maps the Debian code names image tags use to release numbers.
+func debianRelease(codename string) string {
+	return map[string]string{"bookworm": "12", "trixie": "13"}[codename]
+}
+
+// The image: stages from pinned images, a Go as new as go.mod's, a runtime
+// stage on the build stage's Debian release (the binary links the build's
+// glibc), a non-root user, the binary as entrypoint, and the CMD the compose
+// file spells out.
+func TestDockerfile(t *testing.T) {
+	ins := dockerfile(t)
+	var froms []string
+	var user, entrypoint, cmd []string
+	var cgo bool
+	for _, in := range ins {
+		switch in.cmd {
+		case "FROM":
+			image, _, _ := strings.Cut(in.args, " ")
+			froms = append(froms, image)
+			if err := pinned(image); err != nil {
+				t.Error(err)
+			}
+			user = nil // USER is per stage
+		case "USER":
+			user = strings.Fields(in.args)
+		case "ENTRYPOINT":
+			entrypoint = execForm(t, in)
+		case "CMD":
+			cmd = execForm(t, in)
+		case "RUN":
+			if strings.Contains(in.args, "go build") {
+				cgo = strings.Contains(in.args, "CGO_ENABLED=1")
+			}
+		}
+	}
+	if len(froms) != 2 {
+		t.Fatalf("stages %v, want build and runtime", froms)
+	}
+
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goMod string
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			goMod = strings.TrimSpace(v)
+		}
+	}
+	build, runtime := froms[0], froms[1]
+	goTag, ok := strings.CutPrefix(build, "golang:")
+	if !ok {
+		t.Fatalf("build stage %q is not the golang image", build)
+	}
+	goVersion, codename, _ := strings.Cut(goTag, "-")
+	if goVersion != goMod {
+		t.Errorf("build stage Go %s, go.mod says go %s: the build would need to fetch a toolchain", goVersion, goMod)
+	}
+	release := debianRelease(codename)
+	if release == "" {
+		t.Errorf("build stage %q: name the Debian release (e.g. -bookworm) so the runtime stage can match its glibc", build)
+	}
+	if !strings.HasPrefix(runtime, "debian:"+release+".") && !strings.Contains(runtime, "-debian"+release) {
+		t.Errorf("runtime stage %q is not Debian %s like the build stage %q: the binary needs a glibc at least as new as the build's", runtime, release, build)
+	}
+	if !cgo {
+		t.Error("the go build does not set CGO_ENABLED=1: librdkafka is linked through cgo")
+	}
+
+	if len(user) != 1 || user[0] == "root" || user[0] == "0" || strings.HasPrefix(user[0], "0:") {
+		t.Errorf("runtime USER %v: run as a non-root user", user)
+	}
+	if !slices.Equal(entrypoint, []string{"/kafka-ext-proc"}) {
+		t.Errorf("ENTRYPOINT %q, want [/kafka-ext-proc]", entrypoint)
+	}
+	s := loadStack(t)
+	if want := s.compose.Services[processorSvc].Command; !slices.Equal(cmd, want) {
+		t.Errorf("CMD %q differs from the compose command %q", cmd, want)
+	}
+}
