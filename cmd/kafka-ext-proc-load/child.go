@@ -25,9 +25,8 @@ const childEnv = "KAFKA_EXT_PROC_LOAD_SERVERS"
 
 // childConfig is what the child takes from the parent's flags.
 type childConfig struct {
-	LogLevel     string `json:"log_level"`
-	CPUProfile   string `json:"cpuprofile,omitempty"`
-	MutexProfile string `json:"mutexprofile,omitempty"`
+	LogLevel string   `json:"log_level"`
+	Profiles profiles `json:"profiles"`
 }
 
 // childRequest is one command to the child, one JSON object per line on its
@@ -328,7 +327,7 @@ func childMain(ctx context.Context, config string, stdin io.Reader, out, stderr 
 		lv = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv})).With("process", "servers")
-	stopProfiles, err := startProfiles(cfg.CPUProfile, cfg.MutexProfile)
+	stopProfiles, err := startProfiles(cfg.Profiles)
 	if err != nil {
 		logger.Error("starting the profiles", "err", err)
 		return 1

@@ -55,7 +55,7 @@ func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err
 		}
 	}()
 	if o.split {
-		e.srv, err = startChild(ctx, childConfig{LogLevel: o.logLevel.String(), CPUProfile: o.cpuProf, MutexProfile: o.mutexProf})
+		e.srv, err = startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles})
 	} else {
 		e.srv, err = startLocal(logger)
 	}

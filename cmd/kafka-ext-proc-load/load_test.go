@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,12 +31,21 @@ func testScenarios(t *testing.T, split bool) {
 		"-clients", "4", "-conns", "2", "-duration", "200ms", "-warmup", "50ms", "-rounds", "2",
 		"-keys", "50", "-waiters", "50", "-register-timeout", "20s", "-timeout", "90s",
 	}
+	// Profiles: of this process, or of the server process with -split.
+	dir := t.TempDir()
+	profs := []string{filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mutex.pprof"), filepath.Join(dir, "allocs.pprof")}
+	args = append(args, "-cpuprofile", profs[0], "-mutexprofile", profs[1], "-allocprofile", profs[2])
 	if split {
 		args = append(args, "-split")
 	}
 	code := run(ctx, args, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, p := range profs {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", filepath.Base(p), err)
+		}
 	}
 	raw := bytes.Clone(out.Bytes())
 	got := map[string]json.RawMessage{}

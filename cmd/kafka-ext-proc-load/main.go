@@ -75,8 +75,7 @@ type options struct {
 	timeout   time.Duration // bound on the whole run
 	json      bool
 	split     bool // servers in a child process
-	cpuProf   string
-	mutexProf string
+	profiles  profiles
 	logLevel  slog.Level
 }
 
@@ -100,8 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
 	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")
-	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
-	fs.StringVar(&o.mutexProf, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -178,11 +178,11 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 
 	// With -split the profiles are of the server process (the processor
 	// is what they are for); the child writes them.
-	cpuProf, mutexProf := o.cpuProf, o.mutexProf
+	prof := o.profiles
 	if o.split {
-		cpuProf, mutexProf = "", ""
+		prof = profiles{}
 	}
-	stopProfiles, err := startProfiles(cpuProf, mutexProf)
+	stopProfiles, err := startProfiles(prof)
 	if err != nil {
 		return err
 	}
@@ -223,9 +223,16 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 	return nil
 }
 
-// startProfiles starts the profiles asked for (a file name, or "" for
-// none); the returned function writes them.
-func startProfiles(cpuProf, mutexProf string) (func() error, error) {
+// profiles names the files to write profiles to ("" for none).
+type profiles struct {
+	CPU    string `json:"cpu,omitempty"`
+	Mutex  string `json:"mutex,omitempty"`
+	Allocs string `json:"allocs,omitempty"`
+}
+
+// startProfiles starts the profiles asked for; the returned function
+// writes them.
+func startProfiles(p profiles) (func() error, error) {
 	var stops []func() error
 	stopAll := func() error {
 		var errs []error
@@ -234,8 +241,8 @@ func startProfiles(cpuProf, mutexProf string) (func() error, error) {
 		}
 		return errors.Join(errs...)
 	}
-	if cpuProf != "" {
-		f, err := os.Create(cpuProf)
+	if p.CPU != "" {
+		f, err := os.Create(p.CPU)
 		if err != nil {
 			return nil, err
 		}
@@ -248,22 +255,31 @@ func startProfiles(cpuProf, mutexProf string) (func() error, error) {
 			return f.Close()
 		})
 	}
-	if mutexProf != "" {
+	if p.Mutex != "" {
 		// Sample every contention event: the question is which mutexes
 		// show up at all (issue 9 target 5), not their exact share.
 		prev := runtime.SetMutexProfileFraction(1)
 		stops = append(stops, func() error {
 			defer runtime.SetMutexProfileFraction(prev)
-			f, err := os.Create(mutexProf)
-			if err != nil {
-				return err
-			}
-			if err := pprof.Lookup("mutex").WriteTo(f, 0); err != nil {
-				f.Close()
-				return err
-			}
-			return f.Close()
+			return writeProfile("mutex", p.Mutex)
 		})
 	}
+	if p.Allocs != "" {
+		// The default sampling (one per 512 KiB allocated) is enough to
+		// rank allocation sites.
+		stops = append(stops, func() error { return writeProfile("allocs", p.Allocs) })
+	}
 	return stopAll, nil
+}
+
+func writeProfile(name, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
