@@ -399,6 +399,16 @@ func withAuditSwitch(dst **auditSwitch) func(*stack.DevOptions) {
 // response.
 func auditPeer(t *testing.T, e *env, headers [][2]string, body string) int {
 	t.Helper()
+	st, err := auditPeerErr(t, e, headers, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// auditPeerErr is auditPeer returning the error that ended the stream.
+func auditPeerErr(t *testing.T, e *env, headers [][2]string, body string) (int, error) {
+	t.Helper()
 	conn, err := grpc.NewClient(e.dev.Processor.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -419,18 +429,18 @@ func auditPeer(t *testing.T, e *env, headers [][2]string, body string) int {
 		{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}},
 	} {
 		if err := stream.Send(m); err != nil {
-			t.Fatal(err)
+			break // the processor ended the stream: Recv says why
 		}
 	}
 	resp, err := stream.Recv()
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	ir := resp.GetImmediateResponse()
 	if ir == nil {
 		t.Fatalf("the processor answered %T, want an immediate response", resp.GetResponse())
 	}
-	return int(ir.GetStatus().GetCode())
+	return int(ir.GetStatus().GetCode()), nil
 }
 
 // auditDenied reports request header names that must never reach a

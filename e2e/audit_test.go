@@ -782,6 +782,11 @@ func TestAuditHostileRequests(t *testing.T) {
 		if st := auditPeer(t, e, lots, ""); st != http.StatusOK {
 			t.Errorf("20000 headers from the peer: %d, want 200", st)
 		}
+		// Over grpc-go's 4 MiB message limit: the stream is refused.
+		huge := append(append([][2]string{}, base...), [2]string{"x-big", strings.Repeat("a", 5<<20)})
+		if st, err := auditPeerErr(t, e, huge, ""); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("a 5 MiB header from the peer: %d %v, want RESOURCE_EXHAUSTED on the stream", st, err)
+		}
 	})
 
 	t.Run("paths", func(t *testing.T) {
