@@ -49,3 +49,32 @@ func TestExchangeSpanContinuesTheRequestTrace(t *testing.T) {
 		t.Fatalf("no span in the request's trace among %d spans", len(exp.GetSpans()))
 	}
 }
+
+// A produced record carries the trace context of the exchange's span, so a
+// consumer continues the request's trace through the processor.
+func TestRecordsCarryTheTraceContext(t *testing.T) {
+	exp, tracing := inMemoryTracing(t)
+	e := startEnv(t, exchangeConfig, tracing)
+	resp, _ := e.do(e.h1, "POST", "/things/1", `{"a":1}`, "traceparent", traceParent, "content-type", "application/json")
+	if resp.StatusCode != 204 {
+		t.Fatalf("oneway produce: %d", resp.StatusCode)
+	}
+	e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)
+	var spanID string
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" {
+			spanID = s.SpanContext.SpanID().String()
+		}
+	}
+	if spanID == "" {
+		t.Fatal("no exported span in the request's trace")
+	}
+	recs := e.readTopic("things")
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	got, _ := recHeader(recs[0], "traceparent")
+	if want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + spanID + "-01"; got != want {
+		t.Fatalf("record traceparent %q, want %q (the exchange's span)", got, want)
+	}
+}

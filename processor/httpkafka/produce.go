@@ -107,6 +107,7 @@ func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, req *capabil
 	c.field(body)
 	p.cid = c.id(p.idem, req.Match.Identities)
 	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.cid)})
+	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
 	return h.requestReply(ctx, cl, p, rec)
 }
@@ -208,6 +209,7 @@ func (h *Handler) oneway(ctx context.Context, cl *kafkaio.Cluster, req *capabili
 		rec.Headers = append(rec.Headers, kafkaio.Header{Key: "content-type", Value: []byte(ct)})
 	}
 	rec.Headers = append(rec.Headers, overrides...)
+	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	switch {
 	case req.Method == http.MethodDelete:
 		rec.Value = nil // a tombstone
