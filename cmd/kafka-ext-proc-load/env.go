@@ -54,13 +54,20 @@ func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err
 			e.close()
 		}
 	}()
+	// Through typed variables: a nil *child in the interface would not be
+	// a nil servers for close.
 	if o.split {
-		e.srv, err = startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles})
+		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles})
+		if err != nil {
+			return nil, err
+		}
+		e.srv = c
 	} else {
-		e.srv, err = startLocal(logger)
-	}
-	if err != nil {
-		return nil, err
+		l, err := startLocal(logger)
+		if err != nil {
+			return nil, err
+		}
+		e.srv = l
 	}
 	e.procSide, err = e.dial("processor", e.srv.processorAddr(), o.conns)
 	if err != nil {
