@@ -29,7 +29,9 @@ import (
 )
 
 // grpcConfig has a produce route per call shape under test and fetch routes
-// over log and compacted topics.
+// over log and compacted topics. The produce routes share one reply topic:
+// correlation ids keep their replies apart (and the reply index assigns one
+// topic, see the report on concurrent IncrementalAssign).
 const grpcConfig = `
 bindings:
   kafka0:
@@ -42,13 +44,13 @@ bindings:
     routes:
       - when: [{ method: example.Echo/* }]
         exit: kafka0
-        with: { capability: produce, topic: echo-requests, reply-to: echo-responses, acks: leader_only, overrides: { x-origin: e2e } }
+        with: { capability: produce, topic: echo-requests, reply-to: replies, acks: leader_only, overrides: { x-origin: e2e } }
       - when: [{ service: example.Status }]
         exit: kafka0
-        with: { capability: produce, topic: status-requests, reply-to: status-responses }
+        with: { capability: produce, topic: status-requests, reply-to: replies }
       - when: [{ service: example.Silent }]
         exit: kafka0
-        with: { capability: produce, topic: silent-requests, reply-to: silent-responses }
+        with: { capability: produce, topic: silent-requests, reply-to: replies }
       - when: [{ service: example.Oneway }]
         exit: kafka0
         with: { capability: produce, topic: oneway-requests, key: "${idempotencyKey}", overrides: { x-kind: oneway } }
@@ -412,7 +414,7 @@ func TestGRPCProduceCallShapes(t *testing.T) {
 				t.Fatalf("%s record %d: headers start %s", w.method, j, got)
 			}
 			for name, v := range map[string]string{"x-origin": "e2e", "gateway:service": "example.Echo", "gateway:method": w.method,
-				"gateway:reply-to": "echo-responses", "meta:custom": "v1", "meta:trace-bin": "AAE"} {
+				"gateway:reply-to": "replies", "meta:custom": "v1", "meta:trace-bin": "AAE"} {
 				if got, _ := header(m, name); got != v {
 					t.Fatalf("%s record %d: %s = %q, want %q (headers %v)", w.method, j, name, got, v, names)
 				}
@@ -531,7 +533,7 @@ func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 		t.Fatalf("replay of the partial reply: %q %v", m.b, err)
 	}
 	// The reply completes: the replay ends with it.
-	e.put("status-responses", 0, cid, nil, "gateway:correlation-id", cid, "gateway:status", "0")
+	e.put("replies", 0, cid, nil, "gateway:correlation-id", cid, "gateway:status", "0")
 	if n, s := endStatus(st2); n != 0 || s.Code() != codes.OK {
 		t.Fatalf("replay end: %d more, %v", n, s)
 	}
