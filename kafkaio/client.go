@@ -52,8 +52,12 @@ type Client struct {
 	live  *kafka.Consumer
 	admin *kafka.AdminClient
 
-	mu    sync.Mutex
-	views map[string]*viewSlot
+	// assignMu serialises changes to the live consumer's assignment:
+	// confluent-kafka-go's IncrementalAssign writes consumer state without a
+	// lock, and views catch up and are evicted concurrently.
+	assignMu sync.Mutex
+	mu       sync.Mutex
+	views    map[string]*viewSlot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -239,7 +243,10 @@ func (c *Client) evictLocked(topic string) {
 	for p := range parts {
 		parts[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p)}
 	}
-	if err := c.live.IncrementalUnassign(parts); err != nil {
+	c.assignMu.Lock()
+	err := c.live.IncrementalUnassign(parts)
+	c.assignMu.Unlock()
+	if err != nil {
 		c.logger.Warn("unassigning an evicted view", "topic", topic, "err", err)
 	}
 	c.logger.Debug("view evicted", "topic", topic)
@@ -490,7 +497,10 @@ func (c *Client) catchUp(v *View) error {
 	for p := 0; p < n; p++ {
 		handover[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(v.Position(int32(p)))}
 	}
-	if err := c.live.IncrementalAssign(handover); err != nil {
+	c.assignMu.Lock()
+	err = c.live.IncrementalAssign(handover)
+	c.assignMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("handing %s over to the live consumer: %w", topic, err)
 	}
 	v.markReady()

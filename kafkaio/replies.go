@@ -64,13 +64,16 @@ type ReplyIndex struct {
 	cons   *kafka.Consumer
 	now    func() time.Time
 
-	mu     sync.Mutex
-	topics map[string]*replyTopic
-	order  list.List // *replyEntry with records, least recently written first
-	bytes  int64
-	pinned int
-	stats  ReplyIndexStats
-	closed bool
+	// assignMu serialises assignment changes: confluent-kafka-go's
+	// IncrementalAssign writes consumer state without a lock.
+	assignMu sync.Mutex
+	mu       sync.Mutex
+	topics   map[string]*replyTopic
+	order    list.List // *replyEntry with records, least recently written first
+	bytes    int64
+	pinned   int
+	stats    ReplyIndexStats
+	closed   bool
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -332,7 +335,10 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 	for p := range assign {
 		assign[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(start[p])}
 	}
-	if err := x.cons.IncrementalAssign(assign); err != nil {
+	x.assignMu.Lock()
+	err = x.cons.IncrementalAssign(assign)
+	x.assignMu.Unlock()
+	if err != nil {
 		x.mu.Lock()
 		t.started = false
 		x.mu.Unlock()
