@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -39,8 +40,15 @@ type exchange struct {
 	stream extprocv3.ExternalProcessor_ProcessServer
 	ctx    context.Context // the stream's: done when Envoy cancels (client gone, or answer complete)
 	snap   *snapshot
-	log    *slog.Logger
+	log    *slog.Logger // the server's; see logger
 	w      *writer
+
+	// logAttrs describe the request in log lines. The logger carrying them
+	// is built on first use: most exchanges log nothing, and slog's With
+	// formats its attributes eagerly.
+	logMu    sync.Mutex // the handler goroutine of a gRPC call logs too
+	logAttrs []any
+	logged   *slog.Logger
 
 	in          chan *extprocv3.ProcessingRequest // from the reader; closed when Recv fails
 	recvErr     error                             // why Recv failed; written before in is closed, read only after
@@ -61,6 +69,24 @@ type failure struct {
 	grpc    codes.Code
 	detail  string
 	headers []route.Header
+}
+
+// logger is the exchange's logger, with the request's attributes.
+func (x *exchange) logger() *slog.Logger {
+	x.logMu.Lock()
+	defer x.logMu.Unlock()
+	if x.logged == nil || len(x.logAttrs) > 0 {
+		base := x.logged
+		if base == nil {
+			base = x.log
+		}
+		if len(x.logAttrs) > 0 {
+			base = base.With(x.logAttrs...)
+			x.logAttrs = nil
+		}
+		x.logged = base
+	}
+	return x.logged
 }
 
 func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
@@ -144,7 +170,7 @@ func (x *exchange) close() {
 	}
 	x.s.metrics.exchanges.WithLabelValues(binding, kindLabel(x.kind), st).Inc()
 	endSpan(x.span, binding, st, !ok || failedStatus(st))
-	x.log.Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+	x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
 }
 
 // failedStatus tells server errors (5xx, and gRPC codes other than OK and
@@ -173,14 +199,14 @@ func (x *exchange) run() error {
 
 	first, ok := x.next()
 	if !ok {
-		x.log.Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
+		x.logger().Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
 		return nil
 	}
 	rh := first.GetRequestHeaders()
 	if rh == nil {
 		// Nothing can be answered: every answer is a reply to request_headers.
 		x.protocolErr = true
-		x.log.Warn("first ext_proc message is not request_headers; is request_header_mode SEND?", "got", messageKind(first))
+		x.logger().Warn("first ext_proc message is not request_headers; is request_header_mode SEND?", "got", messageKind(first))
 		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
 	}
 	x.start = time.Now()
@@ -198,11 +224,13 @@ func (x *exchange) run() error {
 	} else {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
-	x.log = x.log.With("kind", x.kind, "path", headers.Get(":path"), "request_id", headers.Get("x-request-id"))
+	x.logMu.Lock()
+	x.logAttrs = append(x.logAttrs, "kind", x.kind, "path", headers.Get(":path"), "request_id", headers.Get("x-request-id"))
+	x.logMu.Unlock()
 	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
-		x.log.Error("Envoy sends request bodies in the wrong mode", "request_body_mode", pc.GetRequestBodyMode().String())
+		x.logger().Error("Envoy sends request bodies in the wrong mode", "request_body_mode", pc.GetRequestBodyMode().String())
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
 			detail: fmt.Sprintf("Envoy's ext_proc filter uses request_body_mode %s; kafka-ext-proc needs FULL_DUPLEX_STREAMED (with request_trailer_mode SEND)", pc.GetRequestBodyMode())})
 	}
@@ -216,7 +244,9 @@ func (x *exchange) run() error {
 		return x.failAndLinger(f)
 	}
 	x.binding = b.Config.Name
-	x.log = x.log.With("binding", x.binding)
+	x.logMu.Lock()
+	x.logAttrs = append(x.logAttrs, "binding", x.binding)
+	x.logMu.Unlock()
 	md := first.GetMetadataContext().GetFilterMetadata()
 	if isGRPC {
 		return x.runGRPC(rh, headers, md, b)
@@ -308,10 +338,10 @@ func (x *exchange) logSendErr(err error) {
 		return
 	}
 	if x.ctx.Err() != nil || status.Code(err) == codes.Canceled {
-		x.log.Debug("answer not sent: the stream was cancelled", "err", err)
+		x.logger().Debug("answer not sent: the stream was cancelled", "err", err)
 		return
 	}
-	x.log.Warn("sending the answer failed", "err", err)
+	x.logger().Warn("sending the answer failed", "err", err)
 }
 
 // linger waits, after the terminal answer, for Envoy to cancel or close the
@@ -335,7 +365,7 @@ func (x *exchange) linger() {
 		case <-x.s.drain.Done():
 			return
 		case <-t.C:
-			x.log.Debug("Envoy did not close the ext_proc stream after the answer", "waited", x.s.closeWait)
+			x.logger().Debug("Envoy did not close the ext_proc stream after the answer", "waited", x.s.closeWait)
 			return
 		}
 	}
@@ -356,7 +386,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, method+" "+p))
 	}
-	x.log.Debug("route matched", "route", m.Route.Index)
+	x.logger().Debug("route matched", "route", m.Route.Index)
 
 	limit := x.snap.limits.MaxBody
 	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,
@@ -391,7 +421,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 			trailers = headerList(r.RequestTrailers.GetTrailers())
 			ended = true
 		default:
-			x.log.Warn("unexpected ext_proc message while reading the request body; ignored", "got", messageKind(msg))
+			x.logger().Warn("unexpected ext_proc message while reading the request body; ignored", "got", messageKind(msg))
 		}
 	}
 
@@ -412,13 +442,13 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 func (x *exchange) handleHTTP(req *capability.HTTPRequest) (resp *capability.HTTPResponse) {
 	defer func() {
 		if p := recover(); p != nil {
-			x.log.Error("http-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			x.logger().Error("http-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
 			resp = nil
 		}
 		if resp == nil {
 			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		} else if resp.Status < 200 || resp.Status > 599 {
-			x.log.Error("http-kafka handler answered an invalid status", "status", resp.Status)
+			x.logger().Error("http-kafka handler answered an invalid status", "status", resp.Status)
 			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		}
 	}()
@@ -458,7 +488,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, svc+"/"+method))
 	}
-	x.log.Debug("route matched", "route", m.Route.Index)
+	x.logger().Debug("route matched", "route", m.Route.Index)
 
 	hctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
@@ -530,7 +560,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 			case *extprocv3.ProcessingRequest_RequestTrailers:
 				eos = true
 			default:
-				x.log.Warn("unexpected ext_proc message during a gRPC call; ignored", "got", messageKind(msg))
+				x.logger().Warn("unexpected ext_proc message during a gRPC call; ignored", "got", messageKind(msg))
 				continue
 			}
 			if f := c.feed(chunk, headers); f != nil {
@@ -640,7 +670,7 @@ func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
 func (x *exchange) handleGRPC(ctx context.Context, call *capability.GRPCCall) (st capability.Status) {
 	defer func() {
 		if p := recover(); p != nil {
-			x.log.Error("grpc-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			x.logger().Error("grpc-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
 			st = capability.Status{Code: codes.Internal, Message: "the processor failed to answer; see its log"}
 		}
 	}()

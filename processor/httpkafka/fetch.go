@@ -159,23 +159,27 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	f.waitUntilCaughtUp(ctx, drain, view, inm)
 
 	for {
-		watch, stop := f.watch(view, sel)
 		ans := f.answer(view, sel)
 		waiting := ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline)
 		switch {
 		case inm.Present() && inm.Matches(ans.tag):
 			if !waiting {
-				stop()
 				return notModified(ans, applied)
 			}
 		case ans.status == http.StatusNotFound && prefs.WaitSet:
 			if !waiting {
-				stop()
 				return notFound(topic, applied)
 			}
 		default:
-			stop()
 			return ans.reply(applied)
+		}
+		// Only a request that waits registers a watch (it takes the view's
+		// write lock). Read again after registering: a write between the
+		// first read and the registration is then seen, not missed.
+		watch, stop := f.watch(view, sel)
+		if again := f.answer(view, sel); again.tag != ans.tag || again.status != ans.status {
+			stop()
+			continue
 		}
 		timer := time.NewTimer(time.Until(deadline))
 		f.waiting.Add(1)
