@@ -22,6 +22,8 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	kafka := fs.String("kafka", "127.0.0.1:9092", "embedded Kafka broker address")
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var extra responderFlag
+	fs.Var(&extra, "responder", responderUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,6 +38,8 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// The demo's request-reply route needs someone to answer.
 		responders = append(responders, responder.Options{
 			Topic: "orders-requests", ReplyTo: "orders-responses", Handler: responder.HTTPEcho(),
+		}, responder.Options{
+			Topic: "echo-requests", ReplyTo: "echo-responses", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey,
 		})
 	} else {
 		cfg, err = config.Load(*cfgPath)
@@ -43,6 +47,11 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	more, err := extra.options(cfg, responders)
+	if err != nil {
+		return err
+	}
+	responders = append(responders, more...)
 	envoyYAML := envoy.DefaultYAML()
 	if *envoyPath != "" {
 		if envoyYAML, err = os.ReadFile(*envoyPath); err != nil {
