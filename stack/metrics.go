@@ -4,7 +4,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
+
+// registerCapabilityMetrics exposes what the capabilities hold now: long
+// polls, produce waits and replays, gRPC streams and calls.
+func registerCapabilityMetrics(reg prometheus.Registerer, h *httpkafka.Handler, g *grpckafka.Handler) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	reg.MustRegister(
+		gauge("kafka_ext_proc_fetch_waiters", "HTTP fetch requests holding a long poll (prefer: wait) now.",
+			func() float64 { return float64(h.Waiting()) }),
+		gauge("kafka_ext_proc_produce_reply_waiters", "HTTP produce requests waiting for their reply now.",
+			func() float64 { return float64(h.ReplyWaiters()) }),
+		gauge("kafka_ext_proc_produce_in_flight", "Correlation ids this replica is producing or waiting on.",
+			func() float64 { return float64(h.InFlight()) }),
+		counter("kafka_ext_proc_produce_replays_total", "HTTP produce requests answered from a stored reply, producing nothing.",
+			func() float64 { return float64(h.Replays()) }),
+		gauge("kafka_ext_proc_grpc_fetch_streams", "gRPC fetch streams open now.",
+			func() float64 { return float64(g.Stats().Streams) }),
+		counter("kafka_ext_proc_grpc_fetch_lagged_total", "gRPC fetch streams ended for their lag budget (RESOURCE_EXHAUSTED).",
+			func() float64 { return float64(g.Stats().Lagged) }),
+		gauge("kafka_ext_proc_grpc_produce_calls", "gRPC produce calls in progress.",
+			func() float64 { return float64(g.Stats().Calls) }),
+		counter("kafka_ext_proc_grpc_produce_replays_total", "gRPC produce calls answered from stored replies, producing nothing.",
+			func() float64 { return float64(g.Stats().Replays) }),
+	)
+}
 
 // kafkaCollector reports the Kafka side's sizes at scrape time, labelled by
 // kafka binding only (topics of templated routes would be unbounded).

@@ -105,13 +105,11 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		return nil, err
 	}
 	reg.MustRegister(newKafkaCollector(clients))
-	fetches := httpkafka.New(logger, clients)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "kafka_ext_proc_fetch_waiters",
-		Help: "HTTP fetch requests holding a long poll (prefer: wait) now.",
-	}, func() float64 { return float64(fetches.Waiting()) }))
-	var httpH capability.HTTPHandler = fetches
-	var grpcH capability.GRPCHandler = grpckafka.New(logger, grpckafka.Clusters(clients))
+	httpk := httpkafka.New(logger, clients)
+	grpck := grpckafka.New(logger, grpckafka.Clusters(clients))
+	registerCapabilityMetrics(reg, httpk, grpck)
+	var httpH capability.HTTPHandler = httpk
+	var grpcH capability.GRPCHandler = grpck
 	if opts.WrapHTTP != nil {
 		httpH = opts.WrapHTTP(httpH)
 	}
