@@ -159,7 +159,7 @@ func TestGRPCFetchLagBudget(t *testing.T) {
 	if err != nil || first.GetStreamedImmediateResponse().GetHeadersResponse() == nil {
 		t.Fatalf("the stream did not start: %v %v", first, err)
 	}
-	eventually(t, "the stream", func() bool { return h.Stats().Streams == 1 })
+	pollUntil(t, "the stream", func() bool { return h.Stats().Streams == 1 })
 
 	// The reader stops here. Records come in batches, each a tail batch.
 	const total, size = 1500, 4 << 10
@@ -173,7 +173,7 @@ func TestGRPCFetchLagBudget(t *testing.T) {
 		}
 		e.putBatch("fanout", batch)
 	}
-	eventually(t, "the stream ended for its lag", func() bool { st := h.Stats(); return st.Lagged == 1 && st.Streams == 0 })
+	pollUntil(t, "the stream ended for its lag", func() bool { st := h.Stats(); return st.Lagged == 1 && st.Streams == 0 })
 	st := h.Stats()
 	ringCap := max(50, 1024) // the ring of a topic holds max(lag budget, 1024) records
 	t.Logf("after %d records of %d bytes with the reader stopped: ring %d records, %d bytes; streams %d", total, size, st.Logs.RingRecords, st.Logs.RingBytes, st.Streams)

@@ -54,61 +54,6 @@ func withResponders(rs ...responder.Options) func(*stack.DevOptions) {
 	return func(o *stack.DevOptions) { o.Responders = append(o.Responders, rs...) }
 }
 
-// eventually polls cond (bounded) — for counters that have no event to
-// wait on.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// topicRecords reads a topic from its start to its end offsets now, in
-// (partition, offset) order.
-func (e *env) topicRecords(topic string) []*kafka.Message {
-	e.t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers": e.dev.Broker.Addr(), "group.id": "grpc-read-back-" + uuid.NewString(),
-		"enable.auto.commit": false, "log_level": 3,
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	md, err := c.GetMetadata(&topic, false, 10000)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []*kafka.Message
-	for _, p := range md.Topics[topic].Partitions {
-		lo, hi, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if hi <= lo {
-			continue
-		}
-		if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(lo)}}); err != nil {
-			e.t.Fatal(err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for next := lo; next < hi; {
-			if time.Now().After(deadline) {
-				e.t.Fatalf("reading %s[%d]: at %d of %d", topic, p.ID, next, hi)
-			}
-			if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-				out = append(out, m)
-				next = int64(m.TopicPartition.Offset) + 1
-			}
-		}
-	}
-	return out
-}
-
 // endOffsets is the sum of a topic's high watermarks.
 func (e *env) endOffsets(topic string) int64 {
 	e.t.Helper()

@@ -371,7 +371,7 @@ func TestGRPCProduceCallShapes(t *testing.T) {
 	// Read the requests back, grouped by correlation id in order.
 	byCall := map[string][]*kafka.Message{}
 	var order []string
-	for _, m := range e.topicRecords("echo-requests") {
+	for _, m := range e.readTopic("echo-requests") {
 		cid, ok := header(m, "gateway:correlation-id")
 		if !ok {
 			t.Fatalf("record without correlation id: %v", m.Headers)
@@ -471,7 +471,7 @@ func TestGRPCProduceStatusAndTimeouts(t *testing.T) {
 		t.Fatalf("grpc-timeout: %v", err)
 	}
 	// Both calls were written, each with its terminal record.
-	eventually(t, "silent requests", func() bool { return len(e.topicRecords("silent-requests")) == 4 })
+	pollUntil(t, "silent requests", func() bool { return len(e.readTopic("silent-requests")) == 4 })
 }
 
 // Must show 1: a replay (same idempotency key) attaches to the stored reply
@@ -515,9 +515,9 @@ func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 		t.Fatalf("first call: %q %v", m.b, err)
 	}
 	cancel1()
-	eventually(t, "the first call's records", func() bool { return e.endOffsets("status-requests") == 2 })
+	pollUntil(t, "the first call's records", func() bool { return e.endOffsets("status-requests") == 2 })
 	written = e.endOffsets("status-requests")
-	cid, _ := header(e.topicRecords("status-requests")[0], "gateway:correlation-id")
+	cid, _ := header(e.readTopic("status-requests")[0], "gateway:correlation-id")
 
 	st2, err := e.grpcConn().NewStream(pctx, bidi, "/example.Status/Call", grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
@@ -567,7 +567,7 @@ func TestGRPCProduceOneway(t *testing.T) {
 	if err := st.RecvMsg(&m); err != io.EOF {
 		t.Fatalf("oneway end: %v", err)
 	}
-	recs := e.topicRecords("oneway-requests")
+	recs := e.readTopic("oneway-requests")
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2 (no terminal record)", len(recs))
 	}
@@ -636,7 +636,7 @@ func TestGRPCThousandStreamsBurst(t *testing.T) {
 		}()
 	}
 	opened.Wait()
-	eventually(t, "1,000 open streams", func() bool { return h.Stats().Streams == streams })
+	pollUntil(t, "1,000 open streams", func() bool { return h.Stats().Streams == streams })
 
 	burst := make([]kafka.Message, records)
 	for i := range burst {
