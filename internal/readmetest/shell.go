@@ -1,0 +1,175 @@
+package readmetest
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// ShellWords splits a command line into words as a POSIX shell would for
+// the lines READMEs show: blanks separate words; single quotes quote
+// everything; double quotes quote, with \" \\ \$ and \` the only escapes
+// (an unescaped $ or ` is refused: no expansion is done); outside quotes a
+// backslash escapes the next character; a word starting with # ends the line.
+// A | or & standing alone is a word of its own (pipes and background jobs
+// are the caller's to interpret); other shell syntax is refused.
+func ShellWords(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	in := false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated single quote")
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			in = true
+		case ch == '"':
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				c := line[i]
+				switch {
+				case c == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0:
+					i++
+					cur.WriteByte(line[i])
+				case c == '$' || c == '`':
+					return nil, fmt.Errorf("%c in double quotes: expansions are not supported", c)
+				default:
+					cur.WriteByte(c)
+				}
+			}
+			if i >= len(line) {
+				return nil, fmt.Errorf("unterminated double quote")
+			}
+			in = true
+		case ch == '\\':
+			if i+1 >= len(line) {
+				return nil, fmt.Errorf("a backslash ends the line")
+			}
+			i++
+			cur.WriteByte(line[i])
+			in = true
+		case ch == ' ' || ch == '\t':
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		case ch == '#' && !in:
+			return words, nil
+		case ch == '|' || ch == '&':
+			if in || (i+1 < len(line) && line[i+1] != ' ' && line[i+1] != '\t') {
+				return nil, fmt.Errorf("unquoted %c must stand alone between blanks", ch)
+			}
+			words = append(words, string(ch))
+		case strings.IndexByte("$`;<>()", ch) >= 0:
+			return nil, fmt.Errorf("unquoted %c: the line must be a simple command (quote it)", ch)
+		default:
+			cur.WriteByte(ch)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// Curl is one curl command line: the parts a test can replay.
+type Curl struct {
+	Line    string
+	Method  string
+	URL     string
+	Headers [][2]string // in order, as given
+	Body    string
+	HasBody bool // -d or --data-binary given (the body may be empty)
+	Include bool // -i: the output starts with the status line and headers
+}
+
+// ParseCurl reads the curl options READMEs use: -i, -s, -X, -H, -d and
+// --data-binary, and one http:// URL.
+func ParseCurl(line string) (Curl, error) {
+	words, err := ShellWords(line)
+	if err != nil {
+		return Curl{}, err
+	}
+	return parseCurlWords(line, words)
+}
+
+func parseCurlWords(line string, words []string) (Curl, error) {
+	c := Curl{Line: line}
+	var err error
+	if len(words) == 0 || words[0] != "curl" {
+		return c, fmt.Errorf("not a curl command")
+	}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		arg := func() (string, error) {
+			if i+1 >= len(words) {
+				return "", fmt.Errorf("%s needs an argument", w)
+			}
+			i++
+			return words[i], nil
+		}
+		switch {
+		case w == "-i" || w == "--include":
+			c.Include = true
+		case w == "-s" || w == "--silent":
+		case w == "-is" || w == "-si":
+			c.Include = true
+		case w == "-X" || w == "--request":
+			if c.Method, err = arg(); err != nil {
+				return c, err
+			}
+		case w == "-H" || w == "--header":
+			h, err := arg()
+			if err != nil {
+				return c, err
+			}
+			name, value, ok := strings.Cut(h, ":")
+			if !ok {
+				return c, fmt.Errorf("header %q has no ':'", h)
+			}
+			c.Headers = append(c.Headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
+		case w == "-d" || w == "--data" || w == "--data-binary":
+			if c.Body, err = arg(); err != nil {
+				return c, err
+			}
+			if strings.HasPrefix(c.Body, "@") {
+				return c, fmt.Errorf("%s @file is not supported", w)
+			}
+			c.HasBody = true
+		case strings.HasPrefix(w, "http://"):
+			if c.URL != "" {
+				return c, fmt.Errorf("two URLs")
+			}
+			c.URL = w
+		default:
+			return c, fmt.Errorf("unexpected curl argument %q", w)
+		}
+	}
+	if c.URL == "" {
+		return c, fmt.Errorf("no URL")
+	}
+	if c.Method == "" {
+		c.Method = http.MethodGet
+		if c.HasBody {
+			c.Method = http.MethodPost // as curl does
+		}
+	}
+	return c, nil
+}
+
+// Header returns the value of the first header named name (any case).
+func (c Curl) Header(name string) (string, bool) {
+	for _, h := range c.Headers {
+		if strings.EqualFold(h[0], name) {
+			return h[1], true
+		}
+	}
+	return "", false
+}
