@@ -26,8 +26,9 @@ const usage = `kafka-ext-proc: an Envoy external processor that maps HTTP and gR
 
 Usage:
   kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
-  kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR]
+  kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR] [--responder KIND:TOPIC]...
   kafka-ext-proc validate --config FILE [--envoy FILE]
+  kafka-ext-proc responder --config FILE --responder KIND:TOPIC...
   kafka-ext-proc openapi  --config FILE [--binding NAME] [--format yaml|json] [--server URL]
   kafka-ext-proc healthcheck [--admin ADDR] [--path /readyz]
 
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = openAPI(args[1:], stdout, stderr)
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:], stdout, stderr)
+	case "responder":
+		err = responderCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -70,6 +71,7 @@ func (f responderFlag) options(cfg *config.Config, running []responder.Options) 
 		k := responderKinds[r.kind]
 		var chosen *config.Binding
 		var with *config.With
+		var exit string
 		var other []string
 		for _, b := range cfg.Bindings {
 			for _, rt := range b.Routes {
@@ -80,7 +82,7 @@ func (f responderFlag) options(cfg *config.Config, running []responder.Options) 
 				if b.Type != k.binding {
 					other = append(other, fmt.Sprintf("%s binding %q", b.Type, b.Name))
 				} else if chosen == nil {
-					chosen, with = b, w
+					chosen, with, exit = b, w, rt.Exit
 				}
 			}
 		}
@@ -98,6 +100,9 @@ func (f responderFlag) options(cfg *config.Config, running []responder.Options) 
 		}
 		o := k.options()
 		o.Topic, o.ReplyTo = r.topic, with.ReplyTo
+		if kc := cfg.Kafka[exit]; kc != nil {
+			o.Properties = maps.Clone(kc.Properties) // dev points bootstrap.servers at its broker
+		}
 		o.CorrelationHeader, o.ReplyToHeader = corr.CorrelationID, corr.ReplyTo
 		out = append(out, o)
 	}
