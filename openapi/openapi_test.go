@@ -385,6 +385,42 @@ func TestValidationCatchesMistakes(t *testing.T) {
 	}
 }
 
+// The configurations of the examples with HTTP routes: their documents
+// validate, as JSON and as YAML, and list the routes' paths and methods.
+func TestExampleConfigs(t *testing.T) {
+	for example, want := range map[string]map[string][]string{
+		"http.kafka.crud": {
+			"/items":      {"GET", "HEAD", "POST"},
+			"/items/{id}": {"GET", "HEAD", "PUT", "DELETE"},
+		},
+		"http.kafka.async": {
+			"/orders/{id}":                     {"POST"},
+			"/orders/{id};cid={correlationId}": {"GET"},
+		},
+	} {
+		t.Run(example, func(t *testing.T) {
+			doc, js := generate(t, load(t, "../examples/"+example+"/config.yaml"), Options{Servers: []string{"http://127.0.0.1:8080"}})
+			validate(t, js)
+			checkSemantics(t, doc, js)
+			y, err := doc.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, y)
+			if len(doc.Paths) != len(want) {
+				t.Errorf("paths %v, want %v", keys(doc.Paths), keys(want))
+			}
+			for path, methods := range want {
+				for _, m := range methods {
+					if doc.Paths[path] == nil || doc.Paths[path].Operation(m) == nil {
+						t.Errorf("no %s %s", m, path)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	cfg := load(t, "testdata/async-guards.yaml")
 	_, a := generate(t, cfg, Options{})
