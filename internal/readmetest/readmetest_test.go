@@ -200,3 +200,29 @@ func TestKcat(t *testing.T) {
 		t.Errorf("kcatFormat: %q", got)
 	}
 }
+
+func TestHTTPCompare(t *testing.T) {
+	res := httpResult{status: "HTTP/1.1 200 OK", body: "{\"a\":1}\n", header: map[string][]string{
+		"Content-Type": {"application/json"}, "Etag": {`"x.0"`}, "Vary": {"a", "b"}, "Date": {"today"},
+	}}
+	vars := Vars{}
+	if ok, d := res.compare("HTTP/1.1 200 OK\ncontent-type: application/json\netag: <etag>\nvary: b\n\n{\"a\":1}\n", true, vars); !ok || vars["etag"] != `"x.0"` {
+		t.Fatalf("%v %s %v", ok, d, vars)
+	}
+	for name, want := range map[string]string{
+		"status":          "HTTP/1.1 201 Created\n\n{\"a\":1}",
+		"missing header":  "HTTP/1.1 200 OK\nlocation: /x\n\n{\"a\":1}",
+		"header value":    "HTTP/1.1 200 OK\ncontent-type: text/plain\n\n{\"a\":1}",
+		"bound etag":      "HTTP/1.1 200 OK\netag: <other>\netag: <etag>x\n\n{\"a\":1}",
+		"body":            "HTTP/1.1 200 OK\n\n{\"a\":2}",
+		"body not shown":  "HTTP/1.1 200 OK",
+		"no colon header": "HTTP/1.1 200 OK\nbroken\n\n{\"a\":1}",
+	} {
+		if ok, _ := res.compare(want, true, Vars{"etag": `"x.0"`}); ok {
+			t.Errorf("%s: matched", name)
+		}
+	}
+	if ok, d := res.compare("{\"a\":1}", false, Vars{}); !ok {
+		t.Errorf("without -i, the body alone: %s", d)
+	}
+}
