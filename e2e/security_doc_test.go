@@ -14,7 +14,8 @@ import (
 // answer. This test keeps the document honest: every named test (Test… or
 // Fuzz…, optionally /subtest as written in t.Run) must exist in the
 // repository, every row must name one, and every audit test must be in the
-// table. It also checks the defaults the trust model states.
+// table; the fuzz table lists exactly the fuzz targets there are. It also
+// checks the defaults the trust model states.
 func TestSecurityDocNamesExistingTests(t *testing.T) {
 	root := ".."
 	doc, err := os.ReadFile(filepath.Join(root, "SECURITY.md"))
@@ -95,6 +96,22 @@ func TestSecurityDocNamesExistingTests(t *testing.T) {
 	for fn := range declared {
 		if strings.HasPrefix(fn, "TestAudit") && !named[fn] {
 			t.Errorf("%s is not in SECURITY.md's table: say what it shows", fn)
+		}
+	}
+
+	// The fuzz table lists exactly the fuzz targets there are.
+	listed := map[string]bool{}
+	for _, row := range tableRows(t, string(doc), "## Fuzz targets") {
+		if m := nameRe.FindStringSubmatch(row); m != nil {
+			listed[m[1]] = true
+			if _, ok := declared[m[1]]; !ok || !strings.HasPrefix(m[1], "Fuzz") {
+				t.Errorf("SECURITY.md lists fuzz target %s, which no _test.go file declares", m[1])
+			}
+		}
+	}
+	for fn := range declared {
+		if strings.HasPrefix(fn, "Fuzz") && !listed[fn] {
+			t.Errorf("fuzz target %s is not in SECURITY.md's fuzz table", fn)
 		}
 	}
 
