@@ -46,12 +46,12 @@ func (c *tokenCache) get(k [32]byte) (*cached, bool) {
 }
 
 func (c *tokenCache) put(k [32]byte, id route.Identity, v validity) {
-	if cap(c.order) == 0 {
-		return
-	}
 	e := &cached{validity: v, subject: id.Subject, roles: slices.Clone(id.Roles)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if cap(c.order) == 0 { // read under the lock: append changes the slice header
+		return
+	}
 	if _, ok := c.entries[k]; ok {
 		c.entries[k] = e
 		return
