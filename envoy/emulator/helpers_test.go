@@ -519,3 +519,21 @@ func (c *rawH2) untilPingAck(id uint32) []h2Event {
 }
 
 func endOrReset(e h2Event) bool { return e.endStream || e.kind == "rst" }
+
+// watchStream opens a server-streaming call through an emulator whose route
+// has the given idle timeout, sends one request and half-closes.
+func watchStream(t *testing.T, p *procServer, idle time.Duration) grpc.ClientStream {
+	t.Helper()
+	s := baseSettings()
+	s.Routes[0].IdleTimeout = idle
+	conn := grpcClient(t, startEmulator(t, s, p.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/pkg.Svc/Watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cs.SendMsg(wrapperspb.String("go"))
+	_ = cs.CloseSend()
+	return cs
+}

@@ -1,7 +1,6 @@
 package emulator
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -245,18 +243,7 @@ func TestMisbehavingCloseOKDuringStreamedAnswer(t *testing.T) {
 		_ = ps.send(streamedBody(frame(t, wrapperspb.String("one")), false))
 		return nil
 	})
-	s := baseSettings()
-	s.Routes[0].IdleTimeout = 150 * time.Millisecond
-	addr := startEmulator(t, s, p.addr)
-	conn := grpcClient(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/pkg.Svc/Watch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = cs.SendMsg(wrapperspb.String("go"))
-	_ = cs.CloseSend()
+	cs := watchStream(t, p, 150*time.Millisecond)
 	var out wrapperspb.StringValue
 	if err := cs.RecvMsg(&out); err != nil || out.GetValue() != "one" {
 		t.Fatalf("first message %q %v", out.GetValue(), err)

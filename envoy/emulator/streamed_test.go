@@ -391,23 +391,12 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 			<-ps.ctx.Done()
 			return nil
 		})
-		s := baseSettings()
-		s.Routes[0].IdleTimeout = 150 * time.Millisecond
-		addr := startEmulator(t, s, p.addr)
-		conn := grpcClient(t, addr)
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/pkg.Svc/Watch")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = cs.SendMsg(wrapperspb.String("go"))
-		_ = cs.CloseSend()
+		cs := watchStream(t, p, 150*time.Millisecond)
 		var out wrapperspb.StringValue
 		if err := cs.RecvMsg(&out); err != nil || out.GetValue() != "first" {
 			t.Fatalf("first message %q %v", out.GetValue(), err)
 		}
-		err = cs.RecvMsg(&out)
+		err := cs.RecvMsg(&out)
 		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "RST_STREAM") {
 			t.Errorf("after the idle timeout: %v, want a stream reset", err)
 		}
@@ -433,18 +422,7 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 			}
 			return ps.send(streamedTrailers("grpc-status", "0"))
 		})
-		s := baseSettings()
-		s.Routes[0].IdleTimeout = 300 * time.Millisecond
-		addr := startEmulator(t, s, p.addr)
-		conn := grpcClient(t, addr)
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/pkg.Svc/Watch")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = cs.SendMsg(wrapperspb.String("go"))
-		_ = cs.CloseSend()
+		cs := watchStream(t, p, 300*time.Millisecond)
 		if err := cs.RecvMsg(&wrapperspb.StringValue{}); !errors.Is(err, io.EOF) {
 			t.Errorf("got %v, want a clean end (keepalives reset the idle timer)", err)
 		}
