@@ -56,8 +56,10 @@ type Client struct {
 	// confluent-kafka-go's IncrementalAssign writes consumer state without a
 	// lock, and views catch up and are evicted concurrently.
 	assignMu sync.Mutex
-	mu       sync.Mutex
-	views    map[string]*viewSlot
+	// mu guards views. Finding a view is on every fetch's path and on every
+	// record the live consumer applies: those take the read lock.
+	mu    sync.RWMutex
+	views map[string]*viewSlot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -162,14 +164,14 @@ type ViewStats struct {
 
 // Stats reports the sizes of every view.
 func (c *Client) Stats() ViewStats {
-	c.mu.Lock()
+	c.mu.RLock()
 	views := make([]*View, 0, len(c.views))
 	for _, s := range c.views {
 		if s.view != nil {
 			views = append(views, s.view)
 		}
 	}
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	var st ViewStats
 	for _, v := range views {
 		st.Views++
@@ -320,9 +322,47 @@ func (c *Client) View(ctx context.Context, topic string) (*View, error) {
 	return c.view(ctx, topic, false)
 }
 
+// HoldView is View for a caller that reads the view for a while (a fetch, a
+// long poll): the view is not evicted until the caller calls its Release.
+func (c *Client) HoldView(ctx context.Context, topic string) (*View, error) {
+	for {
+		if v := c.holdReady(topic); v != nil {
+			return v, nil
+		}
+		// Not open or not caught up yet: wait for it, then take it as above
+		// (it may have been evicted meanwhile; then it opens again).
+		if _, err := c.view(ctx, topic, false); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// holdReady holds the view of topic if it is open and caught up.
+func (c *Client) holdReady(topic string) *View {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.views[topic]
+	if !ok || s.view == nil || !s.view.isReady() {
+		return nil
+	}
+	s.view.holders.Add(1)
+	return s.view
+}
+
 // view opens or finds a view; pinned views (warmed static topics) are never
 // evicted.
 func (c *Client) view(ctx context.Context, topic string, pin bool) (*View, error) {
+	if !pin {
+		c.mu.RLock()
+		var v *View
+		if slot, ok := c.views[topic]; ok {
+			v = slot.view
+		}
+		c.mu.RUnlock()
+		if v != nil && v.isReady() {
+			return v, nil
+		}
+	}
 	c.mu.Lock()
 	slot, ok := c.views[topic]
 	if ok && pin {
@@ -535,8 +575,8 @@ func (c *Client) pollLive() {
 }
 
 func (c *Client) liveView(topic string) *View {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if s, ok := c.views[topic]; ok && s.view != nil {
 		return s.view
 	}

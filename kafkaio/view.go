@@ -3,6 +3,7 @@ package kafkaio
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,12 +112,17 @@ type View struct {
 	anyTimer  *time.Timer
 	ready     chan struct{}
 	readyOnce sync.Once
-	holders   int       // callers using the view now (guarded by mu)
-	lastUse   time.Time // when the last holder let go
+
+	// Holding is on every fetch's path, so it takes no lock: holders is
+	// raised only under the client's read lock (Client.HoldView) and the
+	// eviction reads it under the client's write lock, so no view is evicted
+	// from under a new holder.
+	holders atomic.Int64 // callers using the view now
+	lastUse atomic.Int64 // when a holder last let go, Unix nanoseconds
 }
 
 func newView(topic string, id [16]byte, partitions int, window time.Duration) *View {
-	return &View{
+	v := &View{
 		topic:     topic,
 		topicID:   id,
 		window:    window,
@@ -125,32 +131,33 @@ func newView(topic string, id [16]byte, partitions int, window time.Duration) *V
 		keyWaits:  map[string]*keyWait{},
 		anyWait:   make(chan struct{}),
 		ready:     make(chan struct{}),
-		lastUse:   time.Now(),
 	}
+	v.lastUse.Store(time.Now().UnixNano())
+	return v
 }
 
-// Hold marks the view in use until the returned function is called, so an
-// idle-view eviction never takes a view from under a request (a long poll
+// Release lets go of a view taken with Client.HoldView, once per HoldView:
+// an idle-view eviction never takes a view from under a request (a long poll
 // holds it for its whole wait).
-func (v *View) Hold() (release func()) {
-	v.mu.Lock()
-	v.holders++
-	v.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			v.mu.Lock()
-			v.holders--
-			v.lastUse = time.Now()
-			v.mu.Unlock()
-		})
+func (v *View) Release() {
+	v.lastUse.Store(time.Now().UnixNano())
+	if v.holders.Add(-1) < 0 {
+		panic("kafkaio: View.Release without HoldView")
 	}
 }
 
 func (v *View) idleSince() (last time.Time, held bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	return v.lastUse, v.holders > 0
+	return time.Unix(0, v.lastUse.Load()), v.holders.Load() > 0
+}
+
+// isReady reports whether Ready is closed, without waiting.
+func (v *View) isReady() bool {
+	select {
+	case <-v.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // Topic is the topic's name.

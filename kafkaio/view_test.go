@@ -246,21 +246,19 @@ func TestViewLimitsAndEviction(t *testing.T) {
 	if _, err := c.View(ctx, "static"); err != nil {
 		t.Fatal(err)
 	}
-	v1, err := c.View(ctx, "t1")
+	v1, err := c.HoldView(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := v1.Hold()
-	v2, err := c.View(ctx, "t2")
+	v2, err := c.HoldView(ctx, "t2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	release2 := v2.Hold()
 	// static (pinned), t1 and t2 (held): nothing can make room.
 	if _, err := c.View(ctx, "t3"); !errors.Is(err, kafkaio.ErrTooManyViews) {
 		t.Fatalf("a fourth view with every view pinned or held: %v, want ErrTooManyViews", err)
 	}
-	release2()
+	v2.Release()
 	// t2 is idle now: it makes room for t3.
 	if _, err := c.View(ctx, "t3"); err != nil {
 		t.Fatalf("a fourth view once t2 was let go: %v", err)
@@ -276,7 +274,7 @@ func TestViewLimitsAndEviction(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	release()
+	v1.Release()
 	for c.Stats().Views != 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d views after t1 went idle, want 1 (the warmed one)", c.Stats().Views)

@@ -50,10 +50,15 @@ type exchange struct {
 	logAttrs []any
 	logged   *slog.Logger
 
+	// The request's messages are read by the exchange's goroutine itself
+	// until it must wait for them and for something else at once (a gRPC
+	// call's handler, the linger after the answer); only then does a reader
+	// goroutine start. A long poll is thus one goroutine, not two.
+	reading     bool                              // the reader goroutine runs: messages come through in
 	in          chan *extprocv3.ProcessingRequest // from the reader; closed when Recv fails
 	recvErr     error                             // why Recv failed; written before in is closed, read only after
-	inClosed    bool                              // the exchange saw in closed
-	stop        chan struct{}                     // closed when the exchange ends
+	inClosed    bool                              // Recv failed: the request stream ended
+	stop        chan struct{}                     // closed when the exchange ends (with a reader)
 	readerDone  chan struct{}
 	start       time.Time
 	kind        string // metrics: http or grpc
@@ -91,20 +96,31 @@ func (x *exchange) logger() *slog.Logger {
 
 func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
 	return &exchange{
-		s:          s,
-		stream:     stream,
-		ctx:        stream.Context(),
-		snap:       s.snap.Load(),
-		log:        s.log,
-		w:          newWriter(stream),
-		in:         make(chan *extprocv3.ProcessingRequest, inboundQueue),
-		stop:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-		start:      time.Now(),
+		s:      s,
+		stream: stream,
+		ctx:    stream.Context(),
+		snap:   s.snap.Load(),
+		log:    s.log,
+		w:      newWriter(stream),
+		start:  time.Now(),
 	}
 }
 
-// read is the reader goroutine: the only caller of Recv.
+// startReader hands Recv to a reader goroutine from now on. Only the
+// exchange's goroutine calls it.
+func (x *exchange) startReader() {
+	if x.reading || x.inClosed {
+		return
+	}
+	x.reading = true
+	x.in = make(chan *extprocv3.ProcessingRequest, inboundQueue)
+	x.stop = make(chan struct{})
+	x.readerDone = make(chan struct{})
+	x.s.live.Add(1)
+	go x.read()
+}
+
+// read is the reader goroutine: once started, the only caller of Recv.
 func (x *exchange) read() {
 	defer x.s.live.Done()
 	defer close(x.readerDone)
@@ -128,6 +144,17 @@ func (x *exchange) next() (*extprocv3.ProcessingRequest, bool) {
 	if x.inClosed {
 		return nil, false
 	}
+	if !x.reading {
+		// Recv returns when the stream is cancelled, so this waits no longer
+		// than the select below would.
+		req, err := x.stream.Recv()
+		if err != nil {
+			x.recvErr = err
+			x.inClosed = true
+			return nil, false
+		}
+		return req, true
+	}
 	select {
 	case m, ok := <-x.in:
 		if !ok {
@@ -147,14 +174,16 @@ func (x *exchange) clientGone() bool {
 
 // close ends the exchange: the reader stops, and the outcome is counted.
 func (x *exchange) close() {
-	close(x.stop)
-	if x.inClosed || x.ctx.Err() != nil {
-		// Recv has returned or returns at once on the cancelled stream.
-		<-x.readerDone
+	if x.reading {
+		close(x.stop)
+		if x.inClosed || x.ctx.Err() != nil {
+			// Recv has returned or returns at once on the cancelled stream.
+			<-x.readerDone
+		}
+		// Otherwise Recv is still blocked (Envoy neither cancelled nor
+		// half-closed within closeWait); it returns when gRPC cancels the
+		// stream as Process returns, and the reader ends then.
 	}
-	// Otherwise Recv is still blocked (Envoy neither cancelled nor half-closed
-	// within closeWait); it returns when gRPC cancels the stream as Process
-	// returns, and the reader ends then.
 	st, at, ok := x.w.answered()
 	switch {
 	case ok:
@@ -194,9 +223,6 @@ func kindLabel(kind string) string {
 }
 
 func (x *exchange) run() error {
-	x.s.live.Add(1)
-	go x.read()
-
 	first, ok := x.next()
 	if !ok {
 		x.logger().Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
@@ -348,9 +374,11 @@ func (x *exchange) logSendErr(err error) {
 // stream, ignoring request chunks still arriving (a reply would reset the
 // client's stream). The wait is bounded by closeWait and the drain.
 func (x *exchange) linger() {
-	if x.inClosed {
+	if x.inClosed || x.ctx.Err() != nil {
 		return
 	}
+	// Reading here is what notices a half-close (io.EOF) as well as a reset.
+	x.startReader()
 	t := time.NewTimer(x.s.closeWait)
 	defer t.Stop()
 	for {
@@ -402,7 +430,8 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 	// This wait is the client's upload, not a long wait of ours, so it does
 	// not end on drain: a request that completes within the grace period is
 	// answered; one that does not is cut when the gRPC server stops.
-	for ended := rh.GetEndOfStream(); !ended; {
+	ended := rh.GetEndOfStream()
+	for !ended {
 		msg, ok := x.next()
 		if !ok {
 			if x.clientGone() {
@@ -503,6 +532,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		defer cancel()
 	}
 
+	x.startReader() // the request's messages and the handler are awaited together
 	c := &call{x: x, in: &inbox{ch: make(chan []byte, 1)}, cancel: cancel, hdone: make(chan struct{}), open: true}
 	c.dec = grpcwire.NewDecoder(x.snap.limits.MaxBody)
 	gc := &capability.GRPCCall{

@@ -22,9 +22,10 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// ViewSource opens views of a topic on the route's cluster.
+// ViewSource opens views of a topic on the route's cluster, held until the
+// caller releases them.
 type ViewSource interface {
-	View(ctx context.Context, topic string) (*kafkaio.View, error)
+	HoldView(ctx context.Context, topic string) (*kafkaio.View, error)
 }
 
 // FetchRequest is what a fetch needs of an HTTP request.
@@ -126,7 +127,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	sel := f.selection(resolve)
 
 	vctx, cancel := context.WithTimeout(ctx, f.limits.KafkaTimeout)
-	view, err := f.source.View(vctx, topic)
+	view, err := f.source.HoldView(vctx, topic)
 	cancel()
 	switch {
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
@@ -141,8 +142,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 		return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
 	}
 
-	release := view.Hold()
-	defer release()
+	defer view.Release()
 
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
 	prefs := httphdr.ParsePrefer(req.Prefer)
@@ -298,12 +298,17 @@ func (f *Fetch) watch(view *kafkaio.View, sel selection) (<-chan struct{}, func(
 func (f *Fetch) matching(view *kafkaio.View, sel selection) []*kafkaio.Entry {
 	var out []*kafkaio.Entry
 	if sel.keyOnly {
-		seen := map[string]bool{}
+		var seen map[string]bool // a key named twice is one record
+		if len(sel.filters) > 1 {
+			seen = make(map[string]bool, len(sel.filters))
+		}
 		for _, fl := range sel.filters {
 			if seen[*fl.key] {
 				continue
 			}
-			seen[*fl.key] = true
+			if seen != nil {
+				seen[*fl.key] = true
+			}
 			if e, ok := view.Get(*fl.key); ok && sel.matches(e) {
 				out = append(out, e)
 			}
