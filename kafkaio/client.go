@@ -323,16 +323,22 @@ func (c *Client) View(ctx context.Context, topic string) (*View, error) {
 }
 
 // HoldView is View for a caller that reads the view for a while (a fetch, a
-// long poll): the view is not evicted until the caller calls its Release.
-func (c *Client) HoldView(ctx context.Context, topic string) (*View, error) {
+// long poll): the view is not evicted until the caller calls its Release. It
+// waits at most wait (and no longer than ctx) for a view that is not caught up.
+func (c *Client) HoldView(ctx context.Context, topic string, wait time.Duration) (*View, error) {
+	if v := c.holdReady(topic); v != nil {
+		return v, nil // the common case: no timer, no context
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	for {
-		if v := c.holdReady(topic); v != nil {
-			return v, nil
-		}
 		// Not open or not caught up yet: wait for it, then take it as above
 		// (it may have been evicted meanwhile; then it opens again).
 		if _, err := c.view(ctx, topic, false); err != nil {
 			return nil, err
+		}
+		if v := c.holdReady(topic); v != nil {
+			return v, nil
 		}
 	}
 }

@@ -246,11 +246,11 @@ func TestViewLimitsAndEviction(t *testing.T) {
 	if _, err := c.View(ctx, "static"); err != nil {
 		t.Fatal(err)
 	}
-	v1, err := c.HoldView(ctx, "t1")
+	v1, err := c.HoldView(ctx, "t1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2, err := c.HoldView(ctx, "t2")
+	v2, err := c.HoldView(ctx, "t2", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,9 @@ type exchange struct {
 	// logAttrs describe the request in log lines. The logger carrying them
 	// is built on first use: most exchanges log nothing, and slog's With
 	// formats its attributes eagerly.
-	logMu    sync.Mutex // the handler goroutine of a gRPC call logs too
-	logAttrs []any
+	logMu    sync.Mutex   // the handler goroutine of a gRPC call logs too
+	logAttrs []slog.Attr  // not yet in logged
+	attrBuf  [4]slog.Attr // logAttrs' first storage: no allocation per exchange
 	logged   *slog.Logger
 
 	// The request's messages are read by the exchange's goroutine itself
@@ -76,6 +78,11 @@ type failure struct {
 	headers []route.Header
 }
 
+// debugging reports whether debug lines are logged. Callers check it first:
+// the exchange's logger formats the request's attributes on first use, and
+// the arguments of a line are allocated even if it is not written.
+func (x *exchange) debugging() bool { return x.log.Enabled(x.ctx, slog.LevelDebug) }
+
 // logger is the exchange's logger, with the request's attributes.
 func (x *exchange) logger() *slog.Logger {
 	x.logMu.Lock()
@@ -86,8 +93,9 @@ func (x *exchange) logger() *slog.Logger {
 			base = x.log
 		}
 		if len(x.logAttrs) > 0 {
-			base = base.With(x.logAttrs...)
-			x.logAttrs = nil
+			// A handler may keep the slice it is given; attrBuf is reused.
+			base = slog.New(base.Handler().WithAttrs(slices.Clone(x.logAttrs)))
+			x.logAttrs = x.attrBuf[:0]
 		}
 		x.logged = base
 	}
@@ -199,7 +207,9 @@ func (x *exchange) close() {
 	}
 	x.s.metrics.exchanges.WithLabelValues(binding, kindLabel(x.kind), st).Inc()
 	endSpan(x.span, binding, st, !ok || failedStatus(st))
-	x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+	if x.debugging() {
+		x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+	}
 }
 
 // failedStatus tells server errors (5xx, and gRPC codes other than OK and
@@ -225,7 +235,9 @@ func kindLabel(kind string) string {
 func (x *exchange) run() error {
 	first, ok := x.next()
 	if !ok {
-		x.logger().Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
+		if x.debugging() {
+			x.logger().Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
+		}
 		return nil
 	}
 	rh := first.GetRequestHeaders()
@@ -251,7 +263,7 @@ func (x *exchange) run() error {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
 	x.logMu.Lock()
-	x.logAttrs = append(x.logAttrs, "kind", x.kind, "path", headers.Get(":path"), "request_id", headers.Get("x-request-id"))
+	x.logAttrs = append(x.attrBuf[:0], slog.String("kind", x.kind), slog.String("path", headers.Get(":path")), slog.String("request_id", headers.Get("x-request-id")))
 	x.logMu.Unlock()
 	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
@@ -271,7 +283,7 @@ func (x *exchange) run() error {
 	}
 	x.binding = b.Config.Name
 	x.logMu.Lock()
-	x.logAttrs = append(x.logAttrs, "binding", x.binding)
+	x.logAttrs = append(x.logAttrs, slog.String("binding", x.binding))
 	x.logMu.Unlock()
 	md := first.GetMetadataContext().GetFilterMetadata()
 	if isGRPC {
@@ -364,7 +376,9 @@ func (x *exchange) logSendErr(err error) {
 		return
 	}
 	if x.ctx.Err() != nil || status.Code(err) == codes.Canceled {
-		x.logger().Debug("answer not sent: the stream was cancelled", "err", err)
+		if x.debugging() {
+			x.logger().Debug("answer not sent: the stream was cancelled", "err", err)
+		}
 		return
 	}
 	x.logger().Warn("sending the answer failed", "err", err)
@@ -393,7 +407,9 @@ func (x *exchange) linger() {
 		case <-x.s.drain.Done():
 			return
 		case <-t.C:
-			x.logger().Debug("Envoy did not close the ext_proc stream after the answer", "waited", x.s.closeWait)
+			if x.debugging() {
+				x.logger().Debug("Envoy did not close the ext_proc stream after the answer", "waited", x.s.closeWait)
+			}
 			return
 		}
 	}
@@ -414,17 +430,20 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, method+" "+p))
 	}
-	x.logger().Debug("route matched", "route", m.Route.Index)
+	if x.debugging() {
+		x.logger().Debug("route matched", "route", m.Route.Index)
+	}
 
 	limit := x.snap.limits.MaxBody
 	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,
 		detail: fmt.Sprintf("the request body is larger than limits.max-body (%d bytes); send a smaller body", limit)}
-	if cl, err := strconv.ParseInt(headers.Get("content-length"), 10, 64); err == nil && cl > limit {
-		return x.failAndLinger(tooLarge)
-	}
 	var body []byte
-	if cl, err := strconv.ParseInt(headers.Get("content-length"), 10, 64); err == nil && cl > 0 {
-		body = make([]byte, 0, cl) // cl <= limit here
+	if v, ok := headers.Lookup("content-length"); ok {
+		if cl, err := strconv.ParseInt(v, 10, 64); err == nil && cl > limit {
+			return x.failAndLinger(tooLarge)
+		} else if err == nil && cl > 0 {
+			body = make([]byte, 0, cl)
+		}
 	}
 	var trailers route.Headers
 	// This wait is the client's upload, not a long wait of ours, so it does
@@ -517,7 +536,9 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, svc+"/"+method))
 	}
-	x.logger().Debug("route matched", "route", m.Route.Index)
+	if x.debugging() {
+		x.logger().Debug("route matched", "route", m.Route.Index)
+	}
 
 	hctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()

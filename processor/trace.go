@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -16,19 +15,24 @@ import (
 // the request (traceparent, tracestate). Capabilities find the span in their
 // context and carry it into the records they write.
 type tracing struct {
-	tracer trace.Tracer
+	tracer trace.Tracer // nil: tracing is off
 	prop   propagation.TextMapPropagator
 }
 
 func newTracing(tp trace.TracerProvider) tracing {
 	if tp == nil {
-		tp = noop.NewTracerProvider()
+		return tracing{}
 	}
 	return tracing{tracer: tp.Tracer("github.com/kafka-ext-proc/kafka-ext-proc/processor"), prop: propagation.TraceContext{}}
 }
 
-// start begins the exchange's span as a child of the request's context.
+// start begins the exchange's span as a child of the request's context. With
+// tracing off there is no span (nil), and records keep the trace context the
+// request carried (kafkaio.WithTraceContext changes nothing without one).
 func (t tracing) start(ctx context.Context, kind string, headers route.Headers) (context.Context, trace.Span) {
+	if t.tracer == nil {
+		return ctx, nil
+	}
 	ctx = t.prop.Extract(ctx, headerCarrier(headers))
 	return t.tracer.Start(ctx, "kafka-ext-proc "+kind, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(

@@ -308,9 +308,22 @@ func mutation(hs []route.Header) *extprocv3.HeaderMutation {
 	if len(hs) == 0 {
 		return nil
 	}
+	// One allocation each for the options, the values and their bytes, not
+	// three per header: every answer carries several.
+	opts := make([]corev3.HeaderValueOption, len(hs))
+	vals := make([]corev3.HeaderValue, len(hs))
+	n := 0
+	for _, h := range hs {
+		n += len(h.Value)
+	}
+	raw := make([]byte, 0, n)
 	m := &extprocv3.HeaderMutation{SetHeaders: make([]*corev3.HeaderValueOption, 0, len(hs))}
 	for i, h := range hs {
-		o := &corev3.HeaderValueOption{Header: hv(h.Name, h.Value)}
+		start := len(raw)
+		raw = append(raw, h.Value...)
+		vals[i].Key, vals[i].RawValue = h.Name, raw[start:len(raw):len(raw)] // Envoy reads raw_value only
+		o := &opts[i]
+		o.Header = &vals[i]
 		for _, prev := range hs[:i] {
 			if prev.Name == h.Name {
 				//lint:ignore SA1019 Envoy's ext_proc reads the deprecated append only (mutation_utils.cc), not append_action.

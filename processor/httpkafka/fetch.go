@@ -25,7 +25,7 @@ import (
 // ViewSource opens views of a topic on the route's cluster, held until the
 // caller releases them.
 type ViewSource interface {
-	HoldView(ctx context.Context, topic string) (*kafkaio.View, error)
+	HoldView(ctx context.Context, topic string, wait time.Duration) (*kafkaio.View, error)
 }
 
 // FetchRequest is what a fetch needs of an HTTP request.
@@ -126,9 +126,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	}
 	sel := f.selection(resolve)
 
-	vctx, cancel := context.WithTimeout(ctx, f.limits.KafkaTimeout)
-	view, err := f.source.HoldView(vctx, topic)
-	cancel()
+	view, err := f.source.HoldView(ctx, topic, f.limits.KafkaTimeout)
 	switch {
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
 		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
