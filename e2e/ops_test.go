@@ -55,12 +55,14 @@ func (e *env) scrape() map[string]*dto.MetricFamily {
 	return mfs
 }
 
-// value returns the sample of a family whose labels include want.
+// value sums the samples of a family whose labels include want (for a
+// histogram, its sample counts).
 func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	mf, ok := mfs[name]
 	if !ok {
 		return 0
 	}
+	var sum float64
 	for _, m := range mf.GetMetric() {
 		match := true
 		for k, v := range want {
@@ -75,15 +77,15 @@ func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string
 		if match {
 			switch {
 			case m.Counter != nil:
-				return m.GetCounter().GetValue()
+				sum += m.GetCounter().GetValue()
 			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
+				sum += m.GetGauge().GetValue()
 			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
+				sum += float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
 func series(mfs map[string]*dto.MetricFamily) int {
@@ -118,6 +120,24 @@ func TestMetricsCountExactly(t *testing.T) {
 	}
 	if d := delta("200", "http0"); d != 2 {
 		t.Errorf("200s counted %v, want 2", d)
+	}
+	// Route and capability: the matched route's index, never the path.
+	routeDelta := func(status, route, capability string) float64 {
+		l := map[string]string{"binding": "http0", "kind": "http", "status": status, "route": route, "capability": capability}
+		return value(after, "kafka_ext_proc_exchanges_total", l) - value(before, "kafka_ext_proc_exchanges_total", l)
+	}
+	if d := routeDelta("404", "0", "fetch"); d != 3 {
+		t.Errorf("404s of route 0 (fetch) counted %v, want 3", d)
+	}
+	if d := routeDelta("404", "none", "none"); d != 1 {
+		t.Errorf("404s without a route counted %v, want 1", d)
+	}
+	if d := routeDelta("200", "0", "fetch"); d != 2 {
+		t.Errorf("200s of route 0 (fetch) counted %v, want 2", d)
+	}
+	rl := map[string]string{"binding": "http0", "kind": "http", "route": "0", "capability": "fetch"}
+	if d := value(after, "kafka_ext_proc_exchange_duration_seconds", rl) - value(before, "kafka_ext_proc_exchange_duration_seconds", rl); d != 5 {
+		t.Errorf("durations of route 0 observed %v, want 5", d)
 	}
 	l := map[string]string{"kind": "http"}
 	if d := value(after, "kafka_ext_proc_exchange_duration_seconds", l) - value(before, "kafka_ext_proc_exchange_duration_seconds", l); d != 6 {

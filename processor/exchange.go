@@ -59,6 +59,8 @@ type exchange struct {
 	kind        string // metrics: http or grpc
 	span        trace.Span
 	binding     string // metrics: the binding chosen
+	route       string // metrics: the matched route's index in its binding
+	capability  string // metrics: the matched route's capability
 	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
 }
 
@@ -156,19 +158,16 @@ func (x *exchange) close() {
 	// within closeWait); it returns when gRPC cancels the stream as Process
 	// returns, and the reader ends then.
 	st, at, ok := x.w.answered()
+	binding, rt, capab := orNone(x.binding), orNone(x.route), orNone(x.capability)
 	switch {
 	case ok:
-		x.s.metrics.duration.WithLabelValues(kindLabel(x.kind)).Observe(at.Sub(x.start).Seconds())
+		x.s.metrics.duration.WithLabelValues(binding, rt, capab, kindLabel(x.kind)).Observe(at.Sub(x.start).Seconds())
 	case x.protocolErr:
 		st = statusProtocol
 	default:
 		st = statusCancelled
 	}
-	binding := x.binding
-	if binding == "" {
-		binding = "none"
-	}
-	x.s.metrics.exchanges.WithLabelValues(binding, kindLabel(x.kind), st).Inc()
+	x.s.metrics.exchanges.WithLabelValues(binding, rt, capab, kindLabel(x.kind), st).Inc()
 	endSpan(x.span, binding, st, !ok || failedStatus(st))
 	x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
 }
@@ -184,6 +183,22 @@ func failedStatus(st string) bool {
 		return true
 	}
 	return false
+}
+
+func orNone(label string) string {
+	if label == "" {
+		return labelNone
+	}
+	return label
+}
+
+// matched records the route an exchange matched, for its metrics.
+func (x *exchange) matched(m *route.Match) {
+	x.route = strconv.Itoa(m.Route.Index)
+	if m.Route.With != nil {
+		x.capability = string(m.Route.With.Capability)
+	}
+	x.logger().Debug("route matched", "route", m.Route.Index)
 }
 
 func kindLabel(kind string) string {
@@ -386,7 +401,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, method+" "+p))
 	}
-	x.logger().Debug("route matched", "route", m.Route.Index)
+	x.matched(m)
 
 	limit := x.snap.limits.MaxBody
 	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,
@@ -488,7 +503,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, svc+"/"+method))
 	}
-	x.logger().Debug("route matched", "route", m.Route.Index)
+	x.matched(m)
 
 	hctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
