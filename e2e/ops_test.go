@@ -42,6 +42,12 @@ func withAdmin(o *stack.DevOptions) { o.Admin = "127.0.0.1:0" }
 func (e *env) scrape() map[string]*dto.MetricFamily {
 	e.t.Helper()
 	e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)
+	return e.scrapeNow()
+}
+
+// scrapeNow reads /metrics without waiting for the exchanges.
+func (e *env) scrapeNow() map[string]*dto.MetricFamily {
+	e.t.Helper()
 	resp, err := http.Get("http://" + e.dev.Processor.AdminAddr() + "/metrics")
 	if err != nil {
 		e.t.Fatal(err)
