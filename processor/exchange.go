@@ -49,6 +49,11 @@ type exchange struct {
 	logMu    sync.Mutex // the handler goroutine of a gRPC call logs too
 	logAttrs []any
 	logged   *slog.Logger
+	// cause, when set, is why the exchange failed in the processor's own
+	// terms (a panic, a protocol error), logged in place of what the answer
+	// says; causeAttrs go with it. Guarded by logMu.
+	cause      string
+	causeAttrs []any
 
 	in          chan *extprocv3.ProcessingRequest // from the reader; closed when Recv fails
 	recvErr     error                             // why Recv failed; written before in is closed, read only after
@@ -157,7 +162,7 @@ func (x *exchange) close() {
 	// Otherwise Recv is still blocked (Envoy neither cancelled nor half-closed
 	// within closeWait); it returns when gRPC cancels the stream as Process
 	// returns, and the reader ends then.
-	st, at, ok := x.w.answered()
+	st, cause, at, ok := x.w.answered()
 	binding, rt, capab := orNone(x.binding), orNone(x.route), orNone(x.capability)
 	switch {
 	case ok:
@@ -169,7 +174,41 @@ func (x *exchange) close() {
 	}
 	x.s.metrics.exchanges.WithLabelValues(binding, rt, capab, kindLabel(x.kind), st).Inc()
 	endSpan(x.span, binding, st, !ok || failedStatus(st))
-	x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+	x.logEnd(st, cause, ok)
+}
+
+// logEnd writes the exchange's one line when it failed (an error answer or
+// a protocol error), with its cause: warn for the processor's or Kafka's
+// failures, info for the client's mistakes, error for a panic. Nothing of
+// the request's body or credentials is in it.
+func (x *exchange) logEnd(st, answerCause string, answered bool) {
+	x.logMu.Lock()
+	cause, attrs := x.cause, x.causeAttrs
+	x.logMu.Unlock()
+	failed := (answered && answerCause != "") || x.protocolErr
+	if !failed {
+		x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+		return
+	}
+	level := slog.LevelInfo
+	switch {
+	case len(attrs) > 0:
+		level = slog.LevelError
+	case x.protocolErr || failedStatus(st):
+		level = slog.LevelWarn
+	}
+	if cause == "" {
+		cause = answerCause
+	}
+	x.logger().Log(context.Background(), level, "exchange failed",
+		append([]any{"status", st, "cause", cause, "duration", time.Since(x.start)}, attrs...)...)
+}
+
+// failedBecause records the cause logged when the exchange ends.
+func (x *exchange) failedBecause(cause string, attrs ...any) {
+	x.logMu.Lock()
+	defer x.logMu.Unlock()
+	x.cause, x.causeAttrs = cause, attrs
 }
 
 // failedStatus tells server errors (5xx, and gRPC codes other than OK and
@@ -221,7 +260,7 @@ func (x *exchange) run() error {
 	if rh == nil {
 		// Nothing can be answered: every answer is a reply to request_headers.
 		x.protocolErr = true
-		x.logger().Warn("first ext_proc message is not request_headers; is request_header_mode SEND?", "got", messageKind(first))
+		x.failedBecause("the first ext_proc message is " + messageKind(first) + ", not request_headers; is request_header_mode SEND?")
 		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
 	}
 	x.start = time.Now()
@@ -239,13 +278,13 @@ func (x *exchange) run() error {
 	} else {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
+	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
 	x.logMu.Lock()
-	x.logAttrs = append(x.logAttrs, "kind", x.kind, "path", headers.Get(":path"), "request_id", headers.Get("x-request-id"))
+	x.logAttrs = append(x.logAttrs, "kind", x.kind, "path", logPath, "request_id", headers.Get("x-request-id"))
 	x.logMu.Unlock()
 	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
-		x.logger().Error("Envoy sends request bodies in the wrong mode", "request_body_mode", pc.GetRequestBodyMode().String())
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
 			detail: fmt.Sprintf("Envoy's ext_proc filter uses request_body_mode %s; kafka-ext-proc needs FULL_DUPLEX_STREAMED (with request_trailer_mode SEND)", pc.GetRequestBodyMode())})
 	}
@@ -457,13 +496,13 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 func (x *exchange) handleHTTP(req *capability.HTTPRequest) (resp *capability.HTTPResponse) {
 	defer func() {
 		if p := recover(); p != nil {
-			x.logger().Error("http-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			x.failedBecause(fmt.Sprintf("the http-kafka handler panicked: %v", p), "stack", string(debug.Stack()))
 			resp = nil
 		}
 		if resp == nil {
 			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		} else if resp.Status < 200 || resp.Status > 599 {
-			x.logger().Error("http-kafka handler answered an invalid status", "status", resp.Status)
+			x.failedBecause(fmt.Sprintf("the http-kafka handler answered an invalid status %d", resp.Status))
 			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		}
 	}()
@@ -685,7 +724,7 @@ func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
 func (x *exchange) handleGRPC(ctx context.Context, call *capability.GRPCCall) (st capability.Status) {
 	defer func() {
 		if p := recover(); p != nil {
-			x.logger().Error("grpc-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			x.failedBecause(fmt.Sprintf("the grpc-kafka handler panicked: %v", p), "stack", string(debug.Stack()))
 			st = capability.Status{Code: codes.Internal, Message: "the processor failed to answer; see its log"}
 		}
 	}()
