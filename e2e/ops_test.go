@@ -159,11 +159,16 @@ func TestMetricsCountExactly(t *testing.T) {
 
 // Labels are bounded: 10,000 distinct paths and templated topics add no series.
 func TestMetricSeriesStayBounded(t *testing.T) {
-	e := startEnv(t, opsConfig, withAdmin)
+	e := startEnv(t, strings.Replace(opsConfig, `"localhost:9092"`, `"localhost:9092", statistics.interval.ms: "100"`, 1), withAdmin)
 	e.do(e.h2c, "GET", "/items/warm", "")
 	e.do(e.h2c, "GET", "/t/t-warm/x", "")
 	e.do(e.h2c, "GET", "/t/bad/x", "")
 	e.do(e.h2c, "GET", "/nowhere/warm", "")
+	// The series of librdkafka's statistics appear with their first event.
+	e.waitScrape("the first statistics of the views' and replies' consumers", func(m map[string]*dto.MetricFamily) bool {
+		return has(m, "kafka_ext_proc_consumer_lag_records", map[string]string{"client": "views", "topic": "items"}) &&
+			has(m, "kafka_ext_proc_rdkafka_queue_messages", map[string]string{"client": "replies"})
+	})
 	before := series(e.scrape())
 	const n = 10000
 	var wg sync.WaitGroup
