@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,12 @@ func withAdmin(o *stack.DevOptions) { o.Admin = "127.0.0.1:0" }
 func (e *env) scrape() map[string]*dto.MetricFamily {
 	e.t.Helper()
 	e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)
+	return e.scrapeNow()
+}
+
+// scrapeNow reads /metrics without waiting for the exchanges.
+func (e *env) scrapeNow() map[string]*dto.MetricFamily {
+	e.t.Helper()
 	resp, err := http.Get("http://" + e.dev.Processor.AdminAddr() + "/metrics")
 	if err != nil {
 		e.t.Fatal(err)
@@ -55,12 +62,14 @@ func (e *env) scrape() map[string]*dto.MetricFamily {
 	return mfs
 }
 
-// value returns the sample of a family whose labels include want.
+// value sums the samples of a family whose labels include want (for a
+// histogram, its sample counts).
 func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	mf, ok := mfs[name]
 	if !ok {
 		return 0
 	}
+	var sum float64
 	for _, m := range mf.GetMetric() {
 		match := true
 		for k, v := range want {
@@ -75,23 +84,31 @@ func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string
 		if match {
 			switch {
 			case m.Counter != nil:
-				return m.GetCounter().GetValue()
+				sum += m.GetCounter().GetValue()
 			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
+				sum += m.GetGauge().GetValue()
 			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
+				sum += float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
-func series(mfs map[string]*dto.MetricFamily) int {
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
+// series names every series of a scrape: family{label="value",...}.
+func series(mfs map[string]*dto.MetricFamily) map[string]bool {
+	out := map[string]bool{}
+	for name, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var b strings.Builder
+			b.WriteString(name)
+			for _, l := range m.GetLabel() {
+				fmt.Fprintf(&b, " %s=%q", l.GetName(), l.GetValue())
+			}
+			out[b.String()] = true
+		}
 	}
-	return n
+	return out
 }
 
 func TestMetricsCountExactly(t *testing.T) {
@@ -119,6 +136,24 @@ func TestMetricsCountExactly(t *testing.T) {
 	if d := delta("200", "http0"); d != 2 {
 		t.Errorf("200s counted %v, want 2", d)
 	}
+	// Route and capability: the matched route's index, never the path.
+	routeDelta := func(status, route, capability string) float64 {
+		l := map[string]string{"binding": "http0", "kind": "http", "status": status, "route": route, "capability": capability}
+		return value(after, "kafka_ext_proc_exchanges_total", l) - value(before, "kafka_ext_proc_exchanges_total", l)
+	}
+	if d := routeDelta("404", "0", "fetch"); d != 3 {
+		t.Errorf("404s of route 0 (fetch) counted %v, want 3", d)
+	}
+	if d := routeDelta("404", "none", "none"); d != 1 {
+		t.Errorf("404s without a route counted %v, want 1", d)
+	}
+	if d := routeDelta("200", "0", "fetch"); d != 2 {
+		t.Errorf("200s of route 0 (fetch) counted %v, want 2", d)
+	}
+	rl := map[string]string{"binding": "http0", "kind": "http", "route": "0", "capability": "fetch"}
+	if d := value(after, "kafka_ext_proc_exchange_duration_seconds", rl) - value(before, "kafka_ext_proc_exchange_duration_seconds", rl); d != 5 {
+		t.Errorf("durations of route 0 observed %v, want 5", d)
+	}
 	l := map[string]string{"kind": "http"}
 	if d := value(after, "kafka_ext_proc_exchange_duration_seconds", l) - value(before, "kafka_ext_proc_exchange_duration_seconds", l); d != 6 {
 		t.Errorf("durations observed %v, want 6", d)
@@ -133,11 +168,19 @@ func TestMetricsCountExactly(t *testing.T) {
 
 // Labels are bounded: 10,000 distinct paths and templated topics add no series.
 func TestMetricSeriesStayBounded(t *testing.T) {
-	e := startEnv(t, opsConfig, withAdmin)
+	e := startEnv(t, strings.Replace(opsConfig, `"localhost:9092"`, `"localhost:9092", statistics.interval.ms: "100"`, 1), withAdmin)
 	e.do(e.h2c, "GET", "/items/warm", "")
 	e.do(e.h2c, "GET", "/t/t-warm/x", "")
 	e.do(e.h2c, "GET", "/t/bad/x", "")
 	e.do(e.h2c, "GET", "/nowhere/warm", "")
+	// The series of librdkafka's statistics appear with their first event.
+	e.waitScrape("the first statistics of the views' and replies' consumers", func(m map[string]*dto.MetricFamily) bool {
+		return has(m, "kafka_ext_proc_consumer_lag_records", map[string]string{"client": "views", "topic": "items"}) &&
+			has(m, "kafka_ext_proc_rdkafka_queue_messages", map[string]string{"client": "replies"}) &&
+			// A client's broker series appear once it has talked to the broker.
+			has(m, "kafka_ext_proc_rdkafka_broker_rtt_avg_seconds", map[string]string{"client": "replies"}) &&
+			has(m, "kafka_ext_proc_rdkafka_broker_rtt_avg_seconds", map[string]string{"client": "views"})
+	})
 	before := series(e.scrape())
 	const n = 10000
 	var wg sync.WaitGroup
@@ -165,8 +208,22 @@ func TestMetricSeriesStayBounded(t *testing.T) {
 	}
 	close(work)
 	wg.Wait()
-	if after := series(e.scrape()); after != before {
-		t.Fatalf("series: %d before, %d after %d distinct requests", before, after, n)
+	after := series(e.scrape())
+	var added, gone []string
+	for s := range after {
+		if !before[s] {
+			added = append(added, s)
+		}
+	}
+	for s := range before {
+		if !after[s] {
+			gone = append(gone, s)
+		}
+	}
+	if len(added) > 0 || len(gone) > 0 {
+		sort.Strings(added)
+		sort.Strings(gone)
+		t.Fatalf("%d series before, %d after %d distinct requests; added %q, gone %q", len(before), len(after), n, added, gone)
 	}
 }
 

@@ -35,6 +35,9 @@ type ClientOptions struct {
 	ViewIdle     time.Duration
 	MaxViews     int
 	MaxViewBytes int64
+	// Stats receives the statistics of the live consumer ("views") and of
+	// the log-tail consumer (optional).
+	Stats *RdStats
 }
 
 // Readiness is where a client reports whether its warmed views are caught up.
@@ -471,7 +474,7 @@ func (c *Client) describe(topic string) (*View, error) {
 // the position reached: no gap, no duplicate.
 func (c *Client) catchUp(v *View) error {
 	started := time.Now()
-	cons, err := kafka.NewConsumer(consumerConfig(c.opts.Properties, c.opts.KafkaTimeout, c.groupID+"-catchup"))
+	cons, err := kafka.NewConsumer(withoutStatistics(consumerConfig(c.opts.Properties, c.opts.KafkaTimeout, c.groupID+"-catchup")))
 	if err != nil {
 		return fmt.Errorf("creating a catch-up consumer: %w", err)
 	}
@@ -576,6 +579,8 @@ func (c *Client) pollLive() {
 			}
 		case kafka.Error:
 			c.logger.Debug("live consumer", "err", ev)
+		case *kafka.Stats:
+			c.opts.Stats.record("views", ev.String())
 		}
 	}
 }

@@ -31,14 +31,18 @@ type Cluster struct {
 	opts      ClusterOptions
 	mu        sync.Mutex
 	producers map[Acks]*Producer
+	results   ProduceCounts
+	rdStats   *RdStats
 }
 
 // NewCluster connects a kafka binding's shared consumers.
 func NewCluster(opts ClusterOptions) (*Cluster, error) {
+	rdStats := NewRdStats()
 	client, err := NewClient(ClientOptions{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Logger: opts.Logger, Readiness: opts.Readiness,
 		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
+		Stats: rdStats,
 	})
 	if err != nil {
 		return nil, err
@@ -46,14 +50,22 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 	replies, err := NewReplyIndex(ReplyIndexOptions{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Retention: opts.ReplyRetention, MaxBytes: opts.ReplyIndexBytes,
-		Readiness: opts.Readiness, Logger: opts.Logger,
+		Readiness: opts.Readiness, Logger: opts.Logger, Stats: rdStats,
 	})
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
-	return &Cluster{Client: client, Replies: replies, opts: opts, producers: map[Acks]*Producer{}}, nil
+	return &Cluster{Client: client, Replies: replies, opts: opts, producers: map[Acks]*Producer{}, rdStats: rdStats}, nil
 }
+
+// ProduceResults counts the outcomes of the produces of every producer of
+// the cluster, by ProduceResults entry.
+func (c *Cluster) ProduceResults() map[string]uint64 { return c.results.Snapshot() }
+
+// RdStats returns the latest librdkafka statistics of the cluster's
+// long-lived clients, by role.
+func (c *Cluster) RdStats() map[string]*ClientStats { return c.rdStats.Snapshot() }
 
 // Producer returns the cluster's producer for an acks mode.
 func (c *Cluster) Producer(acks Acks) (*Producer, error) {
@@ -64,7 +76,7 @@ func (c *Cluster) Producer(acks Acks) (*Producer, error) {
 	}
 	p, err := NewProducer(ProducerOptions{
 		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
-		Acks: acks, Logger: c.opts.Logger,
+		Acks: acks, Logger: c.opts.Logger, Results: &c.results, Stats: c.rdStats,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the producer of kafka binding %q: %w", c.opts.Name, err)

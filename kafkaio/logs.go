@@ -432,6 +432,8 @@ func (l *Logs) poll() {
 				eofs = append(eofs, e)
 			case kafka.Error:
 				l.logger.Debug("log tail consumer", "err", e)
+			case *kafka.Stats:
+				l.c.opts.Stats.record("log-tail", e.String())
 			}
 			ev = l.tail.Poll(0)
 		}

@@ -51,7 +51,7 @@ func (rp *readerPool) lease(ctx context.Context) (*histReader, error) {
 		return rd, nil
 	}
 	rp.mu.Unlock()
-	cm := consumerConfig(rp.l.opts.Properties, rp.l.opts.KafkaTimeout, rp.l.c.groupID+"-history")
+	cm := withoutStatistics(consumerConfig(rp.l.opts.Properties, rp.l.opts.KafkaTimeout, rp.l.c.groupID+"-history"))
 	// A batch is at most BatchBytes of frames: prefetch little, as what is
 	// fetched beyond the batch is dropped with the assignment.
 	(*cm)["queued.max.messages.kbytes"] = 2048

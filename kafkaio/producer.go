@@ -90,6 +90,11 @@ type ProducerOptions struct {
 	KafkaTimeout time.Duration     // bound of one Produce call (default 5s)
 	Acks         Acks
 	Logger       *slog.Logger
+	// Results counts the outcome of every Produce call (optional).
+	Results *ProduceCounts
+	// Stats receives the producer's librdkafka statistics, as role
+	// producer-<acks> (optional).
+	Stats *RdStats
 }
 
 // Producer is the one producer of a (cluster, acks mode), shared by every
@@ -332,6 +337,7 @@ func (p *Producer) Replaced() int {
 // ErrUnacknowledged; both wrap ctx.Err().
 func (p *Producer) Produce(ctx context.Context, r *Record) (int32, int64, error) {
 	partition, offset, err := p.produce(ctx, r)
+	p.opts.Results.count(err)
 	if err != nil {
 		return -1, -1, fmt.Errorf("producing to topic %s: %w", r.Topic, err)
 	}
@@ -459,6 +465,8 @@ func (p *Producer) events(rd *rdProducer) {
 			default:
 				p.logger.Warn("producer error", "err", e)
 			}
+		case *kafka.Stats:
+			p.opts.Stats.record("producer-"+p.opts.Acks.String(), e.String())
 		}
 	}
 }
@@ -484,7 +492,7 @@ func (p *Producer) outcome(rd *rdProducer, d *delivery, m *kafka.Message) delive
 		// a timeout counts as "never sent" only when no broker answered from
 		// before the record was handed over until it timed out.
 		if rd.link.downThroughout(d.link) {
-			return deliveryResult{err: fmt.Errorf("%w: no broker was reachable: %w", ErrNotEnqueued, err)}
+			return deliveryResult{err: fmt.Errorf("%w: %w: %w", ErrNotEnqueued, errNoBroker, err)}
 		}
 		return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}
 	case kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart:
@@ -607,7 +615,7 @@ func (p *Producer) checkTopic(ctx context.Context, topic string, timeout <-chan 
 	case <-ctx.Done():
 		return fmt.Errorf("%w: looking the topic up: %w", ErrNotEnqueued, ctx.Err())
 	case <-timeout:
-		return fmt.Errorf("%w: no metadata for the topic within %v", ErrNotEnqueued, p.opts.KafkaTimeout)
+		return fmt.Errorf("%w: %w within %v", ErrNotEnqueued, errNoMetadata, p.opts.KafkaTimeout)
 	}
 }
 
@@ -636,7 +644,7 @@ func (p *Producer) lookUp(topic string, c *topicCheck) {
 	md, err := rd.kp.GetMetadata(&topic, false, int(wait/time.Millisecond))
 	rd.release()
 	if err != nil {
-		c.err = fmt.Errorf("%w: no metadata for the topic within %v: %w", ErrNotEnqueued, wait, err)
+		c.err = fmt.Errorf("%w: %w within %v: %w", ErrNotEnqueued, errNoMetadata, wait, err)
 		return
 	}
 	p.markUp(rd)

@@ -26,6 +26,7 @@ type ReplyIndexOptions struct {
 	MaxBytes  int64
 	Readiness Readiness // one condition per reply topic (optional)
 	Logger    *slog.Logger
+	Stats     *RdStats // receives the consumer's statistics as role replies (optional)
 }
 
 // ReplyIndexStats are a reply index's sizes and counters.
@@ -383,6 +384,8 @@ func (x *ReplyIndex) poll() {
 			x.eof(ev)
 		case kafka.Error:
 			x.logger.Debug("reply consumer", "err", ev)
+		case *kafka.Stats:
+			x.opts.Stats.record("replies", ev.String())
 		}
 		if now := x.now(); !now.Before(nextSweep) {
 			x.expire(now)

@@ -29,7 +29,19 @@ func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.Conf
 	if _, ok := props["log_level"]; !ok {
 		cm["log_level"] = 4 // warnings and worse
 	}
+	// Statistics feed the metrics (broker round trips, queues, lag); each
+	// client folds them in where it reads its events.
+	if _, ok := props["statistics.interval.ms"]; !ok {
+		cm["statistics.interval.ms"] = int(DefaultStatisticsInterval / time.Millisecond)
+	}
 	return &cm
+}
+
+// withoutStatistics is for short-lived consumers: nobody reads their
+// statistics.
+func withoutStatistics(cm *kafka.ConfigMap) *kafka.ConfigMap {
+	(*cm)["statistics.interval.ms"] = 0
+	return cm
 }
 
 // consumerConfig is for assignment-only consumers: a per-replica group id is

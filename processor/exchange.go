@@ -51,6 +51,11 @@ type exchange struct {
 	logAttrs []slog.Attr  // not yet in logged
 	attrBuf  [4]slog.Attr // logAttrs' first storage: no allocation per exchange
 	logged   *slog.Logger
+	// cause, when set, is why the exchange failed in the processor's own
+	// terms (a panic, a protocol error), logged in place of what the answer
+	// says; causeAttrs go with it. Guarded by logMu.
+	cause      string
+	causeAttrs []any
 
 	// The request's messages are read by the exchange's goroutine itself
 	// until it must wait for them and for something else at once (a gRPC
@@ -66,6 +71,8 @@ type exchange struct {
 	kind        string // metrics: http or grpc
 	span        trace.Span
 	binding     string // metrics: the binding chosen
+	route       string // metrics: the matched route's index in its binding
+	capability  string // metrics: the matched route's capability
 	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
 }
 
@@ -192,24 +199,55 @@ func (x *exchange) close() {
 		// half-closed within closeWait); it returns when gRPC cancels the
 		// stream as Process returns, and the reader ends then.
 	}
-	st, at, ok := x.w.answered()
+	st, cause, at, ok := x.w.answered()
+	binding, rt, capab := orNone(x.binding), orNone(x.route), orNone(x.capability)
 	switch {
 	case ok:
-		x.s.metrics.duration.WithLabelValues(kindLabel(x.kind)).Observe(at.Sub(x.start).Seconds())
+		x.s.metrics.duration.WithLabelValues(binding, rt, capab, kindLabel(x.kind)).Observe(at.Sub(x.start).Seconds())
 	case x.protocolErr:
 		st = statusProtocol
 	default:
 		st = statusCancelled
 	}
-	binding := x.binding
-	if binding == "" {
-		binding = "none"
-	}
-	x.s.metrics.exchanges.WithLabelValues(binding, kindLabel(x.kind), st).Inc()
+	x.s.metrics.exchanges.WithLabelValues(binding, rt, capab, kindLabel(x.kind), st).Inc()
 	endSpan(x.span, binding, st, !ok || failedStatus(st))
-	if x.debugging() {
-		x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+	x.logEnd(st, cause, ok)
+}
+
+// logEnd writes the exchange's one line when it failed (an error answer or
+// a protocol error), with its cause: warn for the processor's or Kafka's
+// failures, info for the client's mistakes, error for a panic. Nothing of
+// the request's body or credentials is in it.
+func (x *exchange) logEnd(st, answerCause string, answered bool) {
+	x.logMu.Lock()
+	cause, attrs := x.cause, x.causeAttrs
+	x.logMu.Unlock()
+	failed := (answered && answerCause != "") || x.protocolErr
+	if !failed {
+		if x.debugging() {
+			x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+		}
+		return
 	}
+	level := slog.LevelInfo
+	switch {
+	case len(attrs) > 0:
+		level = slog.LevelError
+	case x.protocolErr || failedStatus(st):
+		level = slog.LevelWarn
+	}
+	if cause == "" {
+		cause = answerCause
+	}
+	x.logger().Log(context.Background(), level, "exchange failed",
+		append([]any{"status", st, "cause", cause, "duration", time.Since(x.start)}, attrs...)...)
+}
+
+// failedBecause records the cause logged when the exchange ends.
+func (x *exchange) failedBecause(cause string, attrs ...any) {
+	x.logMu.Lock()
+	defer x.logMu.Unlock()
+	x.cause, x.causeAttrs = cause, attrs
 }
 
 // failedStatus tells server errors (5xx, and gRPC codes other than OK and
@@ -223,6 +261,24 @@ func failedStatus(st string) bool {
 		return true
 	}
 	return false
+}
+
+func orNone(label string) string {
+	if label == "" {
+		return labelNone
+	}
+	return label
+}
+
+// matched records the route an exchange matched, for its metrics.
+func (x *exchange) matched(m *route.Match) {
+	x.route = strconv.Itoa(m.Route.Index)
+	if m.Route.With != nil {
+		x.capability = string(m.Route.With.Capability)
+	}
+	if x.debugging() {
+		x.logger().Debug("route matched", "route", m.Route.Index)
+	}
 }
 
 func kindLabel(kind string) string {
@@ -244,7 +300,7 @@ func (x *exchange) run() error {
 	if rh == nil {
 		// Nothing can be answered: every answer is a reply to request_headers.
 		x.protocolErr = true
-		x.logger().Warn("first ext_proc message is not request_headers; is request_header_mode SEND?", "got", messageKind(first))
+		x.failedBecause("the first ext_proc message is " + messageKind(first) + ", not request_headers; is request_header_mode SEND?")
 		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
 	}
 	x.start = time.Now()
@@ -262,13 +318,13 @@ func (x *exchange) run() error {
 	} else {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
+	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
 	x.logMu.Lock()
-	x.logAttrs = append(x.attrBuf[:0], slog.String("kind", x.kind), slog.String("path", headers.Get(":path")), slog.String("request_id", headers.Get("x-request-id")))
+	x.logAttrs = append(x.attrBuf[:0], slog.String("kind", x.kind), slog.String("path", logPath), slog.String("request_id", headers.Get("x-request-id")))
 	x.logMu.Unlock()
 	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
-		x.logger().Error("Envoy sends request bodies in the wrong mode", "request_body_mode", pc.GetRequestBodyMode().String())
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
 			detail: fmt.Sprintf("Envoy's ext_proc filter uses request_body_mode %s; kafka-ext-proc needs FULL_DUPLEX_STREAMED (with request_trailer_mode SEND)", pc.GetRequestBodyMode())})
 	}
@@ -430,9 +486,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, method+" "+p))
 	}
-	if x.debugging() {
-		x.logger().Debug("route matched", "route", m.Route.Index)
-	}
+	x.matched(m)
 
 	limit := x.snap.limits.MaxBody
 	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,
@@ -490,13 +544,13 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 func (x *exchange) handleHTTP(req *capability.HTTPRequest) (resp *capability.HTTPResponse) {
 	defer func() {
 		if p := recover(); p != nil {
-			x.logger().Error("http-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			x.failedBecause(fmt.Sprintf("the http-kafka handler panicked: %v", p), "stack", string(debug.Stack()))
 			resp = nil
 		}
 		if resp == nil {
 			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		} else if resp.Status < 200 || resp.Status > 599 {
-			x.logger().Error("http-kafka handler answered an invalid status", "status", resp.Status)
+			x.failedBecause(fmt.Sprintf("the http-kafka handler answered an invalid status %d", resp.Status))
 			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		}
 	}()
@@ -536,9 +590,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, svc+"/"+method))
 	}
-	if x.debugging() {
-		x.logger().Debug("route matched", "route", m.Route.Index)
-	}
+	x.matched(m)
 
 	hctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
@@ -721,7 +773,7 @@ func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
 func (x *exchange) handleGRPC(ctx context.Context, call *capability.GRPCCall) (st capability.Status) {
 	defer func() {
 		if p := recover(); p != nil {
-			x.logger().Error("grpc-kafka handler panicked", "panic", p, "stack", string(debug.Stack()))
+			x.failedBecause(fmt.Sprintf("the grpc-kafka handler panicked: %v", p), "stack", string(debug.Stack()))
 			st = capability.Status{Code: codes.Internal, Message: "the processor failed to answer; see its log"}
 		}
 	}()

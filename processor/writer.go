@@ -2,7 +2,9 @@ package processor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +54,7 @@ type writer struct {
 	state  writerState
 	closed bool      // gRPC: the exchange ended the call; handler writes fail
 	status string    // metrics label of the terminal answer
+	cause  string    // a failed answer's reason (problem detail, gRPC message), for the log
 	at     time.Time // when the terminal answer was sent
 	err    error     // first send error
 }
@@ -60,12 +63,27 @@ func newWriter(stream extprocv3.ExternalProcessor_ProcessServer) *writer {
 	return &writer{stream: stream}
 }
 
-// answered reports whether the terminal answer was sent, its status label
-// and when.
-func (w *writer) answered() (string, time.Time, bool) {
+// answered reports whether the terminal answer was sent, its status label,
+// why it is a failure ("" for a success) and when.
+func (w *writer) answered() (status, cause string, at time.Time, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.status, w.at, w.state == done
+	return w.status, w.cause, w.at, w.state == done
+}
+
+// problemCause is what a failed HTTP answer says of its cause: the detail
+// of a problem+json body (the processor's own words, never the request's
+// body), else the status text.
+func problemCause(r *capability.HTTPResponse) string {
+	for _, h := range r.Headers {
+		if h.Name == "content-type" && h.Value == "application/problem+json" {
+			var p capability.Problem
+			if json.Unmarshal(r.Body, &p) == nil && p.Detail != "" {
+				return p.Detail
+			}
+		}
+	}
+	return http.StatusText(r.Status)
 }
 
 func (w *writer) send(r *extprocv3.ProcessingResponse) error {
@@ -92,6 +110,9 @@ func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
 	}
 	w.state, w.at = done, time.Now()
 	w.status = strconv.Itoa(r.Status)
+	if r.Status >= 400 {
+		w.cause = problemCause(r)
+	}
 	headers := responseHeaders(r.Headers)
 	if len(r.Body) <= maxChunk && definedStatus(r.Status) {
 		return w.send(immediate(&extprocv3.ImmediateResponse{
@@ -222,6 +243,12 @@ func (w *writer) finishGRPC(st capability.Status) error {
 	state := w.state
 	w.state, w.at = done, time.Now()
 	w.status = grpcwire.CodeName(st.Code)
+	if st.Code != codes.OK {
+		w.cause = st.Message
+		if w.cause == "" {
+			w.cause = w.status
+		}
+	}
 	if state == idle && st.Code != codes.OK {
 		return w.send(immediate(&extprocv3.ImmediateResponse{
 			Status:     &typev3.HttpStatus{Code: typev3.StatusCode_OK}, // Envoy forces 200 for gRPC

@@ -1,9 +1,13 @@
 package stack
 
 import (
+	"path"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
@@ -38,20 +42,30 @@ func registerCapabilityMetrics(reg prometheus.Registerer, h *httpkafka.Handler, 
 }
 
 // kafkaCollector reports the Kafka side's sizes at scrape time, labelled by
-// kafka binding only (topics of templated routes would be unbounded).
+// kafka binding; produce results by a fixed set of causes; librdkafka's
+// statistics by client role and broker (bounded by the cluster's size); lag
+// by topic, where topics of templated routes are summed under the route's
+// topic-pattern (see topicLabels).
 type kafkaCollector struct {
 	clusters map[string]*kafkaio.Cluster
+	topics   atomic.Pointer[topicLabels]
 
 	views, viewsReady, keys, bytes, nullKeys     *prometheus.Desc
 	replyEntries, replyPinned, replyBytes        *prometheus.Desc
 	replyEvicted, replyExpired, replySplit, noHd *prometheus.Desc
+
+	produced, lag, queueMsgs, queueBytes    *prometheus.Desc
+	rttAvg, rttP99, txErrs, rxErrs, reqTOut *prometheus.Desc
 }
 
-func newKafkaCollector(clusters map[string]*kafkaio.Cluster) *kafkaCollector {
+func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config) *kafkaCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, []string{"kafka"}, nil)
 	}
-	return &kafkaCollector{
+	dl := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append([]string{"kafka"}, labels...), nil)
+	}
+	c := &kafkaCollector{
 		clusters:     clusters,
 		views:        d("kafka_ext_proc_views", "Views of topics held (compacted topics read by fetch routes)."),
 		viewsReady:   d("kafka_ext_proc_views_ready", "Views caught up with their topic."),
@@ -65,12 +79,80 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster) *kafkaCollector {
 		replyExpired: d("kafka_ext_proc_reply_index_expired_total", "Correlation ids expired for reply-retention."),
 		replySplit:   d("kafka_ext_proc_reply_index_split_replies_total", "Correlation ids whose replies came in several partitions (responder not keying by correlation id)."),
 		noHd:         d("kafka_ext_proc_reply_index_records_without_correlation_total", "Reply records without the correlation header (not indexed)."),
+
+		produced: dl("kafka_ext_proc_produce_records_total", "Records produced by the processor, by result: acked, or the cause of the failure.", "result"),
+		lag: dl("kafka_ext_proc_consumer_lag_records", "Records the brokers hold beyond what a consumer has read, summed over its partitions, "+
+			"by client (views, replies, log-tail) and topic (a static topic's name; a templated route's topic-pattern; other). From librdkafka's statistics.", "client", "topic"),
+		queueMsgs:  dl("kafka_ext_proc_rdkafka_queue_messages", "Messages in a librdkafka client's queues (producers: waiting to be sent or acknowledged).", "client"),
+		queueBytes: dl("kafka_ext_proc_rdkafka_queue_bytes", "Bytes of the messages in a librdkafka client's queues.", "client"),
+		rttAvg:     dl("kafka_ext_proc_rdkafka_broker_rtt_avg_seconds", "Mean request round-trip time to a broker over the last statistics interval (0: no request).", "client", "broker"),
+		rttP99:     dl("kafka_ext_proc_rdkafka_broker_rtt_p99_seconds", "99th percentile of the request round-trip time to a broker over the last statistics interval.", "client", "broker"),
+		txErrs:     dl("kafka_ext_proc_rdkafka_broker_tx_errors_total", "Transmission errors to a broker since the client started.", "client", "broker"),
+		rxErrs:     dl("kafka_ext_proc_rdkafka_broker_rx_errors_total", "Receive errors from a broker since the client started.", "client", "broker"),
+		reqTOut:    dl("kafka_ext_proc_rdkafka_broker_request_timeouts_total", "Requests to a broker that timed out since the client started.", "client", "broker"),
 	}
+	c.setConfig(cfg)
+	return c
+}
+
+// setConfig installs the topic labels of a (reloaded) configuration.
+func (c *kafkaCollector) setConfig(cfg *config.Config) { c.topics.Store(newTopicLabels(cfg)) }
+
+// topicLabels bounds the topic label: a topic a route names statically (or
+// a reply-to topic) is its own label; a topic of a templated route is
+// labelled by the first topic-pattern of the routes exiting to its cluster
+// that it matches, so ten thousand concrete topics are one series; anything
+// else is "other".
+type topicLabels struct {
+	static   map[string]map[string]bool // kafka binding → topic
+	patterns map[string][]string        // kafka binding → topic-patterns in file order
+}
+
+func newTopicLabels(cfg *config.Config) *topicLabels {
+	t := &topicLabels{static: map[string]map[string]bool{}, patterns: map[string][]string{}}
+	if cfg == nil {
+		return t
+	}
+	add := func(exit, topic string) {
+		if t.static[exit] == nil {
+			t.static[exit] = map[string]bool{}
+		}
+		t.static[exit][topic] = true
+	}
+	for _, b := range cfg.Bindings {
+		for _, r := range b.Routes {
+			if r.With == nil {
+				continue
+			}
+			if r.With.Topic.Static() {
+				add(r.Exit, r.With.Topic.Raw)
+			} else if r.With.TopicPattern != "" {
+				t.patterns[r.Exit] = append(t.patterns[r.Exit], r.With.TopicPattern)
+			}
+			if r.With.ReplyTo != "" {
+				add(r.Exit, r.With.ReplyTo)
+			}
+		}
+	}
+	return t
+}
+
+func (t *topicLabels) label(kafka, topic string) string {
+	if t.static[kafka][topic] {
+		return topic
+	}
+	for _, p := range t.patterns[kafka] {
+		if ok, _ := path.Match(p, topic); ok {
+			return p
+		}
+	}
+	return "other"
 }
 
 func (c *kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.views, c.viewsReady, c.keys, c.bytes, c.nullKeys,
-		c.replyEntries, c.replyPinned, c.replyBytes, c.replyEvicted, c.replyExpired, c.replySplit, c.noHd} {
+		c.replyEntries, c.replyPinned, c.replyBytes, c.replyEvicted, c.replyExpired, c.replySplit, c.noHd,
+		c.produced, c.lag, c.queueMsgs, c.queueBytes, c.rttAvg, c.rttP99, c.txErrs, c.rxErrs, c.reqTOut} {
 		ch <- d
 	}
 }
@@ -97,5 +179,31 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.replyExpired, rs.Expired, name)
 		counter(c.replySplit, rs.SplitReplies, name)
 		counter(c.noHd, rs.WithoutHeader, name)
+		for result, n := range cl.ProduceResults() {
+			ch <- prometheus.MustNewConstMetric(c.produced, prometheus.CounterValue, float64(n), name, result)
+		}
+		c.collectRdStats(ch, name, cl.RdStats())
+	}
+}
+
+func (c *kafkaCollector) collectRdStats(ch chan<- prometheus.Metric, name string, byRole map[string]*kafkaio.ClientStats) {
+	topics := c.topics.Load()
+	for role, s := range byRole {
+		ch <- prometheus.MustNewConstMetric(c.queueMsgs, prometheus.GaugeValue, float64(s.MsgCnt), name, role)
+		ch <- prometheus.MustNewConstMetric(c.queueBytes, prometheus.GaugeValue, float64(s.MsgSize), name, role)
+		for _, b := range s.Brokers {
+			ch <- prometheus.MustNewConstMetric(c.rttAvg, prometheus.GaugeValue, b.RTTAvg.Seconds(), name, role, b.Name)
+			ch <- prometheus.MustNewConstMetric(c.rttP99, prometheus.GaugeValue, b.RTTP99.Seconds(), name, role, b.Name)
+			ch <- prometheus.MustNewConstMetric(c.txErrs, prometheus.CounterValue, float64(b.TxErrs), name, role, b.Name)
+			ch <- prometheus.MustNewConstMetric(c.rxErrs, prometheus.CounterValue, float64(b.RxErrs), name, role, b.Name)
+			ch <- prometheus.MustNewConstMetric(c.reqTOut, prometheus.CounterValue, float64(b.ReqTimeouts), name, role, b.Name)
+		}
+		lags := map[string]int64{}
+		for topic, n := range s.Lag {
+			lags[topics.label(name, topic)] += n
+		}
+		for label, n := range lags {
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(n), name, role, label)
+		}
 	}
 }

@@ -70,6 +70,7 @@ type Processor struct {
 	lis       net.Listener
 	adminLis  net.Listener
 	kafka     map[string]*kafkaio.Cluster
+	collector *kafkaCollector
 	drain     context.CancelFunc
 	delay     time.Duration
 	mu        sync.Mutex // serialises reloads
@@ -104,7 +105,8 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		drain()
 		return nil, err
 	}
-	reg.MustRegister(newKafkaCollector(clients))
+	kc := newKafkaCollector(clients, opts.Config)
+	reg.MustRegister(kc)
 	httpk := httpkafka.New(logger, clients)
 	grpck := grpckafka.New(logger, grpckafka.Clusters(clients))
 	registerCapabilityMetrics(reg, httpk, grpck)
@@ -147,6 +149,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		health:    health.NewServer(),
 		lis:       lis,
 		kafka:     clients,
+		collector: kc,
 		drain:     drain,
 		delay:     opts.DrainDelay,
 		cfg:       opts.Config,
@@ -232,6 +235,7 @@ func (p *Processor) Reload(cfg *config.Config) error {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
 	p.cfg = cfg
+	p.collector.setConfig(cfg)
 	return nil
 }
 
