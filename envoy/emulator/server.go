@@ -30,6 +30,8 @@ type downstream struct {
 	started bool
 	// chunked: an HTTP/1.1 streamed response is using chunked encoding.
 	chunked bool
+	// requestComplete: the whole request was read (no body, or its end).
+	requestComplete bool
 
 	// lastActivity is nanoseconds since base of the last decode or encode
 	// event (the stream idle timer's reset points).
@@ -135,7 +137,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		<-actsDone
 	}()
 
-	requestComplete := eos
+	d.requestComplete = eos
 	d.activity() // request headers: a decode event
 	if !eos {
 		d.pumpRunning = true
@@ -154,13 +156,13 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		rearm = func(left time.Duration) { t.Reset(left) }
 	}
 	for done := false; !done; {
-		done = d.step(acts, &requestComplete, timerC, idle, rearm)
+		done = d.step(acts, timerC, idle, rearm)
 	}
 
 	// The response is complete: Envoy closes (resets) the Process stream
 	// at once (§4.7, §3 [code]).
 	x.Close()
-	if !requestComplete {
+	if !d.requestComplete {
 		// A complete response with the request still incomplete: the HCM
 		// resets the downstream stream (§4.8 [test
 		// FinishLocalResponseWithIncomplereRequestWithBodyDuplex]).
@@ -170,7 +172,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // step waits for one event and handles it; it reports whether the
 // response is complete.
-func (d *downstream) step(acts <-chan Action, requestComplete *bool, timerC <-chan time.Time, idle time.Duration, rearm func(time.Duration)) bool {
+func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time.Duration, rearm func(time.Duration)) bool {
 	select {
 	case a := <-acts:
 		d.activity() // an encode event
@@ -184,7 +186,7 @@ func (d *downstream) step(acts <-chan Action, requestComplete *bool, timerC <-ch
 			d.log.Debug("downstream request failed", "err", err)
 			panic(http.ErrAbortHandler)
 		}
-		*requestComplete = true
+		d.requestComplete = true
 		return false
 	case <-timerC:
 		since := time.Since(d.base) - time.Duration(d.lastActivity.Load())
@@ -204,7 +206,7 @@ func (d *downstream) step(acts <-chan Action, requestComplete *bool, timerC <-ch
 		// ServerWaitTooLongBeforeSendRespDuplexStreamed]); the body text
 		// "stream timeout" is UNVERIFIED.
 		code := 504
-		if !*requestComplete {
+		if !d.requestComplete {
 			code = 408
 		}
 		d.writeReply(buildLocalReply(replyInput{code: code, body: []byte("stream timeout"), details: "stream_idle_timeout", grpc: d.grpc, head: d.head}))
@@ -288,6 +290,12 @@ func (d *downstream) setHeaders(h Headers) {
 		hdr["Content-Type"] = nil
 	}
 	hdr.Set("Server", "envoy")
+	if d.h1 && !d.requestComplete {
+		// A response before the request is complete closes an HTTP/1
+		// connection, and the HCM says so: connection: close
+		// (ActiveStream::encodeHeaders, remoteDecodeComplete [code]).
+		hdr.Set("Connection", "close")
+	}
 }
 
 // writeReply sends a complete local reply. Without a flush net/http sends

@@ -239,7 +239,8 @@ func TestStreamedResponseResetsIncompleteRequestH2(t *testing.T) {
 }
 
 // HTTP/1.1: the connection closes after the complete response (chunked
-// streamed response properly terminated; content-length local reply).
+// streamed response properly terminated; content-length local reply), which
+// says connection: close.
 func TestIncompleteRequestClosesHTTP1Connection(t *testing.T) {
 	for _, streamed := range []bool{true, false} {
 		name := "immediate"
@@ -281,6 +282,11 @@ func TestIncompleteRequestClosesHTTP1Connection(t *testing.T) {
 			}
 			if resp.StatusCode != code || string(b) != want {
 				t.Fatalf("got %d %q", resp.StatusCode, b)
+			}
+			// The HCM announces the close, so clients do not reuse the
+			// connection (ActiveStream::encodeHeaders).
+			if !resp.Close { // ReadResponse takes the header out into Close
+				t.Errorf("no connection: close in %v", resp.Header)
 			}
 			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 				t.Errorf("after the response: %v, want the connection closed", err)
