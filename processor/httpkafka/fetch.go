@@ -414,7 +414,8 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 	if a.status == http.StatusNotFound {
 		return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches"), applied)
 	}
-	r := &capability.HTTPResponse{Status: a.status}
+	// content-type, etag and preference-applied: one allocation.
+	r := &capability.HTTPResponse{Status: a.status, Headers: make([]route.Header, 0, 3)}
 	if a.status == http.StatusOK {
 		r.Headers = append(r.Headers, route.Header{Name: "content-type", Value: a.contentType})
 		r.Body = a.body
@@ -424,7 +425,9 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 }
 
 func notModified(a answer, applied string) *capability.HTTPResponse {
-	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: []route.Header{{Name: "etag", Value: httphdr.Quote(a.tag)}}}
+	hs := make([]route.Header, 1, 2) // etag, preference-applied
+	hs[0] = route.Header{Name: "etag", Value: httphdr.Quote(a.tag)}
+	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: hs}
 	return withApplied(r, applied)
 }
 
