@@ -24,7 +24,11 @@ type Prefs struct {
 func ParsePrefer(values []string) Prefs {
 	var p Prefs
 	for _, v := range values {
-		for _, item := range splitList(v) {
+		for v != "" {
+			var item string
+			if item, v = cutList(v); item == "" {
+				continue
+			}
 			if i := strings.IndexByte(item, ';'); i >= 0 {
 				item = item[:i]
 			}
@@ -61,8 +65,11 @@ type IfNoneMatch struct {
 func ParseIfNoneMatch(values []string) IfNoneMatch {
 	var m IfNoneMatch
 	for _, v := range values {
-		for _, item := range splitList(v) {
-			item = strings.TrimSpace(item)
+		for v != "" {
+			var item string
+			if item, v = cutList(v); item == "" {
+				continue
+			}
 			if item == "*" {
 				m.Any = true
 				continue
@@ -112,10 +119,12 @@ func ValidTag(s string) bool {
 	return true
 }
 
-// splitList splits a header value at commas outside quoted strings.
-func splitList(v string) []string {
-	var out []string
-	start, quoted := 0, false
+// cutList returns the first element of a comma-separated header value
+// (commas inside quoted strings do not separate), without surrounding
+// space, and the rest after its comma. Walking a list this way allocates
+// nothing.
+func cutList(v string) (item, rest string) {
+	quoted := false
 	for i := 0; i < len(v); i++ {
 		switch v[i] {
 		case '"':
@@ -126,19 +135,11 @@ func splitList(v string) []string {
 			}
 		case ',':
 			if !quoted {
-				out = appendTrimmed(out, v[start:i])
-				start = i + 1
+				return strings.TrimSpace(v[:i]), v[i+1:]
 			}
 		}
 	}
-	return appendTrimmed(out, v[start:])
-}
-
-func appendTrimmed(out []string, s string) []string {
-	if s = strings.TrimSpace(s); s != "" {
-		out = append(out, s)
-	}
-	return out
+	return strings.TrimSpace(v), ""
 }
 
 func unquote(s string) string {

@@ -26,22 +26,31 @@ import (
 // The opaque tag is sent quoted (a strong ETag).
 
 func topicTag(v *kafkaio.View) string {
+	var b [topicTagLen]byte
+	return string(appendTopicTag(b[:0], v))
+}
+
+// topicTagLen is the length of a topic tag: 8 bytes in unpadded base64.
+const topicTagLen = 11
+
+func appendTopicTag(dst []byte, v *kafkaio.View) []byte {
 	id := v.TopicID()
-	return base64.RawURLEncoding.EncodeToString(id[:8])
+	return base64.RawURLEncoding.AppendEncode(dst, id[:8])
 }
 
 func singleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
-	var b strings.Builder
-	b.WriteString(topicTag(v))
-	b.WriteByte('.')
-	b.WriteString(strconv.FormatInt(int64(e.Partition), 10))
-	b.WriteByte('.')
-	b.WriteString(strconv.FormatInt(e.Offset, 10))
+	// One allocation, the string: the bytes are built on the stack.
+	var buf [64]byte
+	b := appendTopicTag(buf[:0], v)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(e.Partition), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, e.Offset, 10)
 	if recordTag != "" {
-		b.WriteByte('/')
-		b.WriteString(recordTag)
+		b = append(b, '/')
+		b = append(b, recordTag...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // mergedTag hashes the (partition, offset) of the entries, which must be in
@@ -86,8 +95,10 @@ func mergedTag(v *kafkaio.View, entries []*kafkaio.Entry) string {
 // the view's topic: the highest offset per partition it reflects. ok is
 // false for tags that are not ours or name another topic.
 func tagOffsets(v *kafkaio.View, tag string) (offsets map[int32]int64, ok bool) {
-	prefix := topicTag(v) + "."
-	if !strings.HasPrefix(tag, prefix) {
+	var prefix [topicTagLen + 1]byte
+	appendTopicTag(prefix[:0], v)
+	prefix[topicTagLen] = '.'
+	if len(tag) < len(prefix) || tag[:len(prefix)] != string(prefix[:]) {
 		return nil, false
 	}
 	rest := tag[len(prefix):]
@@ -103,7 +114,9 @@ func tagOffsets(v *kafkaio.View, tag string) (offsets map[int32]int64, ok bool) 
 		if list == "" {
 			return offsets, true
 		}
-		for _, item := range strings.Split(list, ",") {
+		for list != "" {
+			var item string
+			item, list, _ = strings.Cut(list, ",")
 			ps, os, found := strings.Cut(item, ":")
 			p, err1 := strconv.ParseInt(ps, 10, 32)
 			o, err2 := strconv.ParseInt(os, 10, 64)

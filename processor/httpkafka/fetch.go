@@ -232,29 +232,44 @@ func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View
 
 func (f *Fetch) selection(resolve func(config.TemplatePart) string) selection {
 	sel := selection{keyOnly: len(f.with.Filters) > 0}
-	var id strings.Builder
 	for _, fl := range f.with.Filters {
 		var r filter
 		if fl.Key != nil {
 			k := fl.Key.Expand(resolve)
 			r.key = &k
-			id.WriteString("k")
-			id.WriteString(strconv.Quote(k))
 		} else {
 			sel.keyOnly = false
 		}
 		for _, h := range fl.Headers {
-			v := h.Value.Expand(resolve)
-			r.headers = append(r.headers, [2]string{h.Name, v})
-			id.WriteString("h")
-			id.WriteString(strconv.Quote(h.Name))
-			id.WriteString(strconv.Quote(v))
+			r.headers = append(r.headers, [2]string{h.Name, h.Value.Expand(resolve)})
 		}
-		id.WriteString("|")
 		sel.filters = append(sel.filters, r)
 	}
-	sel.id = id.String()
+	if !sel.single() {
+		sel.id = sel.cacheKey()
+	}
 	return sel
+}
+
+// single: one key looked up, answered without the render cache.
+func (sel selection) single() bool { return sel.keyOnly && len(sel.filters) == 1 }
+
+// cacheKey identifies the resolved filters in the render cache.
+func (sel selection) cacheKey() string {
+	var id strings.Builder
+	for _, r := range sel.filters {
+		if r.key != nil {
+			id.WriteString("k")
+			id.WriteString(strconv.Quote(*r.key))
+		}
+		for _, h := range r.headers {
+			id.WriteString("h")
+			id.WriteString(strconv.Quote(h[0]))
+			id.WriteString(strconv.Quote(h[1]))
+		}
+		id.WriteString("|")
+	}
+	return id.String()
 }
 
 func (fl filter) matches(e *kafkaio.Entry) bool {
@@ -286,7 +301,7 @@ func (sel selection) matches(e *kafkaio.Entry) bool {
 // key's own channel for a single-key selection, so a write elsewhere wakes
 // nobody; the view's coalesced change channel otherwise.
 func (f *Fetch) watch(view *kafkaio.View, sel selection) (<-chan struct{}, func()) {
-	if sel.keyOnly && len(sel.filters) == 1 {
+	if sel.single() {
 		return view.WatchKey(*sel.filters[0].key)
 	}
 	return view.Changed(), func() {}
@@ -331,7 +346,7 @@ func (f *Fetch) matching(view *kafkaio.View, sel selection) []*kafkaio.Entry {
 func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
 	version := view.Version()
 	// Single-key look-ups are cheaper than the cache.
-	if !(sel.keyOnly && len(sel.filters) == 1) {
+	if !sel.single() {
 		f.mu.Lock()
 		c, ok := f.cache[sel.id]
 		f.mu.Unlock()
@@ -346,7 +361,7 @@ func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
 	} else {
 		ans = renderSingle(view, entries)
 	}
-	if !(sel.keyOnly && len(sel.filters) == 1) {
+	if !sel.single() {
 		f.mu.Lock()
 		if len(f.cache) >= maxCached {
 			clear(f.cache)
@@ -397,7 +412,7 @@ func renderMerged(view *kafkaio.View, entries []*kafkaio.Entry) answer {
 	b.Grow(size)
 	b.WriteByte('[')
 	first := true
-	included := entries[:0:0]
+	included := make([]*kafkaio.Entry, 0, len(entries))
 	for _, e := range entries {
 		if len(e.Value) == 0 || !json.Valid(e.Value) {
 			continue
@@ -417,7 +432,8 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 	if a.status == http.StatusNotFound {
 		return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches"), applied)
 	}
-	r := &capability.HTTPResponse{Status: a.status}
+	// content-type, etag and preference-applied: one allocation.
+	r := &capability.HTTPResponse{Status: a.status, Headers: make([]route.Header, 0, 3)}
 	if a.status == http.StatusOK {
 		r.Headers = append(r.Headers, route.Header{Name: "content-type", Value: a.contentType})
 		r.Body = a.body
@@ -427,7 +443,9 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 }
 
 func notModified(a answer, applied string) *capability.HTTPResponse {
-	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: []route.Header{{Name: "etag", Value: httphdr.Quote(a.tag)}}}
+	hs := make([]route.Header, 1, 2) // etag, preference-applied
+	hs[0] = route.Header{Name: "etag", Value: httphdr.Quote(a.tag)}
+	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: hs}
 	return withApplied(r, applied)
 }
 

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
@@ -94,30 +94,42 @@ const cidHashLen = 32
 // identities) never share one. The identity half lets a follow-up, which
 // knows nothing of the original request, check that it comes from the same
 // caller without any state: it recomputes that half from its own verified
-// identity (identityTag). Responders need not know the layout: they copy
+// identity (appendIdentityTag). Responders need not know the layout: they copy
 // the id.
 type correlation struct {
 	h   hash.Hash
-	buf [binary.MaxVarintLen64]byte
+	buf []byte // one field at a time: length prefix and string bytes
+	arr [128]byte
 }
 
-func newCorrelation() *correlation { return &correlation{h: md5.New()} }
+func newCorrelation() *correlation {
+	c := &correlation{h: md5.New()}
+	c.buf = c.arr[:0]
+	return c
+}
 
 func (c *correlation) field(b []byte) {
-	n := binary.PutUvarint(c.buf[:], uint64(len(b)))
-	c.h.Write(c.buf[:n])
+	c.buf = binary.AppendUvarint(c.buf[:0], uint64(len(b)))
+	c.h.Write(c.buf)
 	c.h.Write(b)
 }
 
-func (c *correlation) str(s string) { c.field([]byte(s)) }
+// str is field for a string, copied into buf rather than converted: the
+// hash is an interface, so a conversion would allocate for every field.
+func (c *correlation) str(s string) {
+	c.buf = binary.AppendUvarint(c.buf[:0], uint64(len(s)))
+	c.buf = append(c.buf, s...)
+	c.h.Write(c.buf)
+}
 
 // identities hashes the guard identities in guard-name order.
 func (c *correlation) identities(ids map[string]route.Identity) {
-	names := make([]string, 0, len(ids))
+	var few [4]string
+	names := few[:0]
 	for g := range ids {
 		names = append(names, g)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	c.field(nil) // marks the identity section even when there is none
 	for _, g := range names {
 		c.str(g)
@@ -125,18 +137,28 @@ func (c *correlation) identities(ids map[string]route.Identity) {
 	}
 }
 
-func (c *correlation) id(prefix string, ids map[string]route.Identity) string {
-	sum := c.h.Sum(nil)
-	return prefix + "-" + hex.EncodeToString(sum[:8]) + identityTag(ids)
+// sum8 appends the hex of the first 8 bytes of the hash to dst.
+func (c *correlation) sum8(dst []byte) []byte {
+	c.buf = c.h.Sum(c.buf[:0])
+	return hex.AppendEncode(dst, c.buf[:8])
 }
 
-// identityTag is the identity half of a correlation id: 16 hex digits.
-func identityTag(ids map[string]route.Identity) string {
+func (c *correlation) id(prefix string, ids map[string]route.Identity) string {
+	b := make([]byte, 0, len(prefix)+1+cidHashLen)
+	b = append(b, prefix...)
+	b = append(b, '-')
+	b = c.sum8(b)
+	b = appendIdentityTag(b, ids)
+	return string(b)
+}
+
+// appendIdentityTag appends the identity half of a correlation id: 16 hex
+// digits.
+func appendIdentityTag(dst []byte, ids map[string]route.Identity) []byte {
 	c := newCorrelation()
 	c.str("kafka-ext-proc identity")
 	c.identities(ids)
-	sum := c.h.Sum(nil)
-	return hex.EncodeToString(sum[:8])
+	return c.sum8(dst)
 }
 
 // followUpAllowed checks that cid is shaped as we issue them and was issued
@@ -151,7 +173,8 @@ func followUpAllowed(cid string, ids map[string]route.Identity) bool {
 			return false
 		}
 	}
-	return cid[len(cid)-cidHashLen/2:] == identityTag(ids)
+	var tag [cidHashLen / 2]byte
+	return cid[len(cid)-cidHashLen/2:] == string(appendIdentityTag(tag[:0], ids))
 }
 
 // requestHeaders builds the headers of a request record with a reply-to

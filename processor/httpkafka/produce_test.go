@@ -110,6 +110,29 @@ func TestCorrelationID(t *testing.T) {
 	}
 }
 
+// The same request must get the same id from every version, so a replay
+// reaching a replica that runs another version is still recognised.
+func TestCorrelationIDIsStable(t *testing.T) {
+	hs := route.Headers{{Name: ":method", Value: "POST"}, {Name: "content-type", Value: "application/json"},
+		{Name: "x-request-id", Value: "r"}, {Name: "if-match", Value: `"a.0.1/v7", "b"`}}
+	overrides := []kafkaio.Header{{Key: "tenant", Value: []byte("acme")}}
+	for _, tc := range []struct {
+		ids  map[string]route.Identity
+		want string
+	}{
+		{nil, "k1-eec6878027a8e4282bd9d255cf046202"},
+		{map[string]route.Identity{"jwt0": {Subject: "alice"}}, "k1-431fe62f820682a1bd85b3b607825e24"},
+		{map[string]route.Identity{"b": {Subject: "x"}, "a": {Subject: "y"}, "c": {}}, "k1-986407a2d82c3fe37c852a330e9d3b58"},
+	} {
+		if got, _ := cid("k1", "42", hs, tc.ids, overrides, `{"qty":1}`); got != tc.want {
+			t.Errorf("identities %v: %s, want %s", tc.ids, got, tc.want)
+		}
+		if !followUpAllowed(tc.want, tc.ids) {
+			t.Errorf("identities %v: follow-up of %s refused", tc.ids, tc.want)
+		}
+	}
+}
+
 func TestRequestRecordHeaders(t *testing.T) {
 	in := route.Headers{
 		{Name: ":method", Value: "PUT"}, {Name: ":path", Value: "/items/1?x=1"},
