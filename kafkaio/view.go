@@ -18,27 +18,33 @@ type Entry struct {
 	headers   []byte // varint-length-prefixed name/value pairs, one allocation
 }
 
-// Header returns the first value of the named header.
+// Header returns the first value of the named header. It allocates nothing:
+// a fetch looks up a record's etag and content-type on every answer.
 func (e *Entry) Header(name string) ([]byte, bool) {
-	var out []byte
+	var val []byte
 	found := false
-	e.EachHeader(func(k string, v []byte) bool {
-		if k == name {
-			out, found = v, true
+	e.walkHeaders(func(k, v []byte) bool {
+		if string(k) == name { // compared, not converted
+			val, found = v, true
 			return false
 		}
 		return true
 	})
-	return out, found
+	return val, found
 }
 
 // EachHeader calls fn for every header in record order until fn returns false.
 func (e *Entry) EachHeader(fn func(name string, value []byte) bool) {
+	e.walkHeaders(func(k, v []byte) bool { return fn(string(k), v) })
+}
+
+// walkHeaders decodes the headers in place; name and value alias the entry.
+func (e *Entry) walkHeaders(fn func(name, value []byte) bool) {
 	b := e.headers
 	for len(b) > 0 {
 		n, w := binary.Uvarint(b)
 		b = b[w:]
-		name := string(b[:n])
+		name := b[:n:n]
 		b = b[n:]
 		n, w = binary.Uvarint(b)
 		b = b[w:]
