@@ -183,9 +183,11 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 // messageTimeout is librdkafka's message.timeout.ms for a Kafka timeout:
 // librdkafka scans for timed-out records and requests once a second, so
 // the record's own timeout is set early enough for its failure (which says
-// whether it was sent) to arrive before Produce stops waiting.
+// whether it was sent: a 503, safe to retry, rather than a 504) to arrive
+// before Produce stops waiting. Reports were seen up to 1.2 s after the
+// record's timeout, hence 2 s of margin.
 func messageTimeout(kafkaTimeout time.Duration) time.Duration {
-	return max(kafkaTimeout-1250*time.Millisecond, kafkaTimeout/3, time.Millisecond)
+	return max(kafkaTimeout-2*time.Second, kafkaTimeout/3, time.Millisecond)
 }
 
 func producerConfig(opts ProducerOptions) *kafka.ConfigMap {

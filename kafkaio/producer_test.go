@@ -530,7 +530,7 @@ func TestProducerConfigOwnsItsSettings(t *testing.T) {
 		KafkaTimeout: 5 * time.Second, Acks: AcksAll,
 	})
 	want := map[string]any{
-		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3750, "request.timeout.ms": 3750,
+		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3000, "request.timeout.ms": 3000, // 2 s before the Kafka timeout
 		"linger.ms": "7", "partitioner": "consistent_random", "allow.auto.create.topics": false,
 		"topic.metadata.propagation.max.ms": 5000, "go.delivery.report.fields": "none",
 	}
