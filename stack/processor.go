@@ -71,6 +71,7 @@ type Processor struct {
 	adminLis  net.Listener
 	kafka     map[string]*kafkaio.Cluster
 	collector *kafkaCollector
+	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
 	delay     time.Duration
 	mu        sync.Mutex // serialises reloads
@@ -150,6 +151,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		lis:       lis,
 		kafka:     clients,
 		collector: kc,
+		httpk:     httpk,
 		drain:     drain,
 		delay:     opts.DrainDelay,
 		cfg:       opts.Config,
@@ -236,6 +238,7 @@ func (p *Processor) Reload(cfg *config.Config) error {
 	}
 	p.cfg = cfg
 	p.collector.setConfig(cfg)
+	p.httpk.Retain(cfg)
 	return nil
 }
 

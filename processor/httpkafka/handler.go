@@ -88,6 +88,26 @@ func (h *Handler) Replays() int64 { return h.replays.Load() }
 // waiting on (requests attached to one count once).
 func (h *Handler) InFlight() int { return h.flights.len() }
 
+// Retain drops the compiled fetch routes (and their render caches) that cfg
+// no longer has, once a reload swapped it in. A route with long polls still
+// open stays until a later reload finds it idle.
+func (h *Handler) Retain(cfg *config.Config) {
+	keep := map[*config.With]bool{}
+	for _, b := range cfg.Bindings {
+		for _, r := range b.Routes {
+			if r.With != nil {
+				keep[r.With] = true
+			}
+		}
+	}
+	h.fetches.Range(func(k, f any) bool {
+		if !keep[k.(*config.With)] && f.(*Fetch).Waiting() == 0 {
+			h.fetches.Delete(k)
+		}
+		return true
+	})
+}
+
 // Waiting is the number of fetch requests holding a long poll now.
 func (h *Handler) Waiting() int64 {
 	var n int64
