@@ -6,7 +6,45 @@ def r2: . * 100 | round / 100;
 def stat(f): [.[] | f | select(. != null)] | if length == 0 then null else [(median | r2), (min | r2), (max | r2)] end;
 
 group_by(.scenario) | map(
-  if .[0].scenario == "longpoll" then {
+  if .[0].scenario == "request-reply" then {
+    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency,
+    latency_ratio: stat(.latency_ratio),
+    latency_p99_ratio: stat(.latency_p99_ratio),
+    rate_ratio: stat(.rate_ratio),
+    rate_1_ratio: stat(.rate_1_ratio),
+    gateway_1_p50_ms: stat(.gateway_1.latency.p50_ms),
+    gateway_1_p99_ms: stat(.gateway_1.latency.p99_ms),
+    raw_1_p50_ms: stat(.raw_1.latency.p50_ms),
+    raw_1_p99_ms: stat(.raw_1.latency.p99_ms),
+    gateway_1_req_per_s: stat(.gateway_1.req_per_s),
+    raw_1_req_per_s: stat(.raw_1.req_per_s),
+    gateway_n_req_per_s: stat(.gateway_n.req_per_s),
+    raw_n_req_per_s: stat(.raw_n.req_per_s),
+    gateway_n_p50_ms: stat(.gateway_n.latency.p50_ms),
+    raw_n_p50_ms: stat(.raw_n.latency.p50_ms)
+  } elif .[0].scenario == "grpc-fanout" then {
+    scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
+    lag_p50_ms: stat(.lag.p50_ms),
+    lag_p99_ms: stat(.lag.p99_ms),
+    lag_max_ms: stat(.lag.max_ms),
+    worst_stream_p99_ms: stat(.worst_stream_p99_ms),
+    raw_lag_p50_ms: stat(.raw_lag.p50_ms),
+    raw_lag_p99_ms: stat(.raw_lag.p99_ms),
+    lag_p50_ratio: stat(.lag_p50_ratio),
+    lag_p99_ratio: stat(.lag_p99_ratio),
+    delivered_min_per_stream: stat(.delivered_min_per_stream),
+    written: stat(.written),
+    written_per_s: stat(.written_per_s),
+    delivered_per_s: stat(.delivered_per_s),
+    register_s: stat(.register_seconds),
+    client_cores: stat(.client_cores),
+    server_cores: stat(.server_cores),
+    machine_cores: stat(.machine_cores),
+    all_allocs_per_record: stat(.all_per_record.allocs_per_req),
+    all_cpu_us_per_record: stat(.all_per_record.cpu_us_per_req),
+    server_allocs_per_record: stat(.server_per_record.allocs_per_req),
+    server_cpu_us_per_record: stat(.server_per_record.cpu_us_per_req)
+  } elif .[0].scenario == "longpoll" then {
     scenario: .[0].scenario, runs: length, waiters: .[0].processor.waiters, split: .[0].split,
     wake_ratio: stat(.wake_ratio),
     processor_wake_p50_ms: stat(.processor.wake_p50_ms),

@@ -15,13 +15,17 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// benchConfig has the two fetch route shapes of the bundled demo
-// (cmd/kafka-ext-proc/demo.yaml: GET /items merged, GET /items/{id} by key)
-// on topics of their own, so the merged route holds exactly -keys records
-// and the single-key and long-poll records do not change it.
+// benchConfig has the route shapes of the bundled demo
+// (cmd/kafka-ext-proc/demo.yaml) on topics of their own: the two fetch
+// shapes (GET /items merged, GET /items/{id} by key), so the merged route
+// holds exactly -keys records and the single-key and long-poll records do
+// not change it; the orders request-reply route (POST /orders/{id}, acks
+// leader_only, answered by the demo responder); and the Fanout gRPC fetch
+// route (a plain topic, streamed to every subscriber).
 const benchConfig = `
 bindings:
   kafka0:
@@ -38,12 +42,30 @@ bindings:
       - when: [{ method: GET, path: "/items/{id}" }]
         exit: kafka0
         with: { capability: fetch, topic: bench-items, filters: [{ key: "${params.id}" }] }
+      - when: [{ method: POST, path: "/orders/{id}" }]
+        exit: kafka0
+        with: { capability: produce, topic: bench-requests, acks: leader_only, key: "${params.id}", reply-to: bench-replies }
+  grpc0:
+    type: grpc-kafka
+    kind: proxy
+    routes:
+      - when: [{ service: bench.Fanout }]
+        exit: kafka0
+        with: { capability: fetch, topic: bench-fanout }
 limits: { max-wait: 60s }
 `
 
 const (
-	itemsTopic  = "bench-items"
-	mergedTopic = "bench-merged"
+	itemsTopic    = "bench-items"
+	mergedTopic   = "bench-merged"
+	requestsTopic = "bench-requests"
+	repliesTopic  = "bench-replies"
+	// rawRepliesTopic is where the responder answers the raw librdkafka
+	// loop (its requests name it in their reply-to header), so neither the
+	// processor's reply index nor the raw loop's consumer reads the other's
+	// replies.
+	rawRepliesTopic = "bench-raw-replies"
+	fanoutTopic     = "bench-fanout"
 )
 
 // waitersGauge is the processor's count of fetch requests holding a long
@@ -51,12 +73,18 @@ const (
 // stack.Processor exposes: a waiter is counted once it is in its wait.
 const waitersGauge = "kafka_ext_proc_fetch_waiters"
 
+// streamsGauge is the processor's count of open gRPC fetch streams.
+const streamsGauge = "kafka_ext_proc_grpc_fetch_streams"
+
 // servers is the server side of a run: the embedded broker, the processor
 // and at most one no-op server at a time. It runs in this process, or in a
 // child process (-split) so that the server side's allocations, CPU and
 // memory are measured apart from the clients'.
 type servers interface {
 	processorAddr() string
+	// brokerAddr is the embedded broker's address, for the raw librdkafka
+	// baselines and the fan-out's writer, which run on the client side.
+	brokerAddr() string
 	// put writes records (content-type application/json) and returns once
 	// the broker acknowledged them all.
 	put(ctx context.Context, topic string, records map[string][]byte) error
@@ -67,8 +95,15 @@ type servers interface {
 	releaseNoop(ctx context.Context) error
 	// heldNoop is the number of streams the no-op server holds.
 	heldNoop(ctx context.Context) (int64, error)
-	// waiters is the processor's waiter gauge.
-	waiters(ctx context.Context) (int64, error)
+	// gauge reads one of the processor's gauges (waitersGauge,
+	// streamsGauge).
+	gauge(ctx context.Context, name string) (int64, error)
+	// startResponder starts the demo responder (responder.HTTPEcho) on the
+	// requests topic; stopResponder stops it. It runs only while the
+	// request-reply scenario does, so it adds nothing to the others'
+	// background.
+	startResponder(ctx context.Context) error
+	stopResponder(ctx context.Context) error
 	// usage and memory sample the server side alone; ok is false when it
 	// shares this process (the process's own samples then cover it).
 	usage(ctx context.Context, gc bool) (u usage, ok bool, err error)
@@ -83,6 +118,7 @@ type local struct {
 	proc   *stack.Processor
 	prod   *kafka.Producer
 	noop   *noop
+	resp   *responder.Responder
 }
 
 var _ servers = (*local)(nil)
@@ -99,7 +135,8 @@ func startLocal(logger *slog.Logger) (_ *local, err error) {
 		}
 	}()
 	// Loopback only, on free ports: the load generator talks to nothing else.
-	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: stack.TopicsOf(cfg), Logger: logger.With("component", "kafka")})
+	topics := append(stack.TopicsOf(cfg), embedded.Topic{Name: rawRepliesTopic})
+	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: topics, Logger: logger.With("component", "kafka")})
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +155,34 @@ func startLocal(logger *slog.Logger) (_ *local, err error) {
 }
 
 func (l *local) processorAddr() string { return l.proc.Addr() }
+
+func (l *local) brokerAddr() string { return l.broker.Addr() }
+
+// startResponder starts the demo responder of `kafka-ext-proc dev`'s orders
+// route: responder.HTTPEcho, with its default settings.
+func (l *local) startResponder(context.Context) error {
+	if l.resp != nil {
+		return errors.New("a responder is already running")
+	}
+	r, err := responder.Start(responder.Options{
+		Properties: map[string]string{"bootstrap.servers": l.broker.Addr()},
+		Topic:      requestsTopic, ReplyTo: repliesTopic, Handler: responder.HTTPEcho(),
+		Logger: l.log.With("component", "responder"),
+	})
+	if err != nil {
+		return err
+	}
+	l.resp = r
+	return nil
+}
+
+func (l *local) stopResponder(context.Context) error {
+	if l.resp != nil {
+		l.resp.Close()
+		l.resp = nil
+	}
+	return nil
+}
 
 func (l *local) put(ctx context.Context, topic string, records map[string][]byte) error {
 	done := make(chan kafka.Event, len(records))
@@ -183,7 +248,9 @@ func (l *local) heldNoop(context.Context) (int64, error) {
 	return l.noop.heldNow(), nil
 }
 
-func (l *local) waiters(context.Context) (int64, error) { return gauge(l.proc.Registry, waitersGauge) }
+func (l *local) gauge(_ context.Context, name string) (int64, error) {
+	return gauge(l.proc.Registry, name)
+}
 
 func (l *local) usage(context.Context, bool) (usage, bool, error) { return usage{}, false, nil }
 
@@ -191,6 +258,7 @@ func (l *local) memory(context.Context) (memory, bool, error) { return memory{},
 
 func (l *local) close() {
 	_ = l.stopNoop(context.Background())
+	_ = l.stopResponder(context.Background())
 	if l.prod != nil {
 		l.prod.Close()
 	}
