@@ -21,7 +21,17 @@ group_by(.scenario) | map(
     gateway_n_req_per_s: stat(.gateway_n.req_per_s),
     raw_n_req_per_s: stat(.raw_n.req_per_s),
     gateway_n_p50_ms: stat(.gateway_n.latency.p50_ms),
-    raw_n_p50_ms: stat(.raw_n.latency.p50_ms)
+    raw_n_p50_ms: stat(.raw_n.latency.p50_ms),
+    cpu_ratio: stat(.cpu_ratio),
+    server_cpu_ratio: stat(.server_cpu_ratio),
+    gateway_n_all_cpu_us_per_req: stat(.gateway_n.all.cpu_us_per_req),
+    raw_n_all_cpu_us_per_req: stat(.raw_n.all.cpu_us_per_req),
+    gateway_n_server_cpu_us_per_req: stat(.gateway_n.server.cpu_us_per_req),
+    raw_n_server_cpu_us_per_req: stat(.raw_n.server.cpu_us_per_req),
+    gateway_n_all_allocs_per_req: stat(.gateway_n.all.allocs_per_req),
+    raw_n_all_allocs_per_req: stat(.raw_n.all.allocs_per_req),
+    gateway_n_machine_cores: stat(.gateway_n.machine_cores),
+    raw_n_machine_cores: stat(.raw_n.machine_cores)
   } elif .[0].scenario == "grpc-fanout" then {
     scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
     lag_p50_ms: stat(.lag.p50_ms),

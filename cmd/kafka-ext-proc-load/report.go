@@ -114,10 +114,23 @@ func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 	} {
 		fmt.Fprintf(b, "  %-22s %8.0f req/s  p50 %6.2f / p99 %6.2f / max %6.1f ms  (%d requests; rounds %s)\n",
 			s.name, s.f.PerSecond, s.f.Latency.P50Ms, s.f.Latency.P99Ms, s.f.Latency.MaxMs, s.f.Requests, roundList(s.f.RoundPerSecond))
+		fmt.Fprintf(b, "                         all processes: %6.1f allocs/req %6.1f µs CPU/req", s.f.All.Allocs, s.f.All.CPUus)
+		if s.f.Server != nil {
+			fmt.Fprintf(b, "; server alone: %6.1f allocs/req %6.1f µs CPU/req", s.f.Server.Allocs, s.f.Server.CPUus)
+		}
+		if s.f.MachineCores > 0 {
+			fmt.Fprintf(b, "; machine busy %.2f cores", s.f.MachineCores)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
 	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
 		r.Concurrency, r.RateRatio, r.TargetRate, r.RateOneRatio)
+	fmt.Fprintf(b, "            CPU per request with %d in flight %.2f × the raw loop's over every process", r.Concurrency, r.CPURatio)
+	if r.Split {
+		fmt.Fprintf(b, ", %.2f × in the server process", r.ServerCPURatio)
+	}
+	b.WriteString("\n")
 }
 
 func reportFanout(b *strings.Builder, r fanoutResult) {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,15 @@ type rrFigures struct {
 	PerSecond      float64   `json:"req_per_s"`
 	Latency        latency   `json:"latency"`
 	RoundPerSecond []float64 `json:"round_req_per_s"`
+	// All is per request over every process of the run (the raw loop's
+	// include the broker's and the responder's work too); Server is the
+	// server process alone (-split only): broker, responder and, for the
+	// gateway, the processor.
+	All    perRequest  `json:"all"`
+	Server *perRequest `json:"server,omitempty"`
+	// MachineCores is how many cores the whole machine kept busy during
+	// these windows (every tenant; Linux only).
+	MachineCores float64 `json:"machine_cores,omitempty"`
 }
 
 // rrSide is one target of the request-reply scenario.
@@ -86,11 +96,19 @@ type rrWindow struct {
 	elapsed          time.Duration
 	lat              hist
 	firstErr         error
+	all, server      usage
+	busy, ticks      uint64 // the machine's, from /proc/stat
 }
 
 // runRR runs workers concurrent request loops of s for d (or budget
 // requests), timing each round trip.
-func runRR(ctx context.Context, s rrSide, workers int, d time.Duration, budget int64) rrWindow {
+func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration, budget int64) (rrWindow, error) {
+	srvBefore, split, err := e.srv.usage(ctx, true)
+	if err != nil {
+		return rrWindow{}, err
+	}
+	before := sampleUsage(true)
+	busy0, ticks0, machineOK := machineTicks()
 	start := time.Now()
 	end := start.Add(d)
 	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
@@ -120,6 +138,18 @@ func runRR(ctx context.Context, s rrSide, workers int, d time.Duration, budget i
 	}
 	wg.Wait()
 	out := rrWindow{elapsed: time.Since(start)}
+	out.all = sampleUsage(false).sub(before)
+	if busy1, ticks1, ok := machineTicks(); ok && machineOK {
+		out.busy, out.ticks = busy1-busy0, ticks1-ticks0
+	}
+	srvAfter, _, err := e.srv.usage(ctx, false)
+	if err != nil {
+		return out, err
+	}
+	if split {
+		out.server = srvAfter.sub(srvBefore)
+		out.all = out.all.add(out.server)
+	}
 	for i := range hs {
 		out.requests += hs[i].requests
 		out.errors += hs[i].errors
@@ -128,7 +158,7 @@ func runRR(ctx context.Context, s rrSide, workers int, d time.Duration, budget i
 			out.firstErr = hs[i].firstErr
 		}
 	}
-	return out
+	return out, nil
 }
 
 // requestReplyResult is the outcome of the request-reply scenario.
@@ -154,8 +184,13 @@ type requestReplyResult struct {
 	LatencyP99Ratio float64 `json:"latency_p99_ratio"`
 	RateRatio       float64 `json:"rate_ratio"`
 	RateOneRatio    float64 `json:"rate_1_ratio"`
-	TargetLatency   float64 `json:"target_latency_ratio"`
-	TargetRate      float64 `json:"target_rate_ratio"`
+	// CPURatio is the gateway's CPU per request ÷ the raw loop's with
+	// Concurrency in flight, over every process; on a machine whose cores
+	// are all busy the rate ratio tends to its inverse.
+	CPURatio       float64 `json:"cpu_ratio"`
+	ServerCPURatio float64 `json:"server_cpu_ratio,omitempty"`
+	TargetLatency  float64 `json:"target_latency_ratio"`
+	TargetRate     float64 `json:"target_rate_ratio"`
 }
 
 func (requestReplyResult) isResult() {}
@@ -190,7 +225,11 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	if o.warmup > 0 {
 		for _, s := range sides {
-			if w := runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs); w.errors > 0 {
+			w, err := e.runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs)
+			if err != nil {
+				return nil, err
+			}
+			if w.errors > 0 {
 				return nil, fmt.Errorf("%s (warm-up): %d failed; first: %w", s.name, w.errors, w.firstErr)
 			}
 		}
@@ -205,7 +244,10 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		}
 		for li, workers := range levels {
 			for _, si := range order {
-				w := runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
+				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
+				if err != nil {
+					return nil, err
+				}
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -217,14 +259,24 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 				t.requests += w.requests
 				t.elapsed += w.elapsed
 				t.lat.merge(&w.lat)
+				t.all, t.server = t.all.add(w.all), t.server.add(w.server)
+				t.busy, t.ticks = t.busy+w.busy, t.ticks+w.ticks
 				perRound[li][si] = append(perRound[li][si], float64(w.requests)/w.elapsed.Seconds())
 			}
 		}
 	}
 	fig := func(li, si int) rrFigures {
 		t := &totals[li][si]
-		return rrFigures{Requests: t.requests, Seconds: t.elapsed.Seconds(), PerSecond: float64(t.requests) / t.elapsed.Seconds(),
-			Latency: t.lat.summary(), RoundPerSecond: perRound[li][si]}
+		f := rrFigures{Requests: t.requests, Seconds: t.elapsed.Seconds(), PerSecond: float64(t.requests) / t.elapsed.Seconds(),
+			Latency: t.lat.summary(), RoundPerSecond: perRound[li][si], All: perReq(t.all, t.requests)}
+		if e.split {
+			s := perReq(t.server, t.requests)
+			f.Server = &s
+		}
+		if t.ticks > 0 {
+			f.MachineCores = float64(t.busy) / float64(t.ticks) * float64(runtime.NumCPU())
+		}
+		return f
 	}
 	res := requestReplyResult{
 		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
@@ -236,6 +288,10 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	res.LatencyP99Ratio = ratio(res.GatewayOne.Latency.P99Ms, res.RawOne.Latency.P99Ms)
 	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
 	res.RateOneRatio = ratio(res.GatewayOne.PerSecond, res.RawOne.PerSecond)
+	res.CPURatio = ratio(res.GatewayMany.All.CPUus, res.RawMany.All.CPUus)
+	if e.split {
+		res.ServerCPURatio = ratio(res.GatewayMany.Server.CPUus, res.RawMany.Server.CPUus)
+	}
 	return res, nil
 }
 
