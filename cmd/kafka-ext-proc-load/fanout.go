@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
 )
@@ -264,7 +265,13 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	defer raw.close()
 
-	// The streams.
+	// The streams, on connections of their own whose buffer pool does not
+	// zero (see dirtyPool).
+	side, err := e.dial("processor (fan-out)", e.srv.processorAddr(), o.conns, experimental.WithBufferPool(&dirtyPool{}))
+	if err != nil {
+		return nil, err
+	}
+	defer side.close()
 	sctx, stop := context.WithCancel(ctx)
 	streams := make([]*fanStream, o.streams)
 	var wg sync.WaitGroup
@@ -274,7 +281,7 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	}()
 	start := time.Now()
 	for i := range streams {
-		c := e.procSide.client(i)
+		c := side.client(i)
 		req := newRequestWith(c, "POST", fanoutPath, false, "content-type", "application/grpc", "te", "trailers")
 		s := &fanStream{t: newTally(n), ready: make(chan struct{})}
 		streams[i] = s
