@@ -61,6 +61,7 @@ const (
 	opHeld    = "held"
 	opGauge   = "gauge"
 	opRespond = "responder"
+	opRoutes  = "more-routes"
 	opUnresp  = "responder-stop"
 	opUsage   = "usage"
 	opMemory  = "memory"
@@ -176,6 +177,11 @@ func (c *child) call(ctx context.Context, req childRequest) (childResponse, erro
 func (c *child) processorAddr() string { return c.addr }
 
 func (c *child) brokerAddr() string { return c.broker }
+
+func (c *child) moreRoutes(ctx context.Context) error {
+	_, err := c.call(ctx, childRequest{Op: opRoutes})
+	return err
+}
 
 func (c *child) startResponder(ctx context.Context) error {
 	_, err := c.call(ctx, childRequest{Op: opRespond})
@@ -320,6 +326,8 @@ func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) e
 		r.Count, err = l.gauge(ctx, req.Name)
 	case opRespond:
 		err = l.startResponder(ctx)
+	case opRoutes:
+		err = l.moreRoutes(ctx)
 	case opUnresp:
 		err = l.stopResponder(ctx)
 	case opUsage:

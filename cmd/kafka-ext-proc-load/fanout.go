@@ -254,6 +254,9 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	res := fanoutResult{Scenario: scenarioFanout, Split: e.split, Conns: o.conns, Streams: o.streams, Rate: o.fanRate,
 		Seconds: o.fanDuration.Seconds(), RecordBytes: o.recordSize, TargetP99Ms: 500}
 
+	if err := e.srv.moreRoutes(ctx); err != nil {
+		return nil, err
+	}
 	w, err := newFanoutWriter(e.srv.brokerAddr())
 	if err != nil {
 		return nil, err

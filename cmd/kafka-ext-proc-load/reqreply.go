@@ -202,6 +202,9 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.srv.moreRoutes(ctx); err != nil {
+		return nil, err
+	}
 	if err := e.srv.startResponder(ctx); err != nil {
 		return nil, err
 	}

@@ -23,10 +23,23 @@ import (
 // (cmd/kafka-ext-proc/demo.yaml) on topics of their own: the two fetch
 // shapes (GET /items merged, GET /items/{id} by key), so the merged route
 // holds exactly -keys records and the single-key and long-poll records do
-// not change it; the orders request-reply route (POST /orders/{id}, acks
-// leader_only, answered by the demo responder); and the Fanout gRPC fetch
-// route (a plain topic, streamed to every subscriber).
-const benchConfig = `
+// not change it; with more, also the orders request-reply route (POST
+// /orders/{id}, acks leader_only, answered by the demo responder) and the
+// Fanout gRPC fetch route (a plain topic, streamed to every subscriber).
+//
+// The processor starts with the fetch routes alone and is reloaded with the
+// others (local.moreRoutes) when a scenario needs them: a produce route
+// with reply-to starts a reply index, whose consumer would otherwise add to
+// the fetch scenarios' background (their figures predate it).
+func benchConfig(more bool) string {
+	var extra string
+	if more {
+		extra = moreRoutesYAML
+	}
+	return fetchRoutesYAML + extra + "limits: { max-wait: 60s }\n"
+}
+
+const fetchRoutesYAML = `
 bindings:
   kafka0:
     type: kafka
@@ -42,7 +55,9 @@ bindings:
       - when: [{ method: GET, path: "/items/{id}" }]
         exit: kafka0
         with: { capability: fetch, topic: bench-items, filters: [{ key: "${params.id}" }] }
-      - when: [{ method: POST, path: "/orders/{id}" }]
+`
+
+const moreRoutesYAML = `      - when: [{ method: POST, path: "/orders/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: bench-requests, acks: leader_only, key: "${params.id}", reply-to: bench-replies }
   grpc0:
@@ -52,7 +67,6 @@ bindings:
       - when: [{ service: bench.Fanout }]
         exit: kafka0
         with: { capability: fetch, topic: bench-fanout }
-limits: { max-wait: 60s }
 `
 
 const (
@@ -98,6 +112,9 @@ type servers interface {
 	// gauge reads one of the processor's gauges (waitersGauge,
 	// streamsGauge).
 	gauge(ctx context.Context, name string) (int64, error)
+	// moreRoutes reloads the processor with the request-reply and fan-out
+	// routes (see benchConfig); it does nothing the second time.
+	moreRoutes(ctx context.Context) error
 	// startResponder starts the demo responder (responder.HTTPEcho) on the
 	// requests topic; stopResponder stops it. It runs only while the
 	// request-reply scenario does, so it adds nothing to the others'
@@ -119,12 +136,19 @@ type local struct {
 	prod   *kafka.Producer
 	noop   *noop
 	resp   *responder.Responder
+	full   *config.Config // every route; reloaded by moreRoutes
+	more   bool           // the processor runs full
 }
 
 var _ servers = (*local)(nil)
 
 func startLocal(logger *slog.Logger) (_ *local, err error) {
-	cfg, err := config.Parse("bench.yaml", []byte(benchConfig), func(string) (string, bool) { return "", false })
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := config.Parse("bench.yaml", []byte(benchConfig(false)), noEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the built-in configuration: %w", err)
+	}
+	full, err := config.Parse("bench.yaml", []byte(benchConfig(true)), noEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the built-in configuration: %w", err)
 	}
@@ -135,12 +159,14 @@ func startLocal(logger *slog.Logger) (_ *local, err error) {
 		}
 	}()
 	// Loopback only, on free ports: the load generator talks to nothing else.
-	topics := append(stack.TopicsOf(cfg), embedded.Topic{Name: rawRepliesTopic})
+	// Every topic exists from the start, those of the later routes too.
+	topics := append(stack.TopicsOf(full), embedded.Topic{Name: rawRepliesTopic})
 	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: topics, Logger: logger.With("component", "kafka")})
 	if err != nil {
 		return nil, err
 	}
 	cfg = stack.PointAt(cfg, l.broker.Addr())
+	l.full = stack.PointAt(full, l.broker.Addr())
 	l.proc, err = stack.StartProcessor(stack.ProcessorOptions{Config: cfg, Listen: "127.0.0.1:0", Logger: logger.With("component", "processor")})
 	if err != nil {
 		return nil, err
@@ -157,6 +183,17 @@ func startLocal(logger *slog.Logger) (_ *local, err error) {
 func (l *local) processorAddr() string { return l.proc.Addr() }
 
 func (l *local) brokerAddr() string { return l.broker.Addr() }
+
+func (l *local) moreRoutes(context.Context) error {
+	if l.more {
+		return nil
+	}
+	if err := l.proc.Reload(l.full); err != nil {
+		return err
+	}
+	l.more = true
+	return nil
+}
 
 // startResponder starts the demo responder of `kafka-ext-proc dev`'s orders
 // route: responder.HTTPEcho, with its default settings.
