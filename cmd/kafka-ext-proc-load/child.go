@@ -37,15 +37,17 @@ type childRequest struct {
 	Records map[string][]byte `json:"records,omitempty"`
 	Answer  [][]byte          `json:"answer,omitempty"` // marshalled ProcessingResponses
 	Hold    bool              `json:"hold,omitempty"`
+	Name    string            `json:"name,omitempty"` // of a gauge
 	GC      bool              `json:"gc,omitempty"`
 }
 
 // childResponse answers one childRequest, one JSON object per line on the
 // child's file descriptor 3. The first line, unasked, carries Addr: the
-// processor's address.
+// processor's address, and Broker: the embedded broker's.
 type childResponse struct {
 	Err    string  `json:"err,omitempty"`
 	Addr   string  `json:"addr,omitempty"`
+	Broker string  `json:"broker,omitempty"`
 	Count  int64   `json:"count,omitempty"`
 	Usage  *usage  `json:"usage,omitempty"`
 	Memory *memory `json:"memory,omitempty"`
@@ -57,7 +59,10 @@ const (
 	opStop    = "noop-stop"
 	opRelease = "release"
 	opHeld    = "held"
-	opWaiters = "waiters"
+	opGauge   = "gauge"
+	opRespond = "responder"
+	opRoutes  = "more-routes"
+	opUnresp  = "responder-stop"
 	opUsage   = "usage"
 	opMemory  = "memory"
 )
@@ -72,6 +77,7 @@ type child struct {
 	outFile *os.File
 	out     *bufio.Scanner
 	addr    string
+	broker  string
 	mu      sync.Mutex
 	dead    error
 }
@@ -119,7 +125,7 @@ func startChild(ctx context.Context, cfg childConfig) (*child, error) {
 		c.close()
 		return nil, fmt.Errorf("the server process: %s", hello.Err)
 	}
-	c.addr = hello.Addr
+	c.addr, c.broker = hello.Addr, hello.Broker
 	return c, nil
 }
 
@@ -170,6 +176,23 @@ func (c *child) call(ctx context.Context, req childRequest) (childResponse, erro
 
 func (c *child) processorAddr() string { return c.addr }
 
+func (c *child) brokerAddr() string { return c.broker }
+
+func (c *child) moreRoutes(ctx context.Context) error {
+	_, err := c.call(ctx, childRequest{Op: opRoutes})
+	return err
+}
+
+func (c *child) startResponder(ctx context.Context) error {
+	_, err := c.call(ctx, childRequest{Op: opRespond})
+	return err
+}
+
+func (c *child) stopResponder(ctx context.Context) error {
+	_, err := c.call(ctx, childRequest{Op: opUnresp})
+	return err
+}
+
 func (c *child) put(ctx context.Context, topic string, records map[string][]byte) error {
 	_, err := c.call(ctx, childRequest{Op: opPut, Topic: topic, Records: records})
 	return err
@@ -203,8 +226,8 @@ func (c *child) heldNoop(ctx context.Context) (int64, error) {
 	return r.Count, err
 }
 
-func (c *child) waiters(ctx context.Context) (int64, error) {
-	r, err := c.call(ctx, childRequest{Op: opWaiters})
+func (c *child) gauge(ctx context.Context, name string) (int64, error) {
+	r, err := c.call(ctx, childRequest{Op: opGauge, Name: name})
 	return r.Count, err
 }
 
@@ -257,7 +280,7 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.L
 		return err
 	}
 	defer l.close()
-	if err := enc.Encode(childResponse{Addr: l.processorAddr()}); err != nil {
+	if err := enc.Encode(childResponse{Addr: l.processorAddr(), Broker: l.brokerAddr()}); err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(in)
@@ -299,8 +322,14 @@ func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) e
 		err = l.releaseNoop(ctx)
 	case opHeld:
 		r.Count, err = l.heldNoop(ctx)
-	case opWaiters:
-		r.Count, err = l.waiters(ctx)
+	case opGauge:
+		r.Count, err = l.gauge(ctx, req.Name)
+	case opRespond:
+		err = l.startResponder(ctx)
+	case opRoutes:
+		err = l.moreRoutes(ctx)
+	case opUnresp:
+		err = l.stopResponder(ctx)
 	case opUsage:
 		u := sampleUsage(req.GC)
 		r.Usage = &u

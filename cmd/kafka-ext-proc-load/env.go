@@ -126,8 +126,14 @@ func (s *side) client(i int) *emulator.Client { return s.clients[i%len(s.clients
 // x-request-id; the processor only logs it, and building headers per request
 // would add client-side allocations to what is measured.
 func newRequest(c *emulator.Client, path string, hdr ...string) emulator.Request {
+	return newRequestWith(c, http.MethodGet, path, true, hdr...)
+}
+
+// newRequestWith is newRequest for any method; eos false says a body
+// follows the headers (exchangeBody sends it).
+func newRequestWith(c *emulator.Client, method, path string, eos bool, hdr ...string) emulator.Request {
 	r := &http.Request{
-		Method: http.MethodGet, URL: &url.URL{Path: path}, RequestURI: path, Host: host,
+		Method: method, URL: &url.URL{Path: path}, RequestURI: path, Host: host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"User-Agent": {"kafka-ext-proc-load"}, "Accept": {"*/*"}},
 	}
@@ -135,7 +141,7 @@ func newRequest(c *emulator.Client, path string, hdr ...string) emulator.Request
 		r.Header.Add(hdr[i], hdr[i+1])
 	}
 	h := emulator.DownstreamHeaders(r)
-	return emulator.Request{Headers: h, EndOfStream: true, Route: c.Route(h)}
+	return emulator.Request{Headers: h, EndOfStream: eos, Route: c.Route(h)}
 }
 
 // reply is what the downstream client received.
@@ -155,8 +161,20 @@ func (r reply) header(name string) string {
 // HTTP side does: Start, the filter's actions until the terminal one, then
 // Close (Envoy's RST of the Process stream).
 func exchange(ctx context.Context, c *emulator.Client, req emulator.Request) (reply, error) {
+	return exchangeBody(ctx, c, req, nil)
+}
+
+// exchangeBody is exchange for a request with a body (req.EndOfStream
+// false): the body goes in one chunk after the headers, as Envoy streams a
+// small request body in FULL_DUPLEX_STREAMED.
+func exchangeBody(ctx context.Context, c *emulator.Client, req emulator.Request, body []byte) (reply, error) {
 	x := c.Start(ctx, req)
 	defer x.Close()
+	if !req.EndOfStream {
+		if err := x.Body(body, true); err != nil {
+			return reply{}, err
+		}
+	}
 	var r reply
 	for {
 		a, err := x.Next(ctx)

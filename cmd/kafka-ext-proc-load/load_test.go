@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // TestScenarios runs every scenario briefly, as a user would run the
@@ -30,6 +33,7 @@ func testScenarios(t *testing.T, split bool) {
 		"-scenario", "all", "-json",
 		"-clients", "4", "-conns", "2", "-duration", "200ms", "-warmup", "50ms", "-rounds", "2",
 		"-keys", "50", "-waiters", "50", "-register-timeout", "20s", "-timeout", "90s",
+		"-streams", "20", "-rate", "200", "-fanout-duration", "500ms",
 	}
 	// Profiles: of this process, or of the server process with -split.
 	dir := t.TempDir()
@@ -94,6 +98,32 @@ func testScenarios(t *testing.T, split bool) {
 	if lp.WakeRatio <= 0 || lp.MemRatio <= 0 {
 		t.Errorf("longpoll: %+v", lp)
 	}
+	// Every answer was 201 with the responder's reply (the scenario fails
+	// otherwise).
+	var rr requestReplyResult
+	if err := json.Unmarshal(got[scenarioRequestReply], &rr); err != nil {
+		t.Fatalf("request-reply: %v (output %q)", err, out.String())
+	}
+	for name, f := range map[string]rrFigures{"gateway 1": rr.GatewayOne, "raw 1": rr.RawOne, "gateway n": rr.GatewayMany, "raw n": rr.RawMany} {
+		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 ||
+			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
+			t.Errorf("request-reply %s: %+v", name, f)
+		}
+	}
+	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
+		t.Errorf("request-reply: %+v", rr)
+	}
+	// Every record reached every stream once (the scenario fails
+	// otherwise): 20 streams × 100 records.
+	var fo fanoutResult
+	if err := json.Unmarshal(got[scenarioFanout], &fo); err != nil {
+		t.Fatalf("grpc-fanout: %v (output %q)", err, out.String())
+	}
+	if fo.Streams != 20 || fo.Written != 100 || fo.DeliveredMin != 100 || fo.StreamsComplete != 20 || fo.Delivered != 2000 ||
+		fo.Lag.Samples != 2000 || fo.Raw.Samples != 100 || fo.Lag.P50Ms <= 0 || fo.Lag.P99Ms > fo.Lag.MaxMs || fo.LagP99Ratio <= 0 ||
+		fo.ClientCores <= 0 || split != (fo.Server != nil) || split && fo.ServerCores <= 0 {
+		t.Errorf("grpc-fanout: %+v", fo)
+	}
 	checkMedians(t, raw, split)
 }
 
@@ -115,8 +145,8 @@ func checkMedians(t *testing.T, jsonl []byte, split bool) {
 	if err := json.Unmarshal(b, &med); err != nil {
 		t.Fatalf("medians.jq: %v\n%s", err, b)
 	}
-	if len(med) != 3 {
-		t.Fatalf("medians.jq: %d scenarios, want 3:\n%s", len(med), b)
+	if len(med) != 5 {
+		t.Fatalf("medians.jq: %d scenarios, want 5:\n%s", len(med), b)
 	}
 	for _, m := range med {
 		for k, v := range m {
@@ -150,8 +180,16 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, longPollResult{Scenario: scenarioLongPoll, Processor: waitFigures{Waiters: 3}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
-		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound"} {
+		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
+		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
+		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
@@ -165,6 +203,9 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},
+		{"-streams", "20001"},
+		{"-rate", "0"},
+		{"-record-size", "8"},
 		{"extra"},
 	} {
 		var errOut bytes.Buffer
@@ -189,6 +230,59 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+// The histogram's buckets are within 1 % of their values, contiguous and
+// monotonic, and its percentiles are nearest-rank.
+func TestHist(t *testing.T) {
+	prev := -1
+	for us := uint64(0); us < 1<<24; us = us*17/16 + 1 {
+		i := histIndex(us)
+		if i < prev {
+			t.Fatalf("index of %d µs is %d, below %d", us, i, prev)
+		}
+		prev = i
+		if v := histValue(i); v < float64(us)*0.99-1 || v > float64(us)*1.01+1 {
+			t.Errorf("%d µs is in bucket %d, worth %.1f", us, i, v)
+		}
+	}
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	for p, want := range map[float64]float64{50: 500, 99: 990, 100: 1000} {
+		if got := h.quantileMs(p); got < want*0.99 || got > want*1.01 {
+			t.Errorf("p%v = %.2f ms, want %v", p, got, want)
+		}
+	}
+	if h.maxMs() != 1000 || h.summary().Samples != 1000 {
+		t.Errorf("%+v", h.summary())
+	}
+}
+
+// A fan-out record is a protobuf message of exactly the asked size whose
+// head reads back.
+func TestFanoutValue(t *testing.T) {
+	for _, size := range []int{minRecord, 100, 146, 147, 148, 149, 4096, maxValue} {
+		v := fanoutValue(7, size)
+		binary.LittleEndian.PutUint64(v[10:18], 42)
+		seq, at, ok := readRecord(append(v, 0xfa, 0xff, 0x0f, 1, 0)) // with a reliability field after it
+		if len(v) != size || !ok || seq != 7 || at != 42 {
+			t.Errorf("size %d: %d bytes, %d %d %v", size, len(v), seq, at, ok)
+		}
+		for b := v; len(b) > 0; {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 || num < 1 || num > 3 {
+				t.Fatalf("size %d: not a protobuf message at %d: %v", size, len(v)-len(b), protowire.ParseError(n))
+			}
+			b = b[n:]
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				t.Fatalf("size %d: field %d: %v", size, num, protowire.ParseError(n))
+			}
+			b = b[n:]
+		}
+	}
+}
+
 func TestJSONValueSize(t *testing.T) {
 	for _, size := range []int{minValue, 200, 4096} {
 		v := jsonValue("k123", 7, size)
@@ -196,4 +290,19 @@ func TestJSONValueSize(t *testing.T) {
 			t.Errorf("size %d: %d bytes, valid %v: %s", size, len(v), json.Valid(v), v)
 		}
 	}
+}
+
+// The fan-out clients' pool hands out buffers of the asked length from
+// power-of-two tiers and takes back only its own.
+func TestDirtyPool(t *testing.T) {
+	p := &dirtyPool{}
+	for _, size := range []int{0, 1, 255, 256, 257, 40 << 10, 64<<10 + 100, 1 << 20, 1<<20 + 1} {
+		b := p.Get(size)
+		if len(*b) != size || cap(*b) < size || size <= 1<<20 && cap(*b)&(cap(*b)-1) != 0 {
+			t.Errorf("Get(%d): len %d cap %d", size, len(*b), cap(*b))
+		}
+		p.Put(b)
+	}
+	odd := make([]byte, 3)
+	p.Put(&odd) // not a tier's: dropped, no panic
 }

@@ -146,7 +146,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 
 	var acked time.Duration
 	res.Processor, err = e.holdWaiters(ctx, o, e.procSide, req,
-		func() (int64, error) { return e.srv.waiters(ctx) }, "the processor's kafka_ext_proc_fetch_waiters gauge",
+		func() (int64, error) { return e.srv.gauge(ctx, waitersGauge) }, "the processor's kafka_ext_proc_fetch_waiters gauge",
 		func() (time.Time, error) {
 			t0 := time.Now()
 			err := e.srv.put(ctx, itemsTopic, map[string][]byte{key: v2})

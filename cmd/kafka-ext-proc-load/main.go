@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|grpc-fanout|all [-split] [flags]
 package main
 
 import (
@@ -44,7 +44,10 @@ const (
 	scenarioSingle   = "fetch-single"
 	scenarioMerged   = "fetch-merged"
 	scenarioLongPoll = "longpoll"
-	scenarioAll      = "all"
+	// scenarioRequestReply and scenarioFanout are issue 9 targets 3 and 4.
+	scenarioRequestReply = "request-reply"
+	scenarioFanout       = "grpc-fanout"
+	scenarioAll          = "all"
 )
 
 // Bounds on the flags, so a typo cannot start a run that never ends or
@@ -57,6 +60,8 @@ const (
 	maxDuration = 10 * time.Minute
 	minValue    = 48 // room for the JSON envelope of a value
 	maxValue    = 64 << 10
+	maxStreams  = 20000
+	maxRate     = 100000
 )
 
 // options are the parsed flags.
@@ -71,19 +76,25 @@ type options struct {
 	keys      int           // keys of the merged route
 	valueSize int           // bytes per record value
 	waiters   int           // long-poll waiters
-	register  time.Duration // bound on registering the waiters
-	timeout   time.Duration // bound on the whole run
-	json      bool
-	split     bool // servers in a child process
-	profiles  profiles
-	logLevel  slog.Level
+	register  time.Duration // bound on registering the waiters (and the fan-out's streams)
+	// The grpc-fanout scenario: streams subscribers, fanRate records/s
+	// for fanDuration, recordSize bytes each.
+	streams     int
+	fanRate     int
+	fanDuration time.Duration
+	recordSize  int
+	timeout     time.Duration // bound on the whole run
+	json        bool
+	split       bool // servers in a child process
+	profiles    profiles
+	logLevel    slog.Level
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll or all")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -95,7 +106,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
 	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 20000)")
-	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters")
+	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
+	fs.IntVar(&o.streams, "streams", 1000, "gRPC fan-out streams (at most 20000)")
+	fs.IntVar(&o.fanRate, "rate", 1000, "records/s written to the fan-out topic")
+	fs.DurationVar(&o.fanDuration, "fanout-duration", 10*time.Second, "how long the fan-out writes")
+	fs.IntVar(&o.recordSize, "record-size", 100, "bytes per fan-out record value")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
 	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")
@@ -110,12 +125,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
-		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll}
+		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout}
 	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all", *scenario)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
@@ -131,6 +146,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"keys", int64(o.keys), 1, maxKeys},
 		{"value-size", int64(o.valueSize), minValue, maxValue},
 		{"waiters", int64(o.waiters), 1, maxWaiters},
+		{"streams", int64(o.streams), 1, maxStreams},
+		{"rate", int64(o.fanRate), 1, maxRate},
+		{"record-size", int64(o.recordSize), minRecord, maxValue},
 	} {
 		if c.v < c.lo || c.v > c.hi {
 			return nil, fmt.Errorf("-%s %d: want %d..%d", c.name, c.v, c.lo, c.hi)
@@ -144,6 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"duration", o.duration, time.Millisecond},
 		{"warmup", o.warmup, 0},
 		{"register-timeout", o.register, time.Second},
+		{"fanout-duration", o.fanDuration, time.Millisecond},
 		{"timeout", o.timeout, time.Second},
 	} {
 		if d.v < d.lo || d.v > maxDuration {
@@ -212,6 +231,10 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runFetch(ctx, e, o, s)
 		case scenarioLongPoll:
 			res, err = runLongPoll(ctx, e, o)
+		case scenarioRequestReply:
+			res, err = runRequestReply(ctx, e, o)
+		case scenarioFanout:
+			res, err = runFanout(ctx, e, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

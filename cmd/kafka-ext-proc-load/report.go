@@ -25,6 +25,10 @@ func report(w io.Writer, asJSON bool, r result) error {
 		reportFetch(&b, r)
 	case longPollResult:
 		reportLongPoll(&b, r)
+	case requestReplyResult:
+		reportRequestReply(&b, r)
+	case fanoutResult:
+		reportFanout(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -96,4 +100,59 @@ func roundList(v []float64) string {
 		parts[i] = fmt.Sprintf("%.0f", x)
 	}
 	return strings.Join(parts, "/")
+}
+
+func reportRequestReply(b *strings.Builder, r requestReplyResult) {
+	fmt.Fprintf(b, "%s: POST /orders/{id} (%d-byte body, %d-byte reply) answered by the demo responder; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
+		r.Scenario, r.BodyBytes, r.ReplyBytes, r.Rounds, r.Duration, r.Conns)
+	for _, s := range []struct {
+		name string
+		f    rrFigures
+	}{
+		{"gateway, 1 in flight", r.GatewayOne}, {"raw, 1 in flight", r.RawOne},
+		{fmt.Sprintf("gateway, %d in flight", r.Concurrency), r.GatewayMany}, {fmt.Sprintf("raw, %d in flight", r.Concurrency), r.RawMany},
+	} {
+		fmt.Fprintf(b, "  %-22s %8.0f req/s  p50 %6.2f / p99 %6.2f / max %6.1f ms  (%d requests; rounds %s)\n",
+			s.name, s.f.PerSecond, s.f.Latency.P50Ms, s.f.Latency.P99Ms, s.f.Latency.MaxMs, s.f.Requests, roundList(s.f.RoundPerSecond))
+		fmt.Fprintf(b, "                         all processes: %6.1f allocs/req %6.1f µs CPU/req", s.f.All.Allocs, s.f.All.CPUus)
+		if s.f.Server != nil {
+			fmt.Fprintf(b, "; server alone: %6.1f allocs/req %6.1f µs CPU/req", s.f.Server.Allocs, s.f.Server.CPUus)
+		}
+		if s.f.MachineCores > 0 {
+			fmt.Fprintf(b, "; machine busy %.2f cores", s.f.MachineCores)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
+	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
+		r.Concurrency, r.RateRatio, r.TargetRate, r.RateOneRatio)
+	fmt.Fprintf(b, "            CPU per request with %d in flight %.2f × the raw loop's over every process", r.Concurrency, r.CPURatio)
+	if r.Split {
+		fmt.Fprintf(b, ", %.2f × in the server process", r.ServerCPURatio)
+	}
+	b.WriteString("\n")
+}
+
+func reportFanout(b *strings.Builder, r fanoutResult) {
+	fmt.Fprintf(b, "%s: %d streams over %d ext_proc connections (opened in %.2fs), %d-byte records at %d/s for %.0fs\n",
+		r.Scenario, r.Streams, r.Conns, r.RegisterSeconds, r.RecordBytes, r.Rate, r.Seconds)
+	fmt.Fprintf(b, "  written   %d records in %.2fs (%.0f/s)\n", r.Written, r.WriteSeconds, r.WrittenPerSecond)
+	fmt.Fprintf(b, "  delivered %d to %d records per stream, %d of %d streams complete; %.0f records/s over all streams\n",
+		r.DeliveredMin, r.DeliveredMax, r.StreamsComplete, r.Streams, r.DeliveredPerSecond)
+	fmt.Fprintf(b, "  lag       streams: p50 %.1f / p99 %.1f / max %.1f ms (worst stream's p99 %.1f ms; issue 9 target p99 ≤ %.0f ms)\n",
+		r.Lag.P50Ms, r.Lag.P99Ms, r.Lag.MaxMs, r.WorstStreamP99Ms, r.TargetP99Ms)
+	fmt.Fprintf(b, "            raw librdkafka consumer: p50 %.1f / p99 %.1f / max %.1f ms\n", r.Raw.P50Ms, r.Raw.P99Ms, r.Raw.MaxMs)
+	fmt.Fprintf(b, "  ratio     lag p50 %.2f ×, p99 %.2f × the raw consumer's\n", r.LagP50Ratio, r.LagP99Ratio)
+	fmt.Fprintf(b, "  cores     client process %.2f", r.ClientCores)
+	if r.Split {
+		fmt.Fprintf(b, ", server process %.2f", r.ServerCores)
+	}
+	if r.MachineCores > 0 {
+		fmt.Fprintf(b, "; the whole machine %.2f of %d", r.MachineCores, r.MachineCPUs)
+	}
+	fmt.Fprintf(b, "\n  per record delivered: all processes %.2f allocs, %.2f µs CPU", r.All.Allocs, r.All.CPUus)
+	if r.Server != nil {
+		fmt.Fprintf(b, "; server alone %.2f allocs, %.2f µs CPU", r.Server.Allocs, r.Server.CPUus)
+	}
+	b.WriteString("\n")
 }

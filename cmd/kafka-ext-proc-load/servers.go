@@ -15,14 +15,31 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// benchConfig has the two fetch route shapes of the bundled demo
-// (cmd/kafka-ext-proc/demo.yaml: GET /items merged, GET /items/{id} by key)
-// on topics of their own, so the merged route holds exactly -keys records
-// and the single-key and long-poll records do not change it.
-const benchConfig = `
+// benchConfig has the route shapes of the bundled demo
+// (cmd/kafka-ext-proc/demo.yaml) on topics of their own: the two fetch
+// shapes (GET /items merged, GET /items/{id} by key), so the merged route
+// holds exactly -keys records and the single-key and long-poll records do
+// not change it; with more, also the orders request-reply route (POST
+// /orders/{id}, acks leader_only, answered by the demo responder) and the
+// Fanout gRPC fetch route (a plain topic, streamed to every subscriber).
+//
+// The processor starts with the fetch routes alone and is reloaded with the
+// others (local.moreRoutes) when a scenario needs them: a produce route
+// with reply-to starts a reply index, whose consumer would otherwise add to
+// the fetch scenarios' background (their figures predate it).
+func benchConfig(more bool) string {
+	var extra string
+	if more {
+		extra = moreRoutesYAML
+	}
+	return fetchRoutesYAML + extra + "limits: { max-wait: 60s }\n"
+}
+
+const fetchRoutesYAML = `
 bindings:
   kafka0:
     type: kafka
@@ -38,12 +55,31 @@ bindings:
       - when: [{ method: GET, path: "/items/{id}" }]
         exit: kafka0
         with: { capability: fetch, topic: bench-items, filters: [{ key: "${params.id}" }] }
-limits: { max-wait: 60s }
+`
+
+const moreRoutesYAML = `      - when: [{ method: POST, path: "/orders/{id}" }]
+        exit: kafka0
+        with: { capability: produce, topic: bench-requests, acks: leader_only, key: "${params.id}", reply-to: bench-replies }
+  grpc0:
+    type: grpc-kafka
+    kind: proxy
+    routes:
+      - when: [{ service: bench.Fanout }]
+        exit: kafka0
+        with: { capability: fetch, topic: bench-fanout }
 `
 
 const (
-	itemsTopic  = "bench-items"
-	mergedTopic = "bench-merged"
+	itemsTopic    = "bench-items"
+	mergedTopic   = "bench-merged"
+	requestsTopic = "bench-requests"
+	repliesTopic  = "bench-replies"
+	// rawRepliesTopic is where the responder answers the raw librdkafka
+	// loop (its requests name it in their reply-to header), so neither the
+	// processor's reply index nor the raw loop's consumer reads the other's
+	// replies.
+	rawRepliesTopic = "bench-raw-replies"
+	fanoutTopic     = "bench-fanout"
 )
 
 // waitersGauge is the processor's count of fetch requests holding a long
@@ -51,12 +87,18 @@ const (
 // stack.Processor exposes: a waiter is counted once it is in its wait.
 const waitersGauge = "kafka_ext_proc_fetch_waiters"
 
+// streamsGauge is the processor's count of open gRPC fetch streams.
+const streamsGauge = "kafka_ext_proc_grpc_fetch_streams"
+
 // servers is the server side of a run: the embedded broker, the processor
 // and at most one no-op server at a time. It runs in this process, or in a
 // child process (-split) so that the server side's allocations, CPU and
 // memory are measured apart from the clients'.
 type servers interface {
 	processorAddr() string
+	// brokerAddr is the embedded broker's address, for the raw librdkafka
+	// baselines and the fan-out's writer, which run on the client side.
+	brokerAddr() string
 	// put writes records (content-type application/json) and returns once
 	// the broker acknowledged them all.
 	put(ctx context.Context, topic string, records map[string][]byte) error
@@ -67,8 +109,18 @@ type servers interface {
 	releaseNoop(ctx context.Context) error
 	// heldNoop is the number of streams the no-op server holds.
 	heldNoop(ctx context.Context) (int64, error)
-	// waiters is the processor's waiter gauge.
-	waiters(ctx context.Context) (int64, error)
+	// gauge reads one of the processor's gauges (waitersGauge,
+	// streamsGauge).
+	gauge(ctx context.Context, name string) (int64, error)
+	// moreRoutes reloads the processor with the request-reply and fan-out
+	// routes (see benchConfig); it does nothing the second time.
+	moreRoutes(ctx context.Context) error
+	// startResponder starts the demo responder (responder.HTTPEcho) on the
+	// requests topic; stopResponder stops it. It runs only while the
+	// request-reply scenario does, so it adds nothing to the others'
+	// background.
+	startResponder(ctx context.Context) error
+	stopResponder(ctx context.Context) error
 	// usage and memory sample the server side alone; ok is false when it
 	// shares this process (the process's own samples then cover it).
 	usage(ctx context.Context, gc bool) (u usage, ok bool, err error)
@@ -83,12 +135,20 @@ type local struct {
 	proc   *stack.Processor
 	prod   *kafka.Producer
 	noop   *noop
+	resp   *responder.Responder
+	full   *config.Config // every route; reloaded by moreRoutes
+	more   bool           // the processor runs full
 }
 
 var _ servers = (*local)(nil)
 
 func startLocal(logger *slog.Logger) (_ *local, err error) {
-	cfg, err := config.Parse("bench.yaml", []byte(benchConfig), func(string) (string, bool) { return "", false })
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := config.Parse("bench.yaml", []byte(benchConfig(false)), noEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the built-in configuration: %w", err)
+	}
+	full, err := config.Parse("bench.yaml", []byte(benchConfig(true)), noEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the built-in configuration: %w", err)
 	}
@@ -99,11 +159,14 @@ func startLocal(logger *slog.Logger) (_ *local, err error) {
 		}
 	}()
 	// Loopback only, on free ports: the load generator talks to nothing else.
-	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: stack.TopicsOf(cfg), Logger: logger.With("component", "kafka")})
+	// Every topic exists from the start, those of the later routes too.
+	topics := append(stack.TopicsOf(full), embedded.Topic{Name: rawRepliesTopic})
+	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: topics, Logger: logger.With("component", "kafka")})
 	if err != nil {
 		return nil, err
 	}
 	cfg = stack.PointAt(cfg, l.broker.Addr())
+	l.full = stack.PointAt(full, l.broker.Addr())
 	l.proc, err = stack.StartProcessor(stack.ProcessorOptions{Config: cfg, Listen: "127.0.0.1:0", Logger: logger.With("component", "processor")})
 	if err != nil {
 		return nil, err
@@ -118,6 +181,45 @@ func startLocal(logger *slog.Logger) (_ *local, err error) {
 }
 
 func (l *local) processorAddr() string { return l.proc.Addr() }
+
+func (l *local) brokerAddr() string { return l.broker.Addr() }
+
+func (l *local) moreRoutes(context.Context) error {
+	if l.more {
+		return nil
+	}
+	if err := l.proc.Reload(l.full); err != nil {
+		return err
+	}
+	l.more = true
+	return nil
+}
+
+// startResponder starts the demo responder of `kafka-ext-proc dev`'s orders
+// route: responder.HTTPEcho, with its default settings.
+func (l *local) startResponder(context.Context) error {
+	if l.resp != nil {
+		return errors.New("a responder is already running")
+	}
+	r, err := responder.Start(responder.Options{
+		Properties: map[string]string{"bootstrap.servers": l.broker.Addr()},
+		Topic:      requestsTopic, ReplyTo: repliesTopic, Handler: responder.HTTPEcho(),
+		Logger: l.log.With("component", "responder"),
+	})
+	if err != nil {
+		return err
+	}
+	l.resp = r
+	return nil
+}
+
+func (l *local) stopResponder(context.Context) error {
+	if l.resp != nil {
+		l.resp.Close()
+		l.resp = nil
+	}
+	return nil
+}
 
 func (l *local) put(ctx context.Context, topic string, records map[string][]byte) error {
 	done := make(chan kafka.Event, len(records))
@@ -183,7 +285,9 @@ func (l *local) heldNoop(context.Context) (int64, error) {
 	return l.noop.heldNow(), nil
 }
 
-func (l *local) waiters(context.Context) (int64, error) { return gauge(l.proc.Registry, waitersGauge) }
+func (l *local) gauge(_ context.Context, name string) (int64, error) {
+	return gauge(l.proc.Registry, name)
+}
 
 func (l *local) usage(context.Context, bool) (usage, bool, error) { return usage{}, false, nil }
 
@@ -191,6 +295,7 @@ func (l *local) memory(context.Context) (memory, bool, error) { return memory{},
 
 func (l *local) close() {
 	_ = l.stopNoop(context.Background())
+	_ = l.stopResponder(context.Background())
 	if l.prod != nil {
 		l.prod.Close()
 	}

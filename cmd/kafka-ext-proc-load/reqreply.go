@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
+)
+
+// Request-reply (issue 9 target 3): POST /orders/{id} through the
+// processor's produce route with reply-to, answered by the demo responder,
+// against the raw librdkafka round trip on the same broker with the same
+// responder: produce a request record with a correlation id, wait for the
+// reply record with that id.
+
+// Concurrency levels of the request-reply scenario: one request in flight
+// measures latency, replyConcurrency in flight measures throughput.
+const replyConcurrency = 64
+
+// The correlation headers the processor writes (the binding's defaults,
+// spec §2) and the responder reads.
+const (
+	correlationHeader = "gateway:correlation-id"
+	replyToHeader     = "gateway:reply-to"
+)
+
+// replyRequest is one worker's request: the same id and body on both
+// targets, so the responder's echo (the expected answer) is the same.
+type replyRequest struct {
+	id   string
+	body []byte
+	want []byte // the responder's reply: the body of the 201
+}
+
+// newReplyRequests builds n requests and their expected replies: the
+// responder's own handler applied to the request as the processor writes it
+// (:method and :path headers, the id as the key, the body as the value).
+func newReplyRequests(n, valueSize int) ([]replyRequest, error) {
+	echo := responder.HTTPEcho()
+	out := make([]replyRequest, n)
+	for i := range out {
+		id := "o" + strconv.Itoa(i)
+		body := jsonValue(id, 1, valueSize)
+		reps, err := echo(context.Background(), &responder.Request{
+			Key: []byte(id), Value: body,
+			Headers: []responder.Header{{Key: ":method", Value: []byte("POST")}, {Key: ":path", Value: []byte("/orders/" + id)}},
+		})
+		if err != nil || len(reps) != 1 {
+			return nil, fmt.Errorf("the responder's echo of a request: %d replies, %v", len(reps), err)
+		}
+		out[i] = replyRequest{id: id, body: body, want: reps[0].Value}
+	}
+	return out, nil
+}
+
+// rrFigures are one target's figures at one concurrency over every round.
+type rrFigures struct {
+	Requests       int64     `json:"requests"`
+	Errors         int64     `json:"errors"`
+	Seconds        float64   `json:"seconds"`
+	PerSecond      float64   `json:"req_per_s"`
+	Latency        latency   `json:"latency"`
+	RoundPerSecond []float64 `json:"round_req_per_s"`
+	// All is per request over every process of the run (the raw loop's
+	// include the broker's and the responder's work too); Server is the
+	// server process alone (-split only): broker, responder and, for the
+	// gateway, the processor.
+	All    perRequest  `json:"all"`
+	Server *perRequest `json:"server,omitempty"`
+	// MachineCores is how many cores the whole machine kept busy during
+	// these windows (every tenant; Linux only).
+	MachineCores float64 `json:"machine_cores,omitempty"`
+}
+
+// rrSide is one target of the request-reply scenario.
+type rrSide struct {
+	name string
+	// do runs worker i's request once and checks the answer.
+	do func(ctx context.Context, i int) error
+}
+
+// rrWindow is the tally of one window.
+type rrWindow struct {
+	requests, errors int64
+	elapsed          time.Duration
+	lat              hist
+	firstErr         error
+	all, server      usage
+	busy, ticks      uint64 // the machine's, from /proc/stat
+}
+
+// runRR runs workers concurrent request loops of s for d (or budget
+// requests), timing each round trip.
+func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration, budget int64) (rrWindow, error) {
+	srvBefore, split, err := e.srv.usage(ctx, true)
+	if err != nil {
+		return rrWindow{}, err
+	}
+	before := sampleUsage(true)
+	busy0, ticks0, machineOK := machineTicks()
+	start := time.Now()
+	end := start.Add(d)
+	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
+	defer cancel()
+	var left atomic.Int64
+	left.Store(budget)
+	hs := make([]rrWindow, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &hs[i]
+			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
+				t0 := time.Now()
+				if err := s.do(lctx, i); err != nil {
+					w.errors++
+					if w.firstErr == nil {
+						w.firstErr = err
+					}
+					continue
+				}
+				w.lat.add(time.Since(t0))
+				w.requests++
+			}
+		}()
+	}
+	wg.Wait()
+	out := rrWindow{elapsed: time.Since(start)}
+	out.all = sampleUsage(false).sub(before)
+	if busy1, ticks1, ok := machineTicks(); ok && machineOK {
+		out.busy, out.ticks = busy1-busy0, ticks1-ticks0
+	}
+	srvAfter, _, err := e.srv.usage(ctx, false)
+	if err != nil {
+		return out, err
+	}
+	if split {
+		out.server = srvAfter.sub(srvBefore)
+		out.all = out.all.add(out.server)
+	}
+	for i := range hs {
+		out.requests += hs[i].requests
+		out.errors += hs[i].errors
+		out.lat.merge(&hs[i].lat)
+		if out.firstErr == nil {
+			out.firstErr = hs[i].firstErr
+		}
+	}
+	return out, nil
+}
+
+// requestReplyResult is the outcome of the request-reply scenario.
+type requestReplyResult struct {
+	Scenario    string `json:"scenario"`
+	Split       bool   `json:"split"`
+	Conns       int    `json:"conns"`
+	Rounds      int    `json:"rounds"`
+	Duration    string `json:"duration_per_round"`
+	BodyBytes   int    `json:"body_bytes"`
+	ReplyBytes  int    `json:"reply_bytes"`
+	Concurrency int    `json:"concurrency"` // of the throughput windows
+	// Gateway is POST /orders/{id} through the processor; Raw the
+	// librdkafka loop. One is one request in flight, Many Concurrency.
+	GatewayOne  rrFigures `json:"gateway_1"`
+	RawOne      rrFigures `json:"raw_1"`
+	GatewayMany rrFigures `json:"gateway_n"`
+	RawMany     rrFigures `json:"raw_n"`
+	// LatencyRatio is the gateway's median round trip ÷ the raw loop's, one
+	// in flight (target ≤ 2); RateRatio the gateway's rate ÷ the raw loop's
+	// with Concurrency in flight (target ≥ 0.5).
+	LatencyRatio    float64 `json:"latency_ratio"`
+	LatencyP99Ratio float64 `json:"latency_p99_ratio"`
+	RateRatio       float64 `json:"rate_ratio"`
+	RateOneRatio    float64 `json:"rate_1_ratio"`
+	// CPURatio is the gateway's CPU per request ÷ the raw loop's with
+	// Concurrency in flight, over every process; on a machine whose cores
+	// are all busy the rate ratio tends to its inverse.
+	CPURatio       float64 `json:"cpu_ratio"`
+	ServerCPURatio float64 `json:"server_cpu_ratio,omitempty"`
+	TargetLatency  float64 `json:"target_latency_ratio"`
+	TargetRate     float64 `json:"target_rate_ratio"`
+}
+
+func (requestReplyResult) isResult() {}
+
+// runRequestReply measures the processor's request-reply route against the
+// raw librdkafka round trip, both answered by one demo responder.
+func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
+	reqs, err := newReplyRequests(replyConcurrency, o.valueSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.srv.moreRoutes(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.srv.startResponder(ctx); err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.srv.stopResponder(ctx) }()
+
+	gw := e.gatewayRR(reqs)
+	raw, err := startRawRR(e.srv.brokerAddr(), reqs)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.close()
+	sides := []rrSide{gw, raw.side()}
+
+	// Both answer before anything is measured: the processor answers 503
+	// until its reply index has caught up, the raw loop's consumer must
+	// have its assignment.
+	for _, s := range sides {
+		if err := awaitRR(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	if o.warmup > 0 {
+		for _, s := range sides {
+			w, err := e.runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs)
+			if err != nil {
+				return nil, err
+			}
+			if w.errors > 0 {
+				return nil, fmt.Errorf("%s (warm-up): %d failed; first: %w", s.name, w.errors, w.firstErr)
+			}
+		}
+	}
+	levels := []int{1, replyConcurrency}
+	var totals [2][2]rrWindow // [level][side]
+	var perRound [2][2][]float64
+	for r := range o.rounds {
+		order := []int{0, 1}
+		if r%2 == 1 {
+			order = []int{1, 0}
+		}
+		for li, workers := range levels {
+			for _, si := range order {
+				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
+				if err != nil {
+					return nil, err
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				if w.errors > 0 || w.requests == 0 {
+					return nil, fmt.Errorf("%s, %d in flight: %d answered, %d failed; first failure: %v", sides[si].name, workers, w.requests, w.errors, w.firstErr)
+				}
+				e.log.Info("window", "scenario", scenarioRequestReply, "side", sides[si].name, "in_flight", workers, "round", r, "requests", w.requests, "elapsed", w.elapsed)
+				t := &totals[li][si]
+				t.requests += w.requests
+				t.elapsed += w.elapsed
+				t.lat.merge(&w.lat)
+				t.all, t.server = t.all.add(w.all), t.server.add(w.server)
+				t.busy, t.ticks = t.busy+w.busy, t.ticks+w.ticks
+				perRound[li][si] = append(perRound[li][si], float64(w.requests)/w.elapsed.Seconds())
+			}
+		}
+	}
+	fig := func(li, si int) rrFigures {
+		t := &totals[li][si]
+		f := rrFigures{Requests: t.requests, Seconds: t.elapsed.Seconds(), PerSecond: float64(t.requests) / t.elapsed.Seconds(),
+			Latency: t.lat.summary(), RoundPerSecond: perRound[li][si], All: perReq(t.all, t.requests)}
+		if e.split {
+			s := perReq(t.server, t.requests)
+			f.Server = &s
+		}
+		if t.ticks > 0 {
+			f.MachineCores = float64(t.busy) / float64(t.ticks) * float64(runtime.NumCPU())
+		}
+		return f
+	}
+	res := requestReplyResult{
+		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
+		BodyBytes: len(reqs[0].body), ReplyBytes: len(reqs[0].want), Concurrency: replyConcurrency,
+		GatewayOne: fig(0, 0), RawOne: fig(0, 1), GatewayMany: fig(1, 0), RawMany: fig(1, 1),
+		TargetLatency: 2, TargetRate: 0.5,
+	}
+	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
+	res.LatencyP99Ratio = ratio(res.GatewayOne.Latency.P99Ms, res.RawOne.Latency.P99Ms)
+	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
+	res.RateOneRatio = ratio(res.GatewayOne.PerSecond, res.RawOne.PerSecond)
+	res.CPURatio = ratio(res.GatewayMany.All.CPUus, res.RawMany.All.CPUus)
+	if e.split {
+		res.ServerCPURatio = ratio(res.GatewayMany.Server.CPUus, res.RawMany.Server.CPUus)
+	}
+	return res, nil
+}
+
+// awaitRR runs worker 0's request until it succeeds (bounded).
+func awaitRR(ctx context.Context, s rrSide) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.do(actx, 0)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("%s: no answer as expected in time (last: %v): %w", s.name, err, ctx.Err())
+		}
+	}
+}
+
+// gatewayRR is the processor's side: worker i POSTs its request, on
+// connection i mod conns, and wants 201 with the responder's reply.
+func (e *env) gatewayRR(reqs []replyRequest) rrSide {
+	// Built once, as the fetch scenarios' requests are (see newRequest).
+	built := make([]emulator.Request, len(reqs))
+	for i, r := range reqs {
+		built[i] = newRequestWith(e.procSide.client(0), "POST", "/orders/"+r.id, false,
+			"content-type", "application/json", "content-length", strconv.Itoa(len(r.body)))
+	}
+	return rrSide{name: "gateway", do: func(ctx context.Context, i int) error {
+		r := reqs[i%len(reqs)]
+		rep, err := exchangeBody(ctx, e.procSide.client(i), built[i%len(built)], r.body)
+		if err != nil {
+			return err
+		}
+		if rep.status != 201 || !bytes.Equal(rep.body, r.want) {
+			return fmt.Errorf("POST /orders/%s: %d with %q, want 201 with the responder's reply %q", r.id, rep.status, rep.body, r.want)
+		}
+		return nil
+	}}
+}
+
+// rawRR is the raw librdkafka round trip, written as a service calling
+// another over Kafka would: one shared producer with the processor's
+// settings for the route's acks (kafkaio.producerConfig for leader_only:
+// acks=1, max.in.flight 1, linger.ms 1, murmur2_random, delivery reports
+// without fields), one consumer assigned every partition of its reply
+// topic from the end, and a map of correlation id → channel the consumer
+// delivers replies through. A round trip is the produce, its delivery
+// report and the reply, as the processor's is.
+type rawRR struct {
+	reqs   []replyRequest
+	prod   *kafka.Producer
+	cons   *kafka.Consumer
+	prefix string
+	seq    atomic.Uint64
+
+	mu      sync.Mutex
+	waiting map[string]chan []byte
+
+	workers []rawWorker
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type rawWorker struct {
+	delivery chan kafka.Event
+	reply    chan []byte
+}
+
+func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
+	r := &rawRR{reqs: reqs, waiting: map[string]chan []byte{}, stop: make(chan struct{}), done: make(chan struct{})}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	r.prefix = "raw-" + hex.EncodeToString(b[:]) + "-"
+	r.prod, err = kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"acks": "1", "max.in.flight.requests.per.connection": 1, "linger.ms": 1,
+		"partitioner": "murmur2_random", "go.delivery.report.fields": "none",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the raw loop's producer: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			r.prod.Close()
+		}
+	}()
+	// The processor's consumer settings (kafkaio.consumerConfig): an
+	// assignment-only group, no commits, fetch.wait.max.ms 100.
+	r.cons, err = kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"group.id": r.prefix + "replies", "enable.auto.commit": false, "enable.auto.offset.store": false,
+		"auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the raw loop's consumer: %w", err)
+	}
+	if err := assignFromEnd(r.cons, rawRepliesTopic); err != nil {
+		_ = r.cons.Close()
+		return nil, err
+	}
+	r.workers = make([]rawWorker, replyConcurrency)
+	for i := range r.workers {
+		r.workers[i] = rawWorker{delivery: make(chan kafka.Event, 1), reply: make(chan []byte, 1)}
+	}
+	go r.consume()
+	return r, nil
+}
+
+// assignFromEnd assigns every partition of topic at its current end
+// offset (read from the broker, so no reply written after this is missed,
+// as a logical "end" resolved later could).
+func assignFromEnd(c *kafka.Consumer, topic string) error {
+	md, err := c.GetMetadata(&topic, false, 10_000)
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
+		return fmt.Errorf("metadata of %s: %v", topic, tm.Error)
+	}
+	parts := make([]kafka.TopicPartition, len(tm.Partitions))
+	for i, p := range tm.Partitions {
+		_, hi, err := c.QueryWatermarkOffsets(topic, p.ID, 10_000)
+		if err != nil {
+			return fmt.Errorf("end offset of %s/%d: %w", topic, p.ID, err)
+		}
+		parts[i] = kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(hi)}
+	}
+	return c.Assign(parts)
+}
+
+// consume hands each reply to the round trip waiting for its id.
+func (r *rawRR) consume() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		m, ok := r.cons.Poll(100).(*kafka.Message)
+		if !ok || m.TopicPartition.Error != nil {
+			continue
+		}
+		var cid string
+		for _, h := range m.Headers {
+			if h.Key == correlationHeader {
+				cid = string(h.Value)
+				break
+			}
+		}
+		r.mu.Lock()
+		ch := r.waiting[cid]
+		delete(r.waiting, cid)
+		r.mu.Unlock()
+		if ch != nil {
+			ch <- m.Value // buffered; one reply per id
+		}
+	}
+}
+
+func (r *rawRR) close() {
+	close(r.stop)
+	<-r.done
+	_ = r.cons.Close()
+	r.prod.Close()
+}
+
+func (r *rawRR) side() rrSide { return rrSide{name: "raw librdkafka", do: r.roundTrip} }
+
+// roundTrip produces worker i's request with a fresh correlation id and
+// waits for its delivery report and its reply.
+func (r *rawRR) roundTrip(ctx context.Context, i int) error {
+	req := r.reqs[i%len(r.reqs)]
+	w := &r.workers[i%len(r.workers)]
+	// Left over from a round trip abandoned on its context: not ours.
+	select {
+	case <-w.delivery:
+	default:
+	}
+	cid := r.prefix + strconv.FormatUint(r.seq.Add(1), 10)
+	topic, path := requestsTopic, "/orders/"+req.id
+	m := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            []byte(req.id), Value: req.body,
+		Headers: []kafka.Header{
+			{Key: ":method", Value: []byte("POST")}, {Key: ":path", Value: []byte(path)},
+			{Key: "content-type", Value: []byte("application/json")},
+			{Key: replyToHeader, Value: []byte(rawRepliesTopic)}, {Key: correlationHeader, Value: []byte(cid)},
+		},
+	}
+	r.mu.Lock()
+	r.waiting[cid] = w.reply
+	r.mu.Unlock()
+	forget := func() {
+		r.mu.Lock()
+		delete(r.waiting, cid)
+		r.mu.Unlock()
+	}
+	if err := r.prod.Produce(m, w.delivery); err != nil {
+		forget()
+		return fmt.Errorf("producing a request: %w", err)
+	}
+	select {
+	case ev := <-w.delivery:
+		if dm, ok := ev.(*kafka.Message); !ok || dm.TopicPartition.Error != nil {
+			forget()
+			return fmt.Errorf("producing a request: %v", ev)
+		}
+	case <-ctx.Done():
+		forget()
+		return fmt.Errorf("waiting for the delivery report: %w", ctx.Err())
+	}
+	select {
+	case v := <-w.reply:
+		if !bytes.Equal(v, req.want) {
+			return fmt.Errorf("reply %q, want the responder's %q", v, req.want)
+		}
+		return nil
+	case <-ctx.Done():
+		forget()
+		return fmt.Errorf("waiting for the reply: %w", ctx.Err())
+	}
+}
