@@ -197,10 +197,11 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 }
 
 func serverOptions(tlsCfg *tls.Config) []grpc.ServerOption {
-	if tlsCfg == nil {
-		return nil
+	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(newSendCodec())}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsCfg))}
+	return opts
 }
 
 // Addr is the ext_proc listen address.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/experimental"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/bufpool"
 )
 
 // gRPC fan-out (issue 9 target 4): N streams of the Fanout fetch route on
@@ -269,8 +270,9 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	defer raw.close()
 
 	// The streams, on connections of their own whose buffer pool does not
-	// zero (see dirtyPool).
-	side, err := e.dial("processor (fan-out)", e.srv.processorAddr(), o.conns, experimental.WithBufferPool(&dirtyPool{}))
+	// zero (see internal/bufpool): Envoy, which the client stands in for, does
+	// not pay gRPC's clearing.
+	side, err := e.dial("processor (fan-out)", e.srv.processorAddr(), o.conns, experimental.WithBufferPool(&bufpool.Pool{}))
 	if err != nil {
 		return nil, err
 	}

@@ -291,18 +291,3 @@ func TestJSONValueSize(t *testing.T) {
 		}
 	}
 }
-
-// The fan-out clients' pool hands out buffers of the asked length from
-// power-of-two tiers and takes back only its own.
-func TestDirtyPool(t *testing.T) {
-	p := &dirtyPool{}
-	for _, size := range []int{0, 1, 255, 256, 257, 40 << 10, 64<<10 + 100, 1 << 20, 1<<20 + 1} {
-		b := p.Get(size)
-		if len(*b) != size || cap(*b) < size || size <= 1<<20 && cap(*b)&(cap(*b)-1) != 0 {
-			t.Errorf("Get(%d): len %d cap %d", size, len(*b), cap(*b))
-		}
-		p.Put(b)
-	}
-	odd := make([]byte, 3)
-	p.Put(&odd) // not a tier's: dropped, no panic
-}
