@@ -30,16 +30,17 @@ const (
 // DefaultLimits returns the limits used for fields the file leaves out.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxBody:         1 << 20,
-		MaxWait:         60 * time.Second,
-		ReplyTimeout:    30 * time.Second,
-		ReplyRetention:  10 * time.Minute,
-		KafkaTimeout:    5 * time.Second,
-		MaxViewBytes:    256 << 20,
-		ReplyIndexBytes: 64 << 20,
-		MaxViews:        1000,
-		ViewIdle:        10 * time.Minute,
-		StreamLagBudget: 10000,
+		MaxBody:            1 << 20,
+		MaxWait:            60 * time.Second,
+		ReplyTimeout:       30 * time.Second,
+		ReplyRetention:     10 * time.Minute,
+		KafkaTimeout:       5 * time.Second,
+		MaxViewBytes:       256 << 20,
+		ReplyIndexBytes:    64 << 20,
+		MaxViews:           1000,
+		ViewIdle:           10 * time.Minute,
+		StreamLagBudget:    10000,
+		StreamSendInterval: 5 * time.Millisecond,
 	}
 }
 

@@ -296,7 +296,8 @@ func (d *decoder) toJSON(n ast.Node, depth int, budget *int) (any, bool) {
 
 func (d *decoder) limits(n ast.Node, l *Limits) {
 	m := d.object(n, "limits", "limits", "max-body", "max-wait", "reply-timeout", "reply-retention", "kafka-timeout",
-		"max-view-bytes", "reply-index-bytes", "max-views", "view-idle", "stream-lag-budget")
+		"max-view-bytes", "reply-index-bytes", "max-views", "view-idle", "stream-lag-budget",
+		"stream-send-interval")
 	size := func(key string, dst *int64) {
 		if e := m[key]; e != nil {
 			if v, ok := d.size(e.v, key); ok {
@@ -332,6 +333,11 @@ func (d *decoder) limits(n ast.Node, l *Limits) {
 	count("max-views", &l.MaxViews)
 	dur("view-idle", &l.ViewIdle)
 	count("stream-lag-budget", &l.StreamLagBudget)
+	if e := m["stream-send-interval"]; e != nil {
+		if v, ok := d.duration(e.v, "stream-send-interval", true); ok {
+			l.StreamSendInterval = v
+		}
+	}
 }
 
 // size reads a byte size: a positive integer or a string such as 1MiB.

@@ -117,10 +117,17 @@ func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capabili
 	ended := make(chan error, 1)
 	go func() {
 		defer ls.Close()
+		pace := newPacer(call.Limits.StreamSendInterval)
+		defer pace.stop()
 		for {
+			if err := pace.wait(sctx); err != nil {
+				ended <- err
+				return
+			}
 			chunk, err := ls.Next(sctx)
 			if err == nil {
 				err = call.Out.SendFramed(sctx, chunk)
+				pace.sent()
 			}
 			if err != nil {
 				ended <- err

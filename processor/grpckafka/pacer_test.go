@@ -1,0 +1,50 @@
+package grpckafka
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestPacer(t *testing.T) {
+	ctx := context.Background()
+	t.Run("first send and no interval go at once", func(t *testing.T) {
+		for _, p := range []*pacer{newPacer(time.Hour), newPacer(0)} {
+			p.sent() // with no interval: still at once
+			if p.interval == 0 {
+				if err := p.wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.stop()
+		}
+		if err := newPacer(time.Hour).wait(ctx); err != nil { // nothing sent yet
+			t.Fatal(err)
+		}
+	})
+	t.Run("the next send waits for the interval", func(t *testing.T) {
+		p := newPacer(50 * time.Millisecond)
+		defer p.stop()
+		for range 2 { // the second round reuses the timer
+			p.sent()
+			start := time.Now()
+			if err := p.wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(start); waited < 40*time.Millisecond {
+				t.Fatalf("waited %v, want the rest of 50ms", waited)
+			}
+		}
+	})
+	t.Run("the call ending stops the wait", func(t *testing.T) {
+		p := newPacer(time.Hour)
+		defer p.stop()
+		p.sent()
+		cctx, cancel := context.WithCancel(ctx)
+		go cancel()
+		if err := p.wait(cctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("wait = %v, want context.Canceled", err)
+		}
+	})
+}
