@@ -145,7 +145,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		Server:    srv,
 		Readiness: readiness,
 		Registry:  reg,
-		grpc:      grpc.NewServer(serverOptions(opts.TLS)...),
+		grpc:      grpc.NewServer(GRPCServerOptions(opts.TLS)...),
 		guards:    checker,
 		health:    health.NewServer(),
 		lis:       lis,
@@ -196,7 +196,10 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	return p, nil
 }
 
-func serverOptions(tlsCfg *tls.Config) []grpc.ServerOption {
+// GRPCServerOptions are the options of the processor's gRPC server (TLS
+// when tlsCfg is set). The load generator's no-op ext_proc server uses them
+// too, so its baseline has the same plumbing.
+func GRPCServerOptions(tlsCfg *tls.Config) []grpc.ServerOption {
 	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(newSendCodec())}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))

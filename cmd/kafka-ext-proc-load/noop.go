@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 // noopLinger bounds how long the no-op server waits, after answering, for
@@ -22,8 +23,9 @@ import (
 const noopLinger = 10 * time.Second
 
 // noop is the baseline of every scenario: an ext_proc server with the same
-// gRPC plumbing as the processor (grpc.NewServer with defaults, as
-// stack.StartProcessor builds it) that does no work. It reads the request to
+// gRPC plumbing as the processor (grpc.NewServer with
+// stack.GRPCServerOptions, as stack.StartProcessor builds it) that does no
+// work. It reads the request to
 // its end as the processor does for HTTP, then sends the ProcessingResponses
 // captured from one real answer of the processor, so the same bytes travel.
 //
@@ -49,7 +51,7 @@ func startNoop(answer []*extprocv3.ProcessingResponse, hold bool) (*noop, error)
 	if err != nil {
 		return nil, fmt.Errorf("listening for the no-op server: %w", err)
 	}
-	n := &noop{answer: answer, srv: grpc.NewServer(), lis: lis, done: make(chan struct{}), hold: hold, release: make(chan struct{})}
+	n := &noop{answer: answer, srv: grpc.NewServer(stack.GRPCServerOptions(nil)...), lis: lis, done: make(chan struct{}), hold: hold, release: make(chan struct{})}
 	extprocv3.RegisterExternalProcessorServer(n.srv, n)
 	go func() {
 		defer close(n.done)
