@@ -1,14 +1,13 @@
 package e2e_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -36,30 +35,12 @@ guards:
 limits: { kafka-timeout: 1s, max-body: 1KiB }
 `
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
-
 // Each failed exchange logs exactly one line, with its cause, and no line
 // holds the request's body, its credentials or its query; a successful one
 // logs nothing at info.
 func TestOneLogLinePerFailedExchange(t *testing.T) {
 	is := newIssuer(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	e := startEnv(t, strings.ReplaceAll(logsConfig, "'JWKS'", "'"+is.jwks()+"'"), withGuards(t), func(o *stack.DevOptions) {
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
@@ -106,7 +87,7 @@ func TestOneLogLinePerFailedExchange(t *testing.T) {
 	}{id: "broker-down", status: 503, cause: "Kafka"})
 	e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0) // the line is written as the exchange ends
 
-	lines := logs.lines()
+	lines := logs.Lines()
 	for _, l := range lines {
 		for _, secret := range []string{secretBody, secretCookie, secretQuery, good, forged, lacking} {
 			if strings.Contains(l, secret) {

@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 )
 
@@ -50,7 +50,7 @@ bindings:
 	}
 	admin := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- run(ctx, []string{"serve", "--config", cfgFile, "--listen", freeAddr(t), "--admin", admin,
@@ -102,22 +102,4 @@ bindings:
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not exit within the grace period")
 	}
-}
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
