@@ -161,6 +161,18 @@ func (s *LogStream) Restarted() bool { return s.restarted }
 // Partitions is the number of partitions of the topic.
 func (s *LogStream) Partitions() int { return len(s.next) }
 
+// Behind reports whether records the stream has not taken are already
+// waiting: it is still reading history, or the tail holds more than the last
+// Next returned. Called by the stream's own goroutine, as Next is.
+func (s *LogStream) Behind() bool {
+	if s.phase != phaseRing {
+		return true
+	}
+	s.r.mu.RLock()
+	defer s.r.mu.RUnlock()
+	return s.seq < s.r.head
+}
+
 // Lagged is closed once the stream fell more than its lag budget behind the
 // tail (or out of the ring): it should end, and its client resume by id.
 func (s *LogStream) Lagged() <-chan struct{} { return s.cur.lagged }

@@ -237,6 +237,39 @@ func TestLogStreamsShareTailFrames(t *testing.T) {
 	}
 }
 
+// Behind tells a stream at the tail whether records it has not taken are
+// waiting: not before a write, yes while a batch left one in the ring, not
+// once it took everything.
+func TestLogStreamBehind(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
+	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{BatchBytes: 1}) // one frame per Next
+	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
+	if _, err := s.Peek(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Behind() {
+		t.Fatal("behind before any write")
+	}
+	writeSeq(t, b.Addr(), "log", 1, 0, 2)
+	ctx := ctxT(t)
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for !s.Behind() { // the second record reaches the ring
+		select {
+		case <-ctx.Done():
+			t.Fatal("never behind with a record not taken")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Behind() {
+		t.Fatal("behind after taking every record")
+	}
+}
+
 // A stream that stops reading is told once it is more than its budget
 // behind, and Next fails with ErrLagged; the client resumes by position.
 func TestLogStreamLagBudget(t *testing.T) {

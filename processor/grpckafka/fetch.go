@@ -127,7 +127,7 @@ func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capabili
 			chunk, err := ls.Next(sctx)
 			if err == nil {
 				err = call.Out.SendFramed(sctx, chunk)
-				pace.sent()
+				pace.sent(ls.Behind())
 			}
 			if err != nil {
 				ended <- err

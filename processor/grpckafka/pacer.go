@@ -10,7 +10,9 @@ import (
 // on a busy topic each stream sends one message per interval rather than
 // one per record, which is most of the cost of a message on both sides of
 // the ext_proc stream. A send after a quiet spell goes at once, so a quiet
-// stream waits for nothing.
+// stream waits for nothing; nor does a stream that is behind (more records
+// were waiting than one send holds), whose sends are full already and must
+// not be held to one per interval.
 type pacer struct {
 	interval time.Duration
 	last     time.Time // of the last send
@@ -19,9 +21,13 @@ type pacer struct {
 
 func newPacer(interval time.Duration) *pacer { return &pacer{interval: interval} }
 
-// sent records a send.
-func (p *pacer) sent() {
-	if p.interval > 0 {
+// sent records a send; behind: more records were waiting than it held.
+func (p *pacer) sent(behind bool) {
+	switch {
+	case p.interval <= 0:
+	case behind:
+		p.last = time.Time{}
+	default:
 		p.last = time.Now()
 	}
 }

@@ -11,7 +11,7 @@ func TestPacer(t *testing.T) {
 	ctx := context.Background()
 	t.Run("first send and no interval go at once", func(t *testing.T) {
 		for _, p := range []*pacer{newPacer(time.Hour), newPacer(0)} {
-			p.sent() // with no interval: still at once
+			p.sent(false) // with no interval: still at once
 			if p.interval == 0 {
 				if err := p.wait(ctx); err != nil {
 					t.Fatal(err)
@@ -27,7 +27,7 @@ func TestPacer(t *testing.T) {
 		p := newPacer(50 * time.Millisecond)
 		defer p.stop()
 		for range 2 { // the second round reuses the timer
-			p.sent()
+			p.sent(false)
 			start := time.Now()
 			if err := p.wait(ctx); err != nil {
 				t.Fatal(err)
@@ -37,10 +37,21 @@ func TestPacer(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a stream that is behind does not wait", func(t *testing.T) {
+		p := newPacer(time.Hour)
+		defer p.stop()
+		p.sent(false)
+		p.sent(true)                                             // the next batch was waiting already
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second) // fails, not hangs, if it waits
+		defer cancel()
+		if err := p.wait(cctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("the call ending stops the wait", func(t *testing.T) {
 		p := newPacer(time.Hour)
 		defer p.stop()
-		p.sent()
+		p.sent(false)
 		cctx, cancel := context.WithCancel(ctx)
 		go cancel()
 		if err := p.wait(cctx); !errors.Is(err, context.Canceled) {
