@@ -21,7 +21,7 @@ type flight struct {
 	replayed bool  // a reply was stored already: nothing was produced
 	err      error // the record was not written (or its outcome is unknown)
 
-	refs int // guarded by flights.mu: requests attached, plus the lead
+	refs int // guarded by its shard's mu: requests attached, plus the lead
 }
 
 type flightKey struct {
@@ -30,40 +30,59 @@ type flightKey struct {
 
 // flights is the table of a handler's flights. A flight leaves the table
 // when its last request leaves, or at once when its produce failed, so a
-// retry after a 503 or 504 produces afresh.
+// retry after a 503 or 504 produces afresh. The table is sharded by
+// correlation id: every request-reply joins and leaves it, and one lock was
+// the most contended after the reply index's.
 type flights struct {
+	shards [flightShards]flightShard
+}
+
+const flightShards = 32
+
+type flightShard struct {
 	mu sync.Mutex
 	m  map[flightKey]*flight
 }
 
+// shard is the shard of k: FNV-1a of its correlation id.
+func (t *flights) shard(k flightKey) *flightShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(k.cid); i++ {
+		h = (h ^ uint32(k.cid[i])) * 16777619
+	}
+	return &t.shards[h%flightShards]
+}
+
 // join attaches to the flight of k, or creates it (lead true: the caller
 // must run it and call leave once more when the lead is done). watch is
-// called under the table's lock, so the watch exists before anyone can
+// called under the shard's lock, so the watch exists before anyone can
 // attach.
 func (t *flights) join(k flightKey, watch func() *kafkaio.ReplyWatch) (f *flight, lead bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if f := t.m[k]; f != nil {
+	sh := t.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if f := sh.m[k]; f != nil {
 		f.refs++
 		return f, false
 	}
-	if t.m == nil {
-		t.m = map[flightKey]*flight{}
+	if sh.m == nil {
+		sh.m = map[flightKey]*flight{}
 	}
 	f = &flight{key: k, watch: watch(), done: make(chan struct{}), refs: 2}
-	t.m[k] = f
+	sh.m[k] = f
 	return f, true
 }
 
 // leave drops one reference; the last one releases the watch.
 func (t *flights) leave(f *flight) {
-	t.mu.Lock()
+	sh := t.shard(f.key)
+	sh.mu.Lock()
 	f.refs--
 	last := f.refs == 0
-	if last && t.m[f.key] == f {
-		delete(t.m, f.key)
+	if last && sh.m[f.key] == f {
+		delete(sh.m, f.key)
 	}
-	t.mu.Unlock()
+	sh.mu.Unlock()
 	if last {
 		f.watch.Close()
 	}
@@ -72,16 +91,22 @@ func (t *flights) leave(f *flight) {
 // forget takes a failed flight out of the table; the requests attached to
 // it still see its outcome.
 func (t *flights) forget(f *flight) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m[f.key] == f {
-		delete(t.m, f.key)
+	sh := t.shard(f.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[f.key] == f {
+		delete(sh.m, f.key)
 	}
 }
 
 // len is the number of flights in the table.
 func (t *flights) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m)
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
 }
