@@ -84,6 +84,18 @@ func (r *Readiness) Ready() (bool, []string) {
 	return len(reasons) == 0, reasons
 }
 
+// Names are the conditions set, ready or not, sorted.
+func (r *Readiness) Names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.conds))
+	for name := range r.conds {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
 func (r *Readiness) readyLocked() bool {
 	for _, reason := range r.conds {
 		if reason != "" {

@@ -52,6 +52,9 @@ func TestReadyzFollowsConditions(t *testing.T) {
 	if code, _ := get(t, h, "/readyz"); code != http.StatusOK {
 		t.Fatalf("readyz after catch-up = %d", code)
 	}
+	if names := r.Names(); len(names) != 2 || names[0] != "replies" || names[1] != "views" {
+		t.Fatalf("names = %q, want both conditions, ready ones too", names)
+	}
 	if want := []bool{true, false, true}; len(seen) != 3 || seen[0] != want[0] || seen[1] != want[1] || seen[2] != want[2] {
 		t.Fatalf("watch saw %v, want %v", seen, want)
 	}
