@@ -40,7 +40,8 @@ func DefaultLimits() Limits {
 		MaxViews:           1000,
 		ViewIdle:           10 * time.Minute,
 		StreamLagBudget:    10000,
-		StreamSendInterval: 5 * time.Millisecond,
+		StreamSendInterval: 50 * time.Millisecond,
+		StreamSendRate:     20000,
 	}
 }
 

@@ -68,8 +68,8 @@ func Describe(cfg *Config, w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "LIMITS  max-body=%s max-wait=%s reply-timeout=%s reply-retention=%s kafka-timeout=%s\n",
 		FormatSize(l.MaxBody), l.MaxWait, l.ReplyTimeout, l.ReplyRetention, l.KafkaTimeout)
-	fmt.Fprintf(w, "        max-view-bytes=%s reply-index-bytes=%s max-views=%d view-idle=%s stream-lag-budget=%d stream-send-interval=%s\n",
-		FormatSize(l.MaxViewBytes), FormatSize(l.ReplyIndexBytes), l.MaxViews, l.ViewIdle, l.StreamLagBudget, l.StreamSendInterval)
+	fmt.Fprintf(w, "        max-view-bytes=%s reply-index-bytes=%s max-views=%d view-idle=%s stream-lag-budget=%d stream-send-interval=%s stream-send-rate=%d\n",
+		FormatSize(l.MaxViewBytes), FormatSize(l.ReplyIndexBytes), l.MaxViews, l.ViewIdle, l.StreamLagBudget, l.StreamSendInterval, l.StreamSendRate)
 }
 
 // table prints aligned columns. Every row has as many cells as the header:

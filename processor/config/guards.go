@@ -297,7 +297,7 @@ func (d *decoder) toJSON(n ast.Node, depth int, budget *int) (any, bool) {
 func (d *decoder) limits(n ast.Node, l *Limits) {
 	m := d.object(n, "limits", "limits", "max-body", "max-wait", "reply-timeout", "reply-retention", "kafka-timeout",
 		"max-view-bytes", "reply-index-bytes", "max-views", "view-idle", "stream-lag-budget",
-		"stream-send-interval")
+		"stream-send-interval", "stream-send-rate")
 	size := func(key string, dst *int64) {
 		if e := m[key]; e != nil {
 			if v, ok := d.size(e.v, key); ok {
@@ -333,6 +333,7 @@ func (d *decoder) limits(n ast.Node, l *Limits) {
 	count("max-views", &l.MaxViews)
 	dur("view-idle", &l.ViewIdle)
 	count("stream-lag-budget", &l.StreamLagBudget)
+	count("stream-send-rate", &l.StreamSendRate)
 	if e := m["stream-send-interval"]; e != nil {
 		if v, ok := d.duration(e.v, "stream-send-interval", true); ok {
 			l.StreamSendInterval = v

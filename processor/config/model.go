@@ -286,8 +286,12 @@ type Limits struct {
 	MaxViews        int           // templated-topic views; default 1000
 	ViewIdle        time.Duration // idle templated views are evicted after this; default 10m
 	StreamLagBudget int           // records a gRPC fetch stream may fall behind; default 10000
-	// StreamSendInterval is the least time between two sends of a gRPC
-	// fetch stream: records arriving sooner go together in the next send.
-	// Default 5ms; 0 sends each batch as soon as it is there.
+	// StreamSendInterval is the longest a busy gRPC fetch stream holds
+	// records to send them together: the time between two of its sends is
+	// open streams ÷ StreamSendRate, at most this. Default 50ms; 0 sends
+	// each batch as soon as it is there.
 	StreamSendInterval time.Duration
+	// StreamSendRate is the messages per second the processor aims at over
+	// all its busy fetch streams together; default 20000.
+	StreamSendRate int
 }

@@ -117,7 +117,7 @@ func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capabili
 	ended := make(chan error, 1)
 	go func() {
 		defer ls.Close()
-		pace := newPacer(call.Limits.StreamSendInterval)
+		pace := newPacer(spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
 		defer pace.stop()
 		for {
 			if err := pace.wait(sctx); err != nil {

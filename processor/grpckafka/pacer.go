@@ -2,42 +2,55 @@ package grpckafka
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
-// pacer keeps a fetch stream's sends at least interval apart. Records that
-// arrive within the interval after a send wait for its end and go together:
-// on a busy topic each stream sends one message per interval rather than
-// one per record, which is most of the cost of a message on both sides of
-// the ext_proc stream. A send after a quiet spell goes at once, so a quiet
-// stream waits for nothing; nor does a stream that is behind (more records
-// were waiting than one send holds), whose sends are full already and must
-// not be held to one per interval.
+// pacer spaces a fetch stream's sends. Records that arrive within the
+// spacing after a send wait for its end and go together: on a busy topic
+// each stream sends one message per spacing rather than one per record, and
+// a message, not a record, is most of the cost on both sides of the ext_proc
+// stream. A send after a quiet spell goes at once, so a quiet stream waits
+// for nothing; nor does a stream that is behind (more records were waiting
+// than one send holds), whose sends are full already.
+//
+// The spacing is the open streams ÷ the send rate, at most the interval: a
+// few busy streams send at once, and a thousand of them together still cost
+// about rate messages a second, not one per record and stream.
 type pacer struct {
-	interval time.Duration
-	last     time.Time // of the last send
-	timer    *time.Timer
+	spacing func() time.Duration
+	last    time.Time // of the last send
+	timer   *time.Timer
 }
 
-func newPacer(interval time.Duration) *pacer { return &pacer{interval: interval} }
+// spacing returns the time between two sends of a busy stream when streams
+// are open: streams ÷ rate, at most interval (0: never held).
+func spacing(interval time.Duration, rate int, streams *atomic.Int64) func() time.Duration {
+	return func() time.Duration {
+		if interval <= 0 || rate <= 0 {
+			return interval
+		}
+		return min(interval, time.Duration(streams.Load())*time.Second/time.Duration(rate))
+	}
+}
+
+func newPacer(spacing func() time.Duration) *pacer { return &pacer{spacing: spacing} }
 
 // sent records a send; behind: more records were waiting than it held.
 func (p *pacer) sent(behind bool) {
-	switch {
-	case p.interval <= 0:
-	case behind:
+	if behind {
 		p.last = time.Time{}
-	default:
-		p.last = time.Now()
+		return
 	}
+	p.last = time.Now()
 }
 
 // wait returns once the next send may go, or ctx's error.
 func (p *pacer) wait(ctx context.Context) error {
-	if p.interval <= 0 || p.last.IsZero() {
+	if p.last.IsZero() {
 		return ctx.Err()
 	}
-	d := time.Until(p.last.Add(p.interval))
+	d := time.Until(p.last.Add(p.spacing()))
 	if d <= 0 {
 		return ctx.Err()
 	}
