@@ -264,7 +264,7 @@ func runFetch(ctx context.Context, e *env, o *options, scenario string) (result,
 	if _, err := e.awaitAnswer(ctx, req, func(r reply) bool { return check(r) == nil }); err != nil {
 		return nil, err
 	}
-	answer, _, err := e.capture(ctx, req, check)
+	answer, _, err := e.capture(ctx, req, nil, check)
 	if err != nil {
 		return nil, err
 	}

@@ -104,13 +104,14 @@ func testScenarios(t *testing.T, split bool) {
 	if err := json.Unmarshal(got[scenarioRequestReply], &rr); err != nil {
 		t.Fatalf("request-reply: %v (output %q)", err, out.String())
 	}
-	for name, f := range map[string]rrFigures{"gateway 1": rr.GatewayOne, "raw 1": rr.RawOne, "gateway n": rr.GatewayMany, "raw n": rr.RawMany} {
+	for name, f := range map[string]rrFigures{"gateway 1": rr.GatewayOne, "raw 1": rr.RawOne, "gateway n": rr.GatewayMany, "raw n": rr.RawMany,
+		"hop 1": rr.HopOne, "hop n": rr.HopMany} {
 		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 ||
 			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
 			t.Errorf("request-reply %s: %+v", name, f)
 		}
 	}
-	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
+	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
 		t.Errorf("request-reply: %+v", rr)
 	}
 	// Every record reached every stream once (the scenario fails

@@ -105,7 +105,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	// The no-op answers as the processor answers a plain GET: the same 200,
 	// the same value size, an etag.
-	answer, _, err := e.capture(ctx, plain, func(r reply) error {
+	answer, _, err := e.capture(ctx, plain, nil, func(r reply) error {
 		if r.status != 200 {
 			return fmt.Errorf("GET %s: %d", path, r.status)
 		}

@@ -146,17 +146,17 @@ func (s *recordingStream) RecvMsg(m any) error {
 	return err
 }
 
-// capture runs req once through the processor on a connection of its own
+// capture runs req (with body, when req.EndOfStream is false) once through the processor on a connection of its own
 // that records what the processor sent, checks the answer, and returns the
 // recorded messages for the no-op server to replay.
-func (e *env) capture(ctx context.Context, req emulator.Request, check func(reply) error) ([]*extprocv3.ProcessingResponse, reply, error) {
+func (e *env) capture(ctx context.Context, req emulator.Request, body []byte, check func(reply) error) ([]*extprocv3.ProcessingResponse, reply, error) {
 	rec := &recorder{}
 	s, err := e.dial("processor (capture)", e.srv.processorAddr(), 1, grpc.WithStreamInterceptor(rec.interceptor()))
 	if err != nil {
 		return nil, reply{}, err
 	}
 	defer s.close()
-	rep, err := exchange(ctx, s.client(0), req)
+	rep, err := exchangeBody(ctx, s.client(0), req, body)
 	if err == nil {
 		err = check(rep)
 	}

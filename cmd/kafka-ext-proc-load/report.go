@@ -110,7 +110,9 @@ func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 		f    rrFigures
 	}{
 		{"gateway, 1 in flight", r.GatewayOne}, {"raw, 1 in flight", r.RawOne},
+		{"hop, 1 in flight", r.HopOne},
 		{fmt.Sprintf("gateway, %d in flight", r.Concurrency), r.GatewayMany}, {fmt.Sprintf("raw, %d in flight", r.Concurrency), r.RawMany},
+		{fmt.Sprintf("hop, %d in flight", r.Concurrency), r.HopMany},
 	} {
 		fmt.Fprintf(b, "  %-22s %8.0f req/s  p50 %6.2f / p99 %6.2f / max %6.1f ms  (%d requests; rounds %s)\n",
 			s.name, s.f.PerSecond, s.f.Latency.P50Ms, s.f.Latency.P99Ms, s.f.Latency.MaxMs, s.f.Requests, roundList(s.f.RoundPerSecond))
@@ -126,6 +128,8 @@ func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
 	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
 		r.Concurrency, r.RateRatio, r.TargetRate, r.RateOneRatio)
+	fmt.Fprintf(b, "            rate with %d in flight %.2f × the hop baseline's (the raw loop behind an ext_proc hop), which reaches %.2f × the raw loop's\n",
+		r.Concurrency, r.HopRateRatio, r.HopCeilingRatio)
 	fmt.Fprintf(b, "            CPU per request with %d in flight %.2f × the raw loop's over every process", r.Concurrency, r.CPURatio)
 	if r.Split {
 		fmt.Fprintf(b, ", %.2f × in the server process", r.ServerCPURatio)

@@ -43,6 +43,15 @@ type replyRequest struct {
 	want []byte // the responder's reply: the body of the 201
 }
 
+// check says whether rep is the gateway's answer to r: 201 with the
+// responder's reply.
+func (r replyRequest) check(rep reply) error {
+	if rep.status != 201 || !bytes.Equal(rep.body, r.want) {
+		return fmt.Errorf("POST /orders/%s: %d with %q, want 201 with the responder's reply %q", r.id, rep.status, rep.body, r.want)
+	}
+	return nil
+}
+
 // newReplyRequests builds n requests and their expected replies: the
 // responder's own handler applied to the request as the processor writes it
 // (:method and :path headers, the id as the key, the body as the value).
@@ -177,6 +186,10 @@ type requestReplyResult struct {
 	RawOne      rrFigures `json:"raw_1"`
 	GatewayMany rrFigures `json:"gateway_n"`
 	RawMany     rrFigures `json:"raw_n"`
+	// Hop is the raw round trip behind an ext_proc hop (see hop): what a
+	// gateway that cost nothing of its own would do.
+	HopOne  rrFigures `json:"hop_1"`
+	HopMany rrFigures `json:"hop_n"`
 	// LatencyRatio is the gateway's median round trip ÷ the raw loop's, one
 	// in flight (target ≤ 2); RateRatio the gateway's rate ÷ the raw loop's
 	// with Concurrency in flight (target ≥ 0.5).
@@ -187,10 +200,17 @@ type requestReplyResult struct {
 	// CPURatio is the gateway's CPU per request ÷ the raw loop's with
 	// Concurrency in flight, over every process; on a machine whose cores
 	// are all busy the rate ratio tends to its inverse.
-	CPURatio       float64 `json:"cpu_ratio"`
-	ServerCPURatio float64 `json:"server_cpu_ratio,omitempty"`
-	TargetLatency  float64 `json:"target_latency_ratio"`
-	TargetRate     float64 `json:"target_rate_ratio"`
+	CPURatio float64 `json:"cpu_ratio"`
+	// HopRateRatio is the gateway's rate ÷ the hop baseline's with
+	// Concurrency in flight: the processor's own share. HopCeilingRatio is
+	// the hop baseline's ÷ the raw loop's: what the ext_proc hop alone
+	// leaves of the raw rate on this machine, the most any gateway could
+	// reach in RateRatio here.
+	HopRateRatio    float64 `json:"hop_rate_ratio"`
+	HopCeilingRatio float64 `json:"hop_ceiling_ratio"`
+	ServerCPURatio  float64 `json:"server_cpu_ratio,omitempty"`
+	TargetLatency   float64 `json:"target_latency_ratio"`
+	TargetRate      float64 `json:"target_rate_ratio"`
 }
 
 func (requestReplyResult) isResult() {}
@@ -210,22 +230,40 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	defer func() { _ = e.srv.stopResponder(ctx) }()
 
-	gw := e.gatewayRR(reqs)
+	gw := e.gatewayRR(e.procSide, reqs)
 	raw, err := startRawRR(e.srv.brokerAddr(), reqs)
 	if err != nil {
 		return nil, err
 	}
 	defer raw.close()
-	sides := []rrSide{gw, raw.side()}
-
-	// Both answer before anything is measured: the processor answers 503
-	// until its reply index has caught up, the raw loop's consumer must
-	// have its assignment.
-	for _, s := range sides {
+	// The processor answers 503 until its reply index has caught up, the
+	// raw loop's consumer must have its assignment: all answer before
+	// anything is measured or captured.
+	for _, s := range []rrSide{gw, raw.side()} {
 		if err := awaitRR(ctx, s); err != nil {
 			return nil, err
 		}
 	}
+	answers, err := e.captureReplies(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	hb, err := startHop(raw, answers)
+	if err != nil {
+		return nil, err
+	}
+	defer hb.stop()
+	hopSide, err := e.dial("hop baseline", hb.addr(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	defer hopSide.close()
+	hs := e.gatewayRR(hopSide, reqs)
+	hs.name = "raw + ext_proc hop"
+	if err := awaitRR(ctx, hs); err != nil {
+		return nil, err
+	}
+	sides := []rrSide{gw, raw.side(), hs}
 	if o.warmup > 0 {
 		for _, s := range sides {
 			w, err := e.runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs)
@@ -238,15 +276,12 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		}
 	}
 	levels := []int{1, replyConcurrency}
-	var totals [2][2]rrWindow // [level][side]
-	var perRound [2][2][]float64
+	var totals [2][3]rrWindow // [level][side]
+	var perRound [2][3][]float64
 	for r := range o.rounds {
-		order := []int{0, 1}
-		if r%2 == 1 {
-			order = []int{1, 0}
-		}
 		for li, workers := range levels {
-			for _, si := range order {
+			for k := range sides { // the first side rotates every round
+				si := (r + k) % len(sides)
 				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
 				if err != nil {
 					return nil, err
@@ -285,8 +320,11 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
 		BodyBytes: len(reqs[0].body), ReplyBytes: len(reqs[0].want), Concurrency: replyConcurrency,
 		GatewayOne: fig(0, 0), RawOne: fig(0, 1), GatewayMany: fig(1, 0), RawMany: fig(1, 1),
+		HopOne: fig(0, 2), HopMany: fig(1, 2),
 		TargetLatency: 2, TargetRate: 0.5,
 	}
+	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
+	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
 	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
 	res.LatencyP99Ratio = ratio(res.GatewayOne.Latency.P99Ms, res.RawOne.Latency.P99Ms)
 	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
@@ -317,25 +355,23 @@ func awaitRR(ctx context.Context, s rrSide) error {
 	}
 }
 
-// gatewayRR is the processor's side: worker i POSTs its request, on
-// connection i mod conns, and wants 201 with the responder's reply.
-func (e *env) gatewayRR(reqs []replyRequest) rrSide {
+// gatewayRR is the gateway's side, served by s (the processor, or the hop
+// baseline): worker i POSTs its request, on connection i mod conns, and
+// wants 201 with the responder's reply.
+func (e *env) gatewayRR(s *side, reqs []replyRequest) rrSide {
 	// Built once, as the fetch scenarios' requests are (see newRequest).
 	built := make([]emulator.Request, len(reqs))
 	for i, r := range reqs {
-		built[i] = newRequestWith(e.procSide.client(0), "POST", "/orders/"+r.id, false,
+		built[i] = newRequestWith(s.client(0), "POST", "/orders/"+r.id, false,
 			"content-type", "application/json", "content-length", strconv.Itoa(len(r.body)))
 	}
 	return rrSide{name: "gateway", do: func(ctx context.Context, i int) error {
 		r := reqs[i%len(reqs)]
-		rep, err := exchangeBody(ctx, e.procSide.client(i), built[i%len(built)], r.body)
+		rep, err := exchangeBody(ctx, s.client(i), built[i%len(built)], r.body)
 		if err != nil {
 			return err
 		}
-		if rep.status != 201 || !bytes.Equal(rep.body, r.want) {
-			return fmt.Errorf("POST /orders/%s: %d with %q, want 201 with the responder's reply %q", r.id, rep.status, rep.body, r.want)
-		}
-		return nil
+		return r.check(rep)
 	}}
 }
 

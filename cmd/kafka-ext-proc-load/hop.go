@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
+)
+
+// hop is the request-reply scenario's second baseline, the raw round trip
+// behind an ext_proc hop: an ext_proc server with the processor's gRPC
+// plumbing (stack.GRPCServerOptions) that reads each POST to its end, runs
+// the raw librdkafka round trip (rawRR.roundTrip) for the worker whose
+// request the path names, and answers with the ProcessingResponses the
+// processor sent for that request. The same bytes cross the ext_proc stream
+// as through the gateway and the same Kafka work is done as by the raw loop;
+// what the processor does besides is all that is left out. A gateway that
+// cost nothing of its own would match it, so gateway ÷ hop is the processor's
+// share and hop ÷ raw what the hop alone costs on this machine.
+//
+// It runs in the client process, also with -split, beside the raw loop it
+// calls.
+type hop struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	raw     *rawRR
+	answers map[string][]*extprocv3.ProcessingResponse // by :path; read-only once serving
+
+	srv  *grpc.Server
+	lis  net.Listener
+	done chan struct{}
+}
+
+func startHop(raw *rawRR, answers map[string][]*extprocv3.ProcessingResponse) (*hop, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening for the hop baseline: %w", err)
+	}
+	h := &hop{raw: raw, answers: answers, srv: grpc.NewServer(stack.GRPCServerOptions(nil)...), lis: lis, done: make(chan struct{})}
+	extprocv3.RegisterExternalProcessorServer(h.srv, h)
+	go func() {
+		defer close(h.done)
+		_ = h.srv.Serve(lis) // returns nil after Stop
+	}()
+	return h, nil
+}
+
+func (h *hop) addr() string { return h.lis.Addr().String() }
+
+func (h *hop) stop() {
+	h.srv.Stop()
+	<-h.done
+}
+
+// Process answers one POST /orders/o<i> with worker i's raw round trip.
+func (h *hop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	ctx := stream.Context()
+	m, err := stream.Recv()
+	if err != nil {
+		return nil
+	}
+	var path string
+	for _, hv := range m.GetRequestHeaders().GetHeaders().GetHeaders() {
+		if hv.GetKey() == ":path" {
+			path = string(hv.GetRawValue())
+			break
+		}
+	}
+	for eos := m.GetRequestHeaders().GetEndOfStream(); !eos; {
+		if m, err = stream.Recv(); err != nil {
+			return nil
+		}
+		eos = m.GetRequestBody().GetEndOfStream() || m.GetRequestTrailers() != nil
+	}
+	answer, ok := h.answers[path]
+	i, err := strconv.Atoi(strings.TrimPrefix(path, "/orders/o"))
+	if !ok || err != nil {
+		return status.Errorf(codes.InvalidArgument, "the hop baseline answers the scenario's POST /orders/o<i>, not %q", path)
+	}
+	if err := h.raw.roundTrip(ctx, i); err != nil {
+		return status.Errorf(codes.Unavailable, "the raw round trip: %v", err)
+	}
+	for _, a := range answer {
+		if err := stream.Send(a); err != nil {
+			return nil
+		}
+	}
+	// As the processor and the no-op server do: the stream ends with the
+	// client's cancel.
+	t := time.NewTimer(noopLinger)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return nil
+}
+
+// captureReplies records the processor's answer to each request, for the hop
+// baseline to replay: 201 with the responder's reply.
+func (e *env) captureReplies(ctx context.Context, reqs []replyRequest) (map[string][]*extprocv3.ProcessingResponse, error) {
+	c := e.procSide.client(0)
+	out := make(map[string][]*extprocv3.ProcessingResponse, len(reqs))
+	for _, r := range reqs {
+		path := "/orders/" + r.id
+		req := newRequestWith(c, "POST", path, false, "content-type", "application/json", "content-length", strconv.Itoa(len(r.body)))
+		answer, _, err := e.capture(ctx, req, r.body, func(rep reply) error { return r.check(rep) })
+		if err != nil {
+			return nil, err
+		}
+		out[path] = answer
+	}
+	return out, nil
+}
