@@ -29,6 +29,16 @@ func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.Conf
 	if _, ok := props["log_level"]; !ok {
 		cm["log_level"] = 4 // warnings and worse
 	}
+	// librdkafka's reconnect backoff grows to 10 s while a broker is down,
+	// and a producer's records time out only when its broker threads wake:
+	// a record that never left was reported up to 6 s late, after the
+	// answer had to go out as "may or may not have been written" (504)
+	// rather than "not written, retry" (503). At 1 s a record's timeout is
+	// reported within about a second of it, and a broker that comes back is
+	// found within a second.
+	if _, ok := props["reconnect.backoff.max.ms"]; !ok {
+		cm["reconnect.backoff.max.ms"] = 1000
+	}
 	// Statistics feed the metrics (broker round trips, queues, lag); each
 	// client folds them in where it reads its events.
 	if _, ok := props["statistics.interval.ms"]; !ok {
