@@ -38,6 +38,10 @@ type ClientOptions struct {
 	// Stats receives the statistics of the live consumer ("views") and of
 	// the log-tail consumer (optional).
 	Stats *RdStats
+	// PartitionCheck is how often the partition counts of the views' topics
+	// are read, so that partitions added to a topic are followed; default
+	// 30s.
+	PartitionCheck time.Duration
 }
 
 // Readiness is where a client reports whether its warmed views are caught up.
@@ -89,6 +93,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.CoalesceWindow <= 0 {
 		opts.CoalesceWindow = 2 * time.Millisecond
 	}
+	if opts.PartitionCheck <= 0 {
+		opts.PartitionCheck = defaultPartitionCheck
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -111,11 +118,12 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		views: map[string]*viewSlot{},
 		ctx:   ctx, cancel: cancel,
 	}
-	c.wg.Add(4)
+	c.wg.Add(5)
 	go func() { defer c.wg.Done(); forwardRdLogs(logger, live.Logs(), "live", ctx.Done()) }()
 	go c.pollLive()
 	go c.watchBrokers()
 	go c.evictIdle()
+	go c.followPartitions()
 	return c, nil
 }
 
@@ -255,6 +263,91 @@ func (c *Client) evictLocked(topic string) {
 		c.logger.Warn("unassigning an evicted view", "topic", topic, "err", err)
 	}
 	c.logger.Debug("view evicted", "topic", topic)
+}
+
+// defaultPartitionCheck is how often a client reads the partition counts of
+// its views' topics: records a producer writes to an added partition reach
+// the views at most this late (they are read from the partition's start).
+const defaultPartitionCheck = 30 * time.Second
+
+// followPartitions runs while the client lives: every PartitionCheck it
+// describes the topics of the ready views, in one request, and starts
+// reading the partitions added since.
+func (c *Client) followPartitions() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.PartitionCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.checkPartitions(); err != nil {
+			c.logger.Debug("checking the partitions of the views' topics", "err", err)
+		}
+	}
+}
+
+func (c *Client) checkPartitions() error {
+	c.mu.RLock()
+	var names []string
+	for topic, s := range c.views {
+		// A view still catching up reads the partitions it was created
+		// with; the next check grows it once it is handed over.
+		if s.view != nil && s.view.isReady() {
+			names = append(names, topic)
+		}
+	}
+	c.mu.RUnlock()
+	if len(names) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
+	defer cancel()
+	res, err := c.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names))
+	if err != nil {
+		return fmt.Errorf("describing %d topics: %w", len(names), err)
+	}
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() == kafka.ErrNoError {
+			c.grow(d.Name, len(d.Partitions))
+		}
+	}
+	return nil
+}
+
+// grow has the view of topic read n partitions, assigning the added ones to
+// the live consumer from their start: an added partition holds only records
+// written after it was created, so none is missed. The client's read lock
+// is held throughout, so the view cannot be evicted (which unassigns its
+// partitions) between growing and assigning.
+func (c *Client) grow(topic string, n int) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.views[topic]
+	if !ok || s.view == nil || !s.view.isReady() {
+		return
+	}
+	before := s.view.Partitions()
+	added := s.view.grow(n)
+	if len(added) == 0 {
+		return
+	}
+	parts := make([]kafka.TopicPartition, len(added))
+	for i, p := range added {
+		parts[i] = kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.OffsetBeginning}
+	}
+	c.assignMu.Lock()
+	err := c.live.IncrementalAssign(parts)
+	c.assignMu.Unlock()
+	if err != nil {
+		// Nothing reads them: forget them, so the next check tries again.
+		s.view.shrink(before)
+		c.logger.Warn("assigning the partitions added to a topic; retrying at the next check", "topic", topic, "err", err)
+		return
+	}
+	c.logger.Info("following the partitions added to a topic", "topic", topic, "partitions_before", before, "partitions", n)
 }
 
 // evictIdle runs while the client lives, evicting on-demand views idle for

@@ -229,8 +229,36 @@ func (v *View) Position(p int32) int64 {
 	return v.positions[p]
 }
 
-// Partitions is the number of partitions of the topic.
-func (v *View) Partitions() int { return len(v.positions) }
+// Partitions is the number of partitions the view reads.
+func (v *View) Partitions() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return len(v.positions)
+}
+
+// grow makes the view read n partitions: partitions added to the topic
+// start at offset 0, and the records there are applied as they come. It
+// returns the partitions added.
+func (v *View) grow(n int) []int32 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var added []int32
+	for p := len(v.positions); p < n; p++ {
+		v.positions = append(v.positions, 0)
+		added = append(added, int32(p))
+	}
+	return added
+}
+
+// shrink undoes a grow whose partitions could not be assigned: nothing was
+// read from them.
+func (v *View) shrink(n int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if n < len(v.positions) {
+		v.positions = v.positions[:n]
+	}
+}
 
 type keyWait struct {
 	ch   chan struct{}

@@ -291,3 +291,75 @@ func TestViewLimitsAndEviction(t *testing.T) {
 		t.Fatalf("re-opened view: %v %v", e, ok)
 	}
 }
+
+// addPartitions raises topic's partition count to n.
+func addPartitions(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := a.CreatePartitions(ctxT(t), []kafka.PartitionsSpecification{{Topic: topic, IncreaseTo: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			t.Fatalf("adding partitions to %s: %v", topic, r.Error)
+		}
+	}
+}
+
+func TestViewFollowsAddedPartitions(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
+	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
+		PartitionCheck: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := ctxT(t)
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := v.Partitions(); n != 1 {
+		t.Fatalf("the view reads %d partitions, want 1", n)
+	}
+	z, stop := v.WatchKey("z")
+	defer stop()
+
+	// Written to the added partition at once, before the view can have
+	// noticed it: the view reads an added partition from its start.
+	addPartitions(t, b.Addr(), "items", 3)
+	produce(t, b.Addr(), "items", rec{key: []byte("z"), value: []byte("z1"), partition: 2})
+	select {
+	case <-z:
+	case <-ctx.Done():
+		t.Fatalf("a record written to an added partition never reached the view (it reads %d partitions)", v.Partitions())
+	}
+	if e, ok := v.Get("z"); !ok || string(e.Value) != "z1" || e.Partition != 2 {
+		t.Fatalf("z = %+v, %v; want z1 from partition 2", e, ok)
+	}
+	if n, pos := v.Partitions(), v.Position(2); n != 3 || pos != 1 {
+		t.Errorf("partitions %d, position of partition 2 %d; want 3 and 1", n, pos)
+	}
+	// The old partition is still read.
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a2")})
+	deadline := time.After(10 * time.Second)
+	for {
+		changed := v.Changed() // before the look-up, so no write falls between
+		if e, _ := v.Get("a"); e != nil && string(e.Value) == "a2" {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("a write to partition 0 after the growth never reached the view")
+		}
+	}
+}
