@@ -455,6 +455,18 @@ func (s *logSink) has(sub string) bool {
 	return false
 }
 
+func (s *logSink) count(sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.msgs {
+		if strings.Contains(m, sub) {
+			n++
+		}
+	}
+	return n
+}
+
 // A fatal error of the idempotent producer retires it; the next produce
 // goes to a new instance.
 func TestProduceFatalErrorReplacesProducer(t *testing.T) {

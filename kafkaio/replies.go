@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,9 @@ type ReplyIndexOptions struct {
 	Readiness Readiness // one condition per reply topic (optional)
 	Logger    *slog.Logger
 	Stats     *RdStats // receives the consumer's statistics as role replies (optional)
+	// PartitionCheck is how often the partition counts of the reply topics
+	// are read, to follow partitions added to them (default 30s).
+	PartitionCheck time.Duration
 }
 
 // ReplyIndexStats are a reply index's sizes and counters.
@@ -58,11 +62,13 @@ type ReplyIndexStats struct {
 //
 // All reply topics share the one consumer, so a topic added while others
 // are live delays their replies by its catch-up; reply topics are normally
-// added at startup.
+// added at startup. An assign-only consumer is never told of partitions
+// added to a topic, so the index looks for them every PartitionCheck.
 type ReplyIndex struct {
 	opts   ReplyIndexOptions
 	logger *slog.Logger
 	cons   *kafka.Consumer
+	admin  *kafka.AdminClient // derived from cons: describes the reply topics
 	now    func() time.Time
 
 	// assignMu serialises assignment changes: confluent-kafka-go's
@@ -90,7 +96,8 @@ type replyTopic struct {
 	entries   map[string]*replyEntry
 	added     time.Time
 
-	// Catch-up state, guarded by ReplyIndex.mu.
+	// Catch-up state, guarded by ReplyIndex.mu. end and done have one
+	// element per assigned partition, added partitions included.
 	started   bool    // partitions assigned
 	end       []int64 // end offsets when indexing began
 	done      []bool  // partition reached its end offset
@@ -139,6 +146,9 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 64 << 20
 	}
+	if opts.PartitionCheck <= 0 {
+		opts.PartitionCheck = 30 * time.Second
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -149,9 +159,14 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 	if err != nil {
 		return nil, fmt.Errorf("creating the reply consumer of kafka binding %q: %w", opts.Name, err)
 	}
+	admin, err := kafka.NewAdminClientFromConsumer(cons)
+	if err != nil {
+		_ = cons.Close()
+		return nil, fmt.Errorf("creating the admin handle of the reply consumer of kafka binding %q: %w", opts.Name, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &ReplyIndex{
-		opts: opts, logger: logger, cons: cons, now: now,
+		opts: opts, logger: logger, cons: cons, admin: admin, now: now,
 		topics: map[string]*replyTopic{},
 		ctx:    ctx, cancel: cancel,
 		stopLogs: make(chan struct{}), logsDone: make(chan struct{}),
@@ -160,8 +175,9 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 		defer close(x.logsDone)
 		forwardRdLogs(logger, cons.Logs(), "replies", x.stopLogs)
 	}()
-	x.wg.Add(1)
+	x.wg.Add(2)
 	go x.poll()
+	go x.followPartitions()
 	return x, nil
 }
 
@@ -176,6 +192,7 @@ func (x *ReplyIndex) Close() {
 	x.mu.Unlock()
 	x.cancel()
 	x.wg.Wait()
+	x.admin.Close()
 	_ = x.cons.Close()
 	close(x.stopLogs)
 	<-x.logsDone
@@ -317,6 +334,13 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 		}
 	}
 
+	assign := make([]kafka.TopicPartition, n)
+	for p := range assign {
+		assign[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(start[p])}
+	}
+	// assignMu is held from the state to the assignment: grow sees a
+	// started topic only once its partitions are assigned.
+	x.assignMu.Lock()
 	x.mu.Lock()
 	t.end = end
 	t.done = make([]bool, n)
@@ -331,26 +355,111 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 	t.started = true // before the assignment: its first records count
 	t.lastErr = nil
 	x.mu.Unlock()
-
-	assign := make([]kafka.TopicPartition, n)
-	for p := range assign {
-		assign[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(start[p])}
-	}
-	x.assignMu.Lock()
 	err = x.cons.IncrementalAssign(assign)
-	x.assignMu.Unlock()
 	if err != nil {
 		x.mu.Lock()
 		t.started = false
 		x.mu.Unlock()
+		x.assignMu.Unlock()
 		return fmt.Errorf("assigning reply topic %s: %w", topic, err)
 	}
+	x.assignMu.Unlock()
 	x.mu.Lock()
 	caught := x.checkCaughtUpLocked(t) // nothing to read in any partition
 	x.mu.Unlock()
 	if caught {
 		x.caughtUp(t)
 	}
+	return nil
+}
+
+// followPartitions looks for partitions added to the started reply topics
+// every PartitionCheck, and assigns them.
+func (x *ReplyIndex) followPartitions() {
+	defer x.wg.Done()
+	tick := time.NewTicker(x.opts.PartitionCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		// A failure (no broker) changes nothing: the partitions read so far
+		// are still read, and the next check tries again.
+		if err := x.checkPartitions(); err != nil && x.ctx.Err() == nil {
+			x.logger.Debug("checking the partitions of the reply topics failed; retrying at the next check", "err", err)
+		}
+	}
+}
+
+// checkPartitions describes every started reply topic in one request and
+// assigns the partitions each gained.
+func (x *ReplyIndex) checkPartitions() error {
+	x.mu.Lock()
+	var names []string
+	for name, t := range x.topics {
+		if t.started {
+			names = append(names, name)
+		}
+	}
+	x.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	ctx, cancel := context.WithTimeout(x.ctx, x.opts.KafkaTimeout)
+	defer cancel()
+	res, err := x.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names),
+		kafka.SetAdminRequestTimeout(x.opts.KafkaTimeout))
+	if err != nil {
+		return fmt.Errorf("describing the reply topics %v: %w", names, err)
+	}
+	var errs []error
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() != kafka.ErrNoError {
+			errs = append(errs, fmt.Errorf("describing reply topic %s: %w", d.Name, d.Error))
+			continue
+		}
+		if err := x.grow(d.Name, len(d.Partitions)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// grow assigns the partitions of a started topic from the number assigned
+// up to n, at their beginning: a partition added later holds only records
+// written since it was created, so none is missed. A smaller n is ignored
+// (Kafka never removes partitions; it is a stale answer).
+func (x *ReplyIndex) grow(topic string, n int) error {
+	x.assignMu.Lock()
+	defer x.assignMu.Unlock()
+	x.mu.Lock()
+	t := x.topics[topic]
+	if t == nil || !t.started || n <= len(t.done) {
+		x.mu.Unlock()
+		return nil
+	}
+	old := len(t.done)
+	// The catch-up covers what was there when indexing began: the new
+	// partitions count as done, so a caught-up topic stays caught up.
+	for range n - old {
+		t.end = append(t.end, 0)
+		t.done = append(t.done, true)
+	}
+	x.mu.Unlock()
+	assign := make([]kafka.TopicPartition, 0, n-old)
+	for p := old; p < n; p++ {
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
+	}
+	if err := x.cons.IncrementalAssign(assign); err != nil {
+		x.mu.Lock()
+		t.end, t.done = t.end[:old], t.done[:old]
+		x.mu.Unlock()
+		return fmt.Errorf("assigning partitions %d to %d added to reply topic %s: %w", old, n-1, topic, err)
+	}
+	x.logger.Info("reading partitions added to a reply topic", "topic", topic, "partitions_before", old, "partitions", n)
 	return nil
 }
 

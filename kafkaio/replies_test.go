@@ -580,3 +580,63 @@ func TestReplyWatchWithoutReplyHoldsNothing(t *testing.T) {
 		t.Errorf("after closing: %d entries, %+v", n, st)
 	}
 }
+
+// Partitions added to reply topics after the index started are read from
+// their first record, and the topics stay caught up.
+func TestReplyPartitionsAddedAreFollowed(t *testing.T) {
+	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 1}, {Name: "other", Partitions: 1}})
+	sink := &logSink{}
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{PartitionCheck: 50 * time.Millisecond, Logger: slog.New(sink)}, nil)
+	x.Add("replies", cidHeader)
+	x.Add("other", cidHeader)
+	ctx := testCtx(t, 30*time.Second)
+	for _, topic := range []string{"replies", "other"} {
+		if err := x.WaitCaughtUp(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	res, err := ac.CreatePartitions(ctx, []kafka.PartitionsSpecification{
+		{Topic: "replies", IncreaseTo: 3},
+		{Topic: "other", IncreaseTo: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			t.Fatalf("adding partitions to %s: %v", r.Topic, r.Error)
+		}
+	}
+
+	w := x.Watch("replies", "in-new-partition")
+	defer w.Close()
+	o := x.Watch("other", "in-new-partition")
+	defer o.Close()
+	writeReplies(t, b.Addr(), "replies", testReply{id: "in-new-partition", value: []byte("p2"), partition: 2})
+	writeReplies(t, b.Addr(), "other", testReply{id: "in-new-partition", value: []byte("p1"), partition: 1})
+	if recs := waitRecords(t, ctx, w, 1); recs[0].Partition != 2 || string(recs[0].Value) != "p2" {
+		t.Fatalf("records = %v, want the one in partition 2", recs)
+	}
+	if recs := waitRecords(t, ctx, o, 1); recs[0].Partition != 1 || string(recs[0].Value) != "p1" {
+		t.Fatalf("records = %v, want the one in partition 1", recs)
+	}
+	x.mu.Lock()
+	caught, parts := x.topics["replies"].caught, len(x.topics["replies"].done)
+	x.mu.Unlock()
+	if !caught || parts != 3 {
+		t.Errorf("replies: caught up %v with %d partitions, want caught up with 3", caught, parts)
+	}
+	// grow logs before it releases assignMu.
+	x.assignMu.Lock()
+	n := sink.count("reading partitions added to a reply topic")
+	x.assignMu.Unlock()
+	if n != 2 {
+		t.Errorf("the added partitions were logged %d times, want once per topic", n)
+	}
+}
