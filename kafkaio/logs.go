@@ -32,6 +32,14 @@ import (
 // RingBytes) and per stream by one batch (BatchBytes). A stream more than its
 // lag budget behind the tail is told so (LogStream.Lagged) and ends; the
 // client resumes by id from the ring or a history reader.
+//
+// A ring's partition count is fixed when its tail starts. Topics that gain
+// partitions later are found by a periodic check (LogsOptions.PartitionCheck):
+// their tail is retired, its streams end with ErrPartitionsChanged, and the
+// next stream of the topic starts a fresh tail with every partition. A
+// client resuming by id continues where it was in the partitions the id
+// names and from the earliest offset in the new ones, so nothing is lost and
+// nothing is sent twice.
 
 // ErrLagged means a stream fell more records behind the tail than its lag
 // budget, or behind the oldest record the ring holds.
@@ -39,6 +47,24 @@ var ErrLagged = errors.New("the stream fell too far behind the tail")
 
 // ErrLogsClosed means the cluster's log readers were closed (shutdown).
 var ErrLogsClosed = errors.New("log readers closed")
+
+// ErrPartitionsChanged means the stream's topic gained partitions: its tail
+// was retired, and the client resumes by id on a fresh one. Streams end with
+// a *PartitionsChangedError wrapping it.
+var ErrPartitionsChanged = errors.New("the topic gained partitions")
+
+// PartitionsChangedError is how streams of a retired tail end: their topic
+// went from Was partitions to Now.
+type PartitionsChangedError struct {
+	Topic    string
+	Was, Now int
+}
+
+func (e *PartitionsChangedError) Error() string {
+	return fmt.Sprintf("topic %s gained partitions (%d → %d)", e.Topic, e.Was, e.Now)
+}
+
+func (e *PartitionsChangedError) Unwrap() error { return ErrPartitionsChanged }
 
 // Framer encodes what a stream sends for one record: a frame embedding the
 // value verbatim at ValueOffset, and the positions after the record (next
@@ -77,7 +103,11 @@ type LogsOptions struct {
 	// BatchBytes bounds the frames one Next returns (default 64KiB; a
 	// larger frame is returned alone).
 	BatchBytes int
-	Logger     *slog.Logger
+	// PartitionCheck is how often the partition counts of the topics with a
+	// tail are checked, so that partitions added later are read (default
+	// 30s; one describe request per check for all topics).
+	PartitionCheck time.Duration
+	Logger         *slog.Logger
 }
 
 // Logs reads log topics for streams: one per cluster, created on first use.
@@ -86,12 +116,19 @@ type Logs struct {
 	opts   LogsOptions
 	logger *slog.Logger
 	tail   *kafka.Consumer
+	admin  *kafka.AdminClient // the tail's handle, for partition checks
 	pool   *readerPool
 	bufs   sync.Pool // *[]byte batch buffers of streams that copy or encode
 
 	// assignMu orders assignments of the tail consumer: a topic's tail is
-	// unassigned before a new tail of the same topic is assigned.
+	// unassigned before a new tail of the same topic is registered and
+	// assigned.
 	assignMu sync.Mutex
+	// pollMu is held by the poll loop for each batch, from polling to
+	// folding into rings: taking it after an unassignment waits out a batch
+	// that may still hold records of the old assignment, which must not
+	// reach a new ring of the same topic.
+	pollMu sync.Mutex
 
 	mu     sync.Mutex
 	topics map[string]*logTopic
@@ -112,6 +149,12 @@ type logTopic struct {
 	lo    []int64 // low watermarks when the tail started: where fresh streams begin
 	refs  int     // streams holding the topic (guarded by Logs.mu)
 	idle  *time.Timer
+
+	// retired is closed once the topic gained partitions and the tail was
+	// retired; retiredErr (set before, under Logs.mu) is what its streams
+	// end with.
+	retired    chan struct{}
+	retiredErr error
 }
 
 // NewLogs creates the log readers of c's cluster. They close with c.
@@ -134,6 +177,9 @@ func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
 	if opts.BatchBytes <= 0 {
 		opts.BatchBytes = 64 << 10
 	}
+	if opts.PartitionCheck <= 0 {
+		opts.PartitionCheck = 30 * time.Second
+	}
 	if opts.Name == "" {
 		opts.Name = c.opts.Name
 	}
@@ -153,17 +199,23 @@ func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the log tail consumer of kafka binding %q: %w", opts.Name, err)
 	}
+	admin, err := kafka.NewAdminClientFromConsumer(tail)
+	if err != nil {
+		_ = tail.Close()
+		return nil, fmt.Errorf("creating the admin handle of the log tail of kafka binding %q: %w", opts.Name, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Logs{
-		c: c, opts: opts, logger: logger, tail: tail,
+		c: c, opts: opts, logger: logger, tail: tail, admin: admin,
 		topics: map[string]*logTopic{},
 		ctx:    ctx, cancel: cancel,
 	}
 	l.pool = newReaderPool(l)
 	l.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go func() { defer l.wg.Done(); forwardRdLogs(logger, tail.Logs(), "log-tail", ctx.Done()) }()
 	go l.poll()
+	go l.watchPartitions()
 	// The readers live as long as the cluster's client: it waits for them.
 	c.wg.Add(1)
 	go func() {
@@ -192,6 +244,7 @@ func (l *Logs) Close() {
 		l.cancel()
 		l.pool.close() // before the wait: the readers' log forwarders end with them
 		l.wg.Wait()
+		l.admin.Close()
 		_ = l.tail.Close()
 	})
 }
@@ -236,42 +289,55 @@ func (l *Logs) Stats() LogsStats {
 
 // acquire returns the topic's tail, starting it on first use, held until
 // release. framer frames the ring's records when this call starts it;
-// budget grows the ring to at least that many records.
+// budget grows the ring to at least that many records. A tail retired
+// meanwhile (its topic gained partitions) is let go of, and the stream
+// starts on a fresh one.
 func (l *Logs) acquire(ctx context.Context, topic string, framer Framer, budget int) (*logTopic, error) {
-	l.mu.Lock()
-	if l.closed {
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, ErrLogsClosed
+		}
+		t := l.topics[topic]
+		if t == nil {
+			t = &logTopic{name: topic, ready: make(chan struct{}), retired: make(chan struct{})}
+			l.topics[topic] = t
+			l.wg.Add(1)
+			go l.start(t, framer)
+		}
+		t.refs++
+		if t.idle != nil {
+			t.idle.Stop()
+			t.idle = nil
+		}
 		l.mu.Unlock()
-		return nil, ErrLogsClosed
-	}
-	t := l.topics[topic]
-	if t == nil {
-		t = &logTopic{name: topic, ready: make(chan struct{})}
-		l.topics[topic] = t
-		l.wg.Add(1)
-		go l.start(t, framer)
-	}
-	t.refs++
-	if t.idle != nil {
-		t.idle.Stop()
-		t.idle = nil
-	}
-	l.mu.Unlock()
 
-	select {
-	case <-t.ready:
-	case <-ctx.Done():
-		l.release(t)
-		return nil, fmt.Errorf("%w: the tail of topic %s: %w", ErrNotReady, topic, ctx.Err())
-	case <-l.ctx.Done():
-		l.release(t)
-		return nil, ErrLogsClosed
+		select {
+		case <-t.ready:
+		case <-ctx.Done():
+			l.release(t)
+			return nil, fmt.Errorf("%w: the tail of topic %s: %w", ErrNotReady, topic, ctx.Err())
+		case <-l.ctx.Done():
+			l.release(t)
+			return nil, ErrLogsClosed
+		}
+		if t.err != nil {
+			l.release(t)
+			return nil, t.err
+		}
+		// Retiring happens under mu: a tail not retired by now is retired
+		// only with this stream counted, which then ends with it.
+		l.mu.Lock()
+		retired := t.retiredErr != nil
+		l.mu.Unlock()
+		if retired {
+			l.release(t)
+			continue
+		}
+		t.ring.grow(budget)
+		return t, nil
 	}
-	if t.err != nil {
-		l.release(t)
-		return nil, t.err
-	}
-	t.ring.grow(budget)
-	return t, nil
 }
 
 // release lets go of a topic; the last stream out starts its idle timer.
@@ -314,14 +380,58 @@ func (l *Logs) evict(t *logTopic) {
 	if t.err != nil {
 		return
 	}
+	if err := l.unassign(t); err != nil {
+		l.logger.Warn("stopping the tail of an idle topic failed", "topic", t.name, "err", err)
+	}
+	l.logger.Debug("tail of an idle topic stopped", "topic", t.name)
+}
+
+// retire ends the tail of a topic that now has now partitions: its streams
+// end with a PartitionsChangedError and the next stream of the topic starts
+// a fresh tail reading all of them (the ring cannot grow partitions).
+func (l *Logs) retire(t *logTopic, now int) {
+	l.assignMu.Lock()
+	defer l.assignMu.Unlock()
+	l.mu.Lock()
+	if l.closed || l.topics[t.name] != t {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.topics, t.name)
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
+	was := t.ring.partitions
+	t.retiredErr = &PartitionsChangedError{Topic: t.name, Was: was, Now: now}
+	close(t.retired)
+	streams := t.refs
+	l.mu.Unlock()
+	l.logger.Info("topic gained partitions: its fetch streams end, to resume by id on a fresh tail",
+		"topic", t.name, "from", was, "to", now, "streams", streams)
+	if err := l.unassign(t); err != nil {
+		l.logger.Warn("stopping the tail of a topic that gained partitions failed", "topic", t.name, "err", err)
+	}
+}
+
+// unassign takes a started topic's partitions from the tail consumer, then
+// waits out a poll batch that may still hold their records. Called with
+// assignMu held, after the topic left l.topics.
+func (l *Logs) unassign(t *logTopic) error {
 	parts := make([]kafka.TopicPartition, t.ring.partitions)
 	for p := range parts {
 		parts[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p)}
 	}
 	if err := l.tail.IncrementalUnassign(parts); err != nil {
-		l.logger.Warn("stopping the tail of an idle topic failed", "topic", t.name, "err", err)
+		return fmt.Errorf("unassigning topic %s from the log tail: %w", t.name, err)
 	}
-	l.logger.Debug("tail of an idle topic stopped", "topic", t.name)
+	// librdkafka drops what it queued for the partitions; a batch the poll
+	// loop took before is done (its records dropped, as the topic is gone)
+	// once pollMu is free.
+	l.pollMu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier.
+	l.pollMu.Unlock()
+	return nil
 }
 
 // start reads the topic's partitions and watermarks and assigns the tail
@@ -343,14 +453,16 @@ func (l *Logs) start(t *logTopic, framer Framer) {
 		start[p] = max(lo[p], hi[p]-backfill)
 	}
 	r := newRing(framer, n, l.opts.RingRecords, l.opts.RingBytes, start, hi)
-	l.mu.Lock() // the poll loop looks rings up under mu
-	t.lo, t.ring = lo, r
-	l.mu.Unlock()
 	assign := make([]kafka.TopicPartition, n)
 	for p := range assign {
 		assign[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p), Offset: kafka.Offset(start[p])}
 	}
+	// The ring is registered under assignMu: not before an earlier tail of
+	// the topic is unassigned and its records are out of the poll loop.
 	l.assignMu.Lock()
+	l.mu.Lock() // the poll loop looks rings up under mu
+	t.lo, t.ring = lo, r
+	l.mu.Unlock()
 	err = l.tail.IncrementalAssign(assign)
 	l.assignMu.Unlock()
 	if err != nil {
@@ -418,47 +530,113 @@ func (l *Logs) poll() {
 	byTopic := map[string][]*kafka.Message{}
 	var eofs []kafka.PartitionEOF
 	for l.ctx.Err() == nil {
-		ev := l.tail.Poll(100)
-		if ev == nil {
+		l.pollMu.Lock()
+		eofs = l.pollBatch(byTopic, eofs[:0])
+		l.pollMu.Unlock()
+	}
+}
+
+// pollBatch polls one batch (waiting up to 100ms for its first event) and
+// folds it into the rings. byTopic and eofs are buffers to reuse: byTopic is
+// left empty, eofs returned.
+func (l *Logs) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) []kafka.PartitionEOF {
+	ev := l.tail.Poll(100)
+	for i := 0; ev != nil && i < maxPollBatch; i++ {
+		switch e := ev.(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error == nil && e.TopicPartition.Topic != nil {
+				byTopic[*e.TopicPartition.Topic] = append(byTopic[*e.TopicPartition.Topic], e)
+			}
+		case kafka.PartitionEOF:
+			eofs = append(eofs, e)
+		case kafka.Error:
+			l.logger.Debug("log tail consumer", "err", e)
+		case *kafka.Stats:
+			l.c.opts.Stats.record("log-tail", e.String())
+		}
+		ev = l.tail.Poll(0)
+	}
+	if len(byTopic) == 0 && len(eofs) == 0 {
+		return eofs
+	}
+	l.mu.Lock()
+	rings := make(map[string]*ring, len(byTopic))
+	for name := range byTopic {
+		if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
+			rings[name] = t.ring
+		}
+	}
+	for _, e := range eofs {
+		if e.Topic == nil {
 			continue
 		}
-		for i := 0; ev != nil && i < maxPollBatch; i++ {
-			switch e := ev.(type) {
-			case *kafka.Message:
-				if e.TopicPartition.Error == nil && e.TopicPartition.Topic != nil {
-					byTopic[*e.TopicPartition.Topic] = append(byTopic[*e.TopicPartition.Topic], e)
-				}
-			case kafka.PartitionEOF:
-				eofs = append(eofs, e)
-			case kafka.Error:
-				l.logger.Debug("log tail consumer", "err", e)
-			case *kafka.Stats:
-				l.c.opts.Stats.record("log-tail", e.String())
-			}
-			ev = l.tail.Poll(0)
+		if t := l.topics[*e.Topic]; t != nil && t.ring != nil {
+			t.ring.sawEnd(e.Partition, int64(e.Offset))
 		}
-		l.mu.Lock()
-		rings := make(map[string]*ring, len(byTopic))
-		for name := range byTopic {
-			if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
-				rings[name] = t.ring
-			}
-		}
-		for _, e := range eofs {
-			if e.Topic == nil {
-				continue
-			}
-			if t := l.topics[*e.Topic]; t != nil && t.ring != nil {
-				t.ring.sawEnd(e.Partition, int64(e.Offset))
-			}
-		}
-		l.mu.Unlock()
-		for name, msgs := range byTopic {
-			if r := rings[name]; r != nil {
-				r.append(msgs)
-			}
-			delete(byTopic, name)
-		}
-		eofs = eofs[:0]
 	}
+	l.mu.Unlock()
+	for name, msgs := range byTopic {
+		if r := rings[name]; r != nil {
+			r.append(msgs)
+		}
+		delete(byTopic, name)
+	}
+	return eofs
+}
+
+// watchPartitions checks every PartitionCheck whether topics with a tail
+// gained partitions, which their ring cannot hold, and retires those tails.
+func (l *Logs) watchPartitions() {
+	defer l.wg.Done()
+	tick := time.NewTicker(l.opts.PartitionCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := l.checkPartitions(); err != nil && l.ctx.Err() == nil {
+			l.logger.Debug("checking the partition counts of streamed topics failed; retrying at the next check", "err", err)
+		}
+	}
+}
+
+// checkPartitions describes every started topic in one request and retires
+// the tails of those that gained partitions.
+func (l *Logs) checkPartitions() error {
+	l.mu.Lock()
+	started := make(map[string]*logTopic, len(l.topics))
+	names := make([]string, 0, len(l.topics))
+	for name, t := range l.topics {
+		select {
+		case <-t.ready:
+			if t.err == nil {
+				started[name] = t
+				names = append(names, name)
+			}
+		default: // still starting: it reads the current count itself
+		}
+	}
+	l.mu.Unlock()
+	if len(names) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.KafkaTimeout)
+	defer cancel()
+	res, err := l.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names), kafka.SetAdminRequestTimeout(l.opts.KafkaTimeout))
+	if err != nil {
+		return fmt.Errorf("describing %d topics: %w", len(names), err)
+	}
+	for _, d := range res.TopicDescriptions {
+		t := started[d.Name]
+		switch {
+		case t == nil:
+		case d.Error.Code() != kafka.ErrNoError:
+			l.logger.Debug("describing a streamed topic failed; retrying at the next check", "topic", d.Name, "err", d.Error)
+		case len(d.Partitions) > t.ring.partitions:
+			l.retire(t, len(d.Partitions))
+		}
+	}
+	return nil
 }

@@ -49,8 +49,9 @@ func newFanout(streams, records, partitions int, filters []LogFilter) *fanout {
 			Value:          []byte(fmt.Sprintf("value-%04d-of-a-typical-event", i)),
 		})
 	}
+	t := &logTopic{name: topic, retired: make(chan struct{})}
 	for i := 0; i < streams; i++ {
-		s := &LogStream{l: l, r: f.r, opts: StreamOptions{Framer: fanoutFramer{}, Filters: filters}, shared: true,
+		s := &LogStream{l: l, t: t, r: f.r, opts: StreamOptions{Framer: fanoutFramer{}, Filters: filters}, shared: true,
 			next: make([]int64, partitions), phase: phaseHistory}
 		s.cur = &cursor{budget: uint64(2 * records), lagged: make(chan struct{})}
 		f.streams = append(f.streams, s)

@@ -69,6 +69,11 @@ const (
 // Open starts a stream on a topic. It fails with ErrUnknownTopic,
 // ErrNotReady (the tail or the view did not start within ctx) or
 // ErrLogsClosed.
+//
+// Resuming from a message id of a stream that ended with
+// ErrPartitionsChanged continues with no gap and no repeat: the id names the
+// partitions the topic had, and the new ones, which the id does not name,
+// start at the earliest offset.
 func (l *Logs) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
 	if o.LagBudget <= 0 {
 		o.LagBudget = l.opts.RingRecords
@@ -177,6 +182,22 @@ func (s *LogStream) Behind() bool {
 // tail (or out of the ring): it should end, and its client resume by id.
 func (s *LogStream) Lagged() <-chan struct{} { return s.cur.lagged }
 
+// Retired is closed once the stream's topic gained partitions and its tail
+// was retired: it should end with RetiredErr, and its client resume by id
+// (on a fresh tail that reads every partition).
+func (s *LogStream) Retired() <-chan struct{} { return s.t.retired }
+
+// RetiredErr is the *PartitionsChangedError (wrapping ErrPartitionsChanged)
+// the stream ends with once Retired is closed; nil before.
+func (s *LogStream) RetiredErr() error {
+	select {
+	case <-s.t.retired:
+		return s.t.retiredErr
+	default:
+		return nil
+	}
+}
+
 // Close releases what the stream holds.
 func (s *LogStream) Close() {
 	if s.closed {
@@ -201,6 +222,7 @@ func (s *LogStream) Peek(ctx context.Context) ([]Header, error) {
 	case <-s.r.caughtUp:
 	case <-wctx.Done():
 	case <-s.l.ctx.Done():
+	case <-s.t.retired: // fill ends the stream
 	}
 	cancel()
 	chunk, err := s.fill(ctx, false)
@@ -213,8 +235,9 @@ func (s *LogStream) Peek(ctx context.Context) ([]Header, error) {
 
 // Next returns the next frames to send, waiting for records when the stream
 // is at the tail: one or more complete frames, valid until the next call.
-// It fails with ErrLagged, ErrLogsClosed, ErrNotReady (a history read made
-// no progress within the Kafka timeout) or ctx's error.
+// It fails with ErrLagged, ErrLogsClosed, ErrPartitionsChanged (RetiredErr),
+// ErrNotReady (a history read made no progress within the Kafka timeout) or
+// ctx's error.
 func (s *LogStream) Next(ctx context.Context) ([]byte, error) {
 	if s.peeked {
 		s.peeked = false
@@ -297,6 +320,11 @@ func (s *LogStream) fill(ctx context.Context, wait bool) ([]byte, error) {
 		if s.closed {
 			return nil, ErrLogsClosed
 		}
+		if err := s.RetiredErr(); err != nil {
+			// The retired tail reads none of the new partitions: the
+			// stream ends here and resumes by id on a fresh tail.
+			return nil, err
+		}
 		switch s.phase {
 		case phaseView:
 			s.fillView()
@@ -341,6 +369,8 @@ func (s *LogStream) fill(ctx context.Context, wait bool) ([]byte, error) {
 			case <-notify:
 			case <-s.cur.lagged:
 				return nil, ErrLagged
+			case <-s.t.retired:
+				return nil, s.t.retiredErr
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			case <-s.l.ctx.Done():

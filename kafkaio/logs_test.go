@@ -373,3 +373,77 @@ func TestLogStreamUnknownTopic(t *testing.T) {
 		t.Fatalf("%v, want ErrUnknownTopic", err)
 	}
 }
+
+// A topic that gains partitions while streamed: its streams end with
+// ErrPartitionsChanged, and a stream resuming from the last id received reads
+// the new partitions from their start and the old ones where it was, each
+// record once.
+func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
+	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
+	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{PartitionCheck: 50 * time.Millisecond})
+	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
+	if _, err := s.Peek(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, b.Addr(), "log", rec{key: []byte("a"), value: []byte("a"), partition: 0})
+	first := collect(t, s, 1)
+	if first[0].value != "a" || len(first[0].next) != 1 || first[0].next[0] != 1 {
+		t.Fatalf("first frame %+v", first[0])
+	}
+
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	res, err := admin.CreatePartitions(ctxT(t), []kafka.PartitionsSpecification{{Topic: "log", IncreaseTo: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("creating partitions: %v", res)
+	}
+
+	// The stream waits at the tail: the check ends it.
+	_, err = s.Next(ctxT(t))
+	var pc *kafkaio.PartitionsChangedError
+	if !errors.Is(err, kafkaio.ErrPartitionsChanged) || !errors.As(err, &pc) || pc.Topic != "log" || pc.Was != 1 || pc.Now != 3 {
+		t.Fatalf("Next: %v, want a PartitionsChangedError of log from 1 to 3 partitions", err)
+	}
+	select {
+	case <-s.Retired():
+	default:
+		t.Fatal("Retired not closed once Next failed with ErrPartitionsChanged")
+	}
+	if err := s.RetiredErr(); !errors.Is(err, kafkaio.ErrPartitionsChanged) {
+		t.Fatalf("RetiredErr: %v", err)
+	}
+
+	produce(t, b.Addr(), "log",
+		rec{key: []byte("c"), value: []byte("c"), partition: 2},
+		rec{key: []byte("b"), value: []byte("b"), partition: 0})
+	r := openStream(t, l, kafkaio.StreamOptions{Topic: "log", Start: map[int32]int64{0: first[0].next[0]}})
+	if r.Partitions() != 3 || r.Restarted() {
+		t.Fatalf("resumed stream: %d partitions, restarted %v; want 3, false", r.Partitions(), r.Restarted())
+	}
+	if _, err := r.Peek(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	rest := collect(t, r, 2)
+	byValue := map[string][]int64{}
+	for _, f := range rest {
+		byValue[f.value] = f.next
+	}
+	if len(byValue) != 2 || byValue["b"] == nil || byValue["c"] == nil {
+		t.Fatalf("resumed: %+v, want b and c once each", rest)
+	}
+	// A record written now is the next one: nothing came between, nothing
+	// twice.
+	produce(t, b.Addr(), "log", rec{key: []byte("d"), value: []byte("d"), partition: 1})
+	if got := collect(t, r, 1); got[0].value != "d" || fmt.Sprint(got[0].next) != "[2 1 1]" {
+		t.Fatalf("after the resume: %+v, want d at positions [2 1 1]", got)
+	}
+	if st := l.Stats(); st.Topics != 1 || st.Streams != 1 {
+		t.Fatalf("stats %+v: want one topic (the fresh tail) held by the resumed stream", st)
+	}
+}

@@ -39,7 +39,10 @@ import (
 //   - The processor cannot see whether the client reads (Envoy gives ext_proc
 //     no flow control); a stream more than limits.stream-lag-budget records
 //     behind the topic's tail ends with RESOURCE_EXHAUSTED and the client
-//     resumes by id. On drain, streams end with UNAVAILABLE.
+//     resumes by id. On drain, streams end with UNAVAILABLE; so do the streams
+//     of a topic that gained partitions (the tail reading it is retired): a
+//     client resuming by id continues in the partitions its id names, and
+//     reads the new ones from their earliest offset.
 
 // fetch answers one call of a fetch route.
 func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capability.GRPCCall) capability.Status {
@@ -140,6 +143,8 @@ func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capabili
 		return h.streamEnd(err, ctx, topic, w.Topic.Static(), call.Limits)
 	case <-ls.Lagged():
 		return h.streamEnd(kafkaio.ErrLagged, ctx, topic, w.Topic.Static(), call.Limits)
+	case <-ls.Retired():
+		return h.streamEnd(ls.RetiredErr(), ctx, topic, w.Topic.Static(), call.Limits)
 	case <-call.Drain.Done():
 		return draining()
 	case <-ctx.Done():
@@ -165,6 +170,14 @@ func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static
 			limits.StreamLagBudget, topic))
 	case errors.Is(err, kafkaio.ErrLogsClosed):
 		return draining()
+	case errors.Is(err, kafkaio.ErrPartitionsChanged):
+		counts := ""
+		var pc *kafkaio.PartitionsChangedError
+		if errors.As(err, &pc) {
+			counts = fmt.Sprintf(" (%d → %d)", pc.Was, pc.Now)
+		}
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+			"topic %q gained partitions%s; reconnect with the id of the last message received to resume", topic, counts))
 	case errors.Is(err, kafkaio.ErrNotReady), errors.Is(err, kafkaio.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	}
