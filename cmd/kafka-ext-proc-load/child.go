@@ -27,6 +27,7 @@ const childEnv = "KAFKA_EXT_PROC_LOAD_SERVERS"
 type childConfig struct {
 	LogLevel string   `json:"log_level"`
 	Profiles profiles `json:"profiles"`
+	Limits   string   `json:"limits,omitempty"` // -limits
 }
 
 // childRequest is one command to the child, one JSON object per line on its
@@ -272,9 +273,9 @@ func (c *child) close() {
 
 // serveChild is the child's side: it starts the servers, announces the
 // processor's address and answers commands until its input ends.
-func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.Logger) error {
+func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.Logger, limits string) error {
 	enc := json.NewEncoder(out)
-	l, err := startLocal(logger)
+	l, err := startLocal(logger, limits)
 	if err != nil {
 		_ = enc.Encode(childResponse{Err: err.Error()})
 		return err
@@ -361,7 +362,7 @@ func childMain(ctx context.Context, config string, stdin io.Reader, out, stderr 
 		logger.Error("starting the profiles", "err", err)
 		return 1
 	}
-	err = serveChild(ctx, stdin, out, logger)
+	err = serveChild(ctx, stdin, out, logger, cfg.Limits)
 	if perr := stopProfiles(); err == nil {
 		err = perr
 	}

@@ -57,13 +57,13 @@ func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err
 	// Through typed variables: a nil *child in the interface would not be
 	// a nil servers for close.
 	if o.split {
-		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles})
+		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles, Limits: o.limits})
 		if err != nil {
 			return nil, err
 		}
 		e.srv = c
 	} else {
-		l, err := startLocal(logger)
+		l, err := startLocal(logger, o.limits)
 		if err != nil {
 			return nil, err
 		}

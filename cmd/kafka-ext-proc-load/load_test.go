@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
 // TestScenarios runs every scenario briefly, as a user would run the
@@ -289,6 +291,22 @@ func TestJSONValueSize(t *testing.T) {
 		v := jsonValue("k123", 7, size)
 		if len(v) != size || !json.Valid(v) {
 			t.Errorf("size %d: %d bytes, valid %v: %s", size, len(v), json.Valid(v), v)
+		}
+	}
+}
+
+func TestLimitsFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-limits", "stream-send-rate: 1000, stream-send-interval: 100ms"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, more := range []bool{false, true} {
+		cfg, err := config.Parse("bench.yaml", []byte(benchConfig(more, o.limits)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := cfg.Limits; l.StreamSendRate != 1000 || l.StreamSendInterval != 100*time.Millisecond || l.MaxWait != time.Minute {
+			t.Errorf("more routes %v: limits %+v, want the flag's and max-wait 60s", more, l)
 		}
 	}
 }

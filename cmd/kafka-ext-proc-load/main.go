@@ -88,6 +88,7 @@ type options struct {
 	split       bool // servers in a child process
 	profiles    profiles
 	logLevel    slog.Level
+	limits      string // more fields of the processor's limits, YAML flow form
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -117,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -223,6 +225,9 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 		}
 		fmt.Fprintf(stdout, "kafka-ext-proc-load: %s/%s, %d CPUs, GOMAXPROCS %d, %s; %s\n",
 			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), where)
+		if o.limits != "" {
+			fmt.Fprintf(stdout, "processor limits: %s\n", o.limits)
+		}
 	}
 	for _, s := range o.scenarios {
 		var res result

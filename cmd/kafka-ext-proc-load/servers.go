@@ -31,12 +31,18 @@ import (
 // others (local.moreRoutes) when a scenario needs them: a produce route
 // with reply-to starts a reply index, whose consumer would otherwise add to
 // the fetch scenarios' background (their figures predate it).
-func benchConfig(more bool) string {
+//
+// limits are more fields of the limits object in YAML flow form (-limits),
+// for instance "stream-send-rate: 10000".
+func benchConfig(more bool, limits string) string {
 	var extra string
 	if more {
 		extra = moreRoutesYAML
 	}
-	return fetchRoutesYAML + extra + "limits: { max-wait: 60s }\n"
+	if limits != "" {
+		limits = ", " + limits
+	}
+	return fetchRoutesYAML + extra + "limits: { max-wait: 60s" + limits + " }\n"
 }
 
 const fetchRoutesYAML = `
@@ -142,13 +148,13 @@ type local struct {
 
 var _ servers = (*local)(nil)
 
-func startLocal(logger *slog.Logger) (_ *local, err error) {
+func startLocal(logger *slog.Logger, limits string) (_ *local, err error) {
 	noEnv := func(string) (string, bool) { return "", false }
-	cfg, err := config.Parse("bench.yaml", []byte(benchConfig(false)), noEnv)
+	cfg, err := config.Parse("bench.yaml", []byte(benchConfig(false, limits)), noEnv)
 	if err != nil {
-		return nil, fmt.Errorf("the built-in configuration: %w", err)
+		return nil, fmt.Errorf("the built-in configuration (with -limits %q): %w", limits, err)
 	}
-	full, err := config.Parse("bench.yaml", []byte(benchConfig(true)), noEnv)
+	full, err := config.Parse("bench.yaml", []byte(benchConfig(true, limits)), noEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the built-in configuration: %w", err)
 	}
