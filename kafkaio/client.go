@@ -265,28 +265,12 @@ func (c *Client) evictLocked(topic string) {
 	c.logger.Debug("view evicted", "topic", topic)
 }
 
-// defaultPartitionCheck is how often a client reads the partition counts of
-// its views' topics: records a producer writes to an added partition reach
-// the views at most this late (they are read from the partition's start).
-const defaultPartitionCheck = 30 * time.Second
-
 // followPartitions runs while the client lives: every PartitionCheck it
-// describes the topics of the ready views, in one request, and starts
-// reading the partitions added since.
+// describes the topics of the ready views and starts reading the partitions
+// added since.
 func (c *Client) followPartitions() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.opts.PartitionCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := c.checkPartitions(); err != nil {
-			c.logger.Debug("checking the partitions of the views' topics", "err", err)
-		}
-	}
+	checkEvery(c.ctx, c.opts.PartitionCheck, c.logger, "the views' topics", c.checkPartitions)
 }
 
 func (c *Client) checkPartitions() error {
@@ -300,21 +284,11 @@ func (c *Client) checkPartitions() error {
 		}
 	}
 	c.mu.RUnlock()
-	if len(names) == 0 {
-		return nil
+	counts, err := partitionCounts(c.ctx, c.admin, names, c.opts.KafkaTimeout)
+	for topic, n := range counts {
+		c.grow(topic, n)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
-	defer cancel()
-	res, err := c.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names))
-	if err != nil {
-		return fmt.Errorf("describing %d topics: %w", len(names), err)
-	}
-	for _, d := range res.TopicDescriptions {
-		if d.Error.Code() == kafka.ErrNoError {
-			c.grow(d.Name, len(d.Partitions))
-		}
-	}
-	return nil
+	return err
 }
 
 // grow has the view of topic read n partitions, assigning the added ones to

@@ -178,7 +178,7 @@ func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
 		opts.BatchBytes = 64 << 10
 	}
 	if opts.PartitionCheck <= 0 {
-		opts.PartitionCheck = 30 * time.Second
+		opts.PartitionCheck = defaultPartitionCheck
 	}
 	if opts.Name == "" {
 		opts.Name = c.opts.Name
@@ -588,18 +588,7 @@ func (l *Logs) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.Parti
 // gained partitions, which their ring cannot hold, and retires those tails.
 func (l *Logs) watchPartitions() {
 	defer l.wg.Done()
-	tick := time.NewTicker(l.opts.PartitionCheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := l.checkPartitions(); err != nil && l.ctx.Err() == nil {
-			l.logger.Debug("checking the partition counts of streamed topics failed; retrying at the next check", "err", err)
-		}
-	}
+	checkEvery(l.ctx, l.opts.PartitionCheck, l.logger, "streamed topics", l.checkPartitions)
 }
 
 // checkPartitions describes every started topic in one request and retires
@@ -619,24 +608,11 @@ func (l *Logs) checkPartitions() error {
 		}
 	}
 	l.mu.Unlock()
-	if len(names) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(l.ctx, l.opts.KafkaTimeout)
-	defer cancel()
-	res, err := l.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names), kafka.SetAdminRequestTimeout(l.opts.KafkaTimeout))
-	if err != nil {
-		return fmt.Errorf("describing %d topics: %w", len(names), err)
-	}
-	for _, d := range res.TopicDescriptions {
-		t := started[d.Name]
-		switch {
-		case t == nil:
-		case d.Error.Code() != kafka.ErrNoError:
-			l.logger.Debug("describing a streamed topic failed; retrying at the next check", "topic", d.Name, "err", d.Error)
-		case len(d.Partitions) > t.ring.partitions:
-			l.retire(t, len(d.Partitions))
+	counts, err := partitionCounts(l.ctx, l.admin, names, l.opts.KafkaTimeout)
+	for name, n := range counts {
+		if t := started[name]; t != nil && n > t.ring.partitions {
+			l.retire(t, n)
 		}
 	}
-	return nil
+	return err
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -147,7 +146,7 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 		opts.MaxBytes = 64 << 20
 	}
 	if opts.PartitionCheck <= 0 {
-		opts.PartitionCheck = 30 * time.Second
+		opts.PartitionCheck = defaultPartitionCheck
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -377,20 +376,7 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 // every PartitionCheck, and assigns them.
 func (x *ReplyIndex) followPartitions() {
 	defer x.wg.Done()
-	tick := time.NewTicker(x.opts.PartitionCheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-x.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		// A failure (no broker) changes nothing: the partitions read so far
-		// are still read, and the next check tries again.
-		if err := x.checkPartitions(); err != nil && x.ctx.Err() == nil {
-			x.logger.Debug("checking the partitions of the reply topics failed; retrying at the next check", "err", err)
-		}
-	}
+	checkEvery(x.ctx, x.opts.PartitionCheck, x.logger, "the reply topics", x.checkPartitions)
 }
 
 // checkPartitions describes every started reply topic in one request and
@@ -404,26 +390,10 @@ func (x *ReplyIndex) checkPartitions() error {
 		}
 	}
 	x.mu.Unlock()
-	if len(names) == 0 {
-		return nil
-	}
-	slices.Sort(names)
-	ctx, cancel := context.WithTimeout(x.ctx, x.opts.KafkaTimeout)
-	defer cancel()
-	res, err := x.admin.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names),
-		kafka.SetAdminRequestTimeout(x.opts.KafkaTimeout))
-	if err != nil {
-		return fmt.Errorf("describing the reply topics %v: %w", names, err)
-	}
-	var errs []error
-	for _, d := range res.TopicDescriptions {
-		if d.Error.Code() != kafka.ErrNoError {
-			errs = append(errs, fmt.Errorf("describing reply topic %s: %w", d.Name, d.Error))
-			continue
-		}
-		if err := x.grow(d.Name, len(d.Partitions)); err != nil {
-			errs = append(errs, err)
-		}
+	counts, err := partitionCounts(x.ctx, x.admin, names, x.opts.KafkaTimeout)
+	errs := []error{err}
+	for name, n := range counts {
+		errs = append(errs, x.grow(name, n))
 	}
 	return errors.Join(errs...)
 }
