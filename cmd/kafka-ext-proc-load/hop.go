@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -62,45 +61,26 @@ func (h *hop) stop() {
 
 // Process answers one POST /orders/o<i> with worker i's raw round trip.
 func (h *hop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
-	ctx := stream.Context()
-	m, err := stream.Recv()
+	headers, err := readRequest(stream)
 	if err != nil {
 		return nil
 	}
 	var path string
-	for _, hv := range m.GetRequestHeaders().GetHeaders().GetHeaders() {
+	for _, hv := range headers.GetHeaders().GetHeaders() {
 		if hv.GetKey() == ":path" {
 			path = string(hv.GetRawValue())
 			break
 		}
-	}
-	for eos := m.GetRequestHeaders().GetEndOfStream(); !eos; {
-		if m, err = stream.Recv(); err != nil {
-			return nil
-		}
-		eos = m.GetRequestBody().GetEndOfStream() || m.GetRequestTrailers() != nil
 	}
 	answer, ok := h.answers[path]
 	i, err := strconv.Atoi(strings.TrimPrefix(path, "/orders/o"))
 	if !ok || err != nil {
 		return status.Errorf(codes.InvalidArgument, "the hop baseline answers the scenario's POST /orders/o<i>, not %q", path)
 	}
-	if err := h.raw.roundTrip(ctx, i); err != nil {
+	if err := h.raw.roundTrip(stream.Context(), i); err != nil {
 		return status.Errorf(codes.Unavailable, "the raw round trip: %v", err)
 	}
-	for _, a := range answer {
-		if err := stream.Send(a); err != nil {
-			return nil
-		}
-	}
-	// As the processor and the no-op server do: the stream ends with the
-	// client's cancel.
-	t := time.NewTimer(noopLinger)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	answerAndLinger(stream, answer)
 	return nil
 }
 

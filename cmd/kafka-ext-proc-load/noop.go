@@ -77,18 +77,8 @@ func (n *noop) stop() {
 // Process answers one stream.
 func (n *noop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := stream.Context()
-	m, err := stream.Recv()
-	if err != nil {
+	if _, err := readRequest(stream); err != nil {
 		return nil
-	}
-	// The answer goes after the whole request, as the processor answers an
-	// HTTP request (bodyless GETs end with their headers).
-	eos := m.GetRequestHeaders().GetEndOfStream()
-	for !eos {
-		if m, err = stream.Recv(); err != nil {
-			return nil
-		}
-		eos = m.GetRequestBody().GetEndOfStream() || m.GetRequestTrailers() != nil
 	}
 	if n.hold {
 		n.held.Add(1)
@@ -101,18 +91,42 @@ func (n *noop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 			return nil
 		}
 	}
-	for _, a := range n.answer {
+	answerAndLinger(stream, n.answer)
+	return nil
+}
+
+// readRequest reads a request to its end and returns its headers: the
+// answer goes after the whole request, as the processor answers an HTTP
+// request (bodyless GETs end with their headers).
+func readRequest(stream extprocv3.ExternalProcessor_ProcessServer) (*extprocv3.HttpHeaders, error) {
+	m, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	headers := m.GetRequestHeaders()
+	for eos := headers.GetEndOfStream(); !eos; {
+		if m, err = stream.Recv(); err != nil {
+			return nil, err
+		}
+		eos = m.GetRequestBody().GetEndOfStream() || m.GetRequestTrailers() != nil
+	}
+	return headers, nil
+}
+
+// answerAndLinger sends answer, then waits (bounded) for the client's
+// cancel, as the processor does after its answer.
+func answerAndLinger(stream extprocv3.ExternalProcessor_ProcessServer, answer []*extprocv3.ProcessingResponse) {
+	for _, a := range answer {
 		if err := stream.Send(a); err != nil {
-			return nil
+			return
 		}
 	}
 	t := time.NewTimer(noopLinger)
 	defer t.Stop()
 	select {
-	case <-ctx.Done():
+	case <-stream.Context().Done():
 	case <-t.C:
 	}
-	return nil
 }
 
 // recorder keeps the ProcessingResponses one client stream received.
