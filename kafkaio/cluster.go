@@ -19,6 +19,9 @@ type ClusterOptions struct {
 	MaxViewBytes    int64
 	Readiness       Readiness
 	Logger          *slog.Logger
+	// PartitionCheck is how often partition counts are read to follow
+	// partitions added to topics (views, reply index, log tail); 0 = 30s.
+	PartitionCheck time.Duration
 }
 
 // Cluster is everything held for one kafka binding, shared by every route
@@ -42,7 +45,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Logger: opts.Logger, Readiness: opts.Readiness,
 		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
-		Stats: rdStats,
+		Stats: rdStats, PartitionCheck: opts.PartitionCheck,
 	})
 	if err != nil {
 		return nil, err
@@ -50,7 +53,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 	replies, err := NewReplyIndex(ReplyIndexOptions{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Retention: opts.ReplyRetention, MaxBytes: opts.ReplyIndexBytes,
-		Readiness: opts.Readiness, Logger: opts.Logger, Stats: rdStats,
+		Readiness: opts.Readiness, Logger: opts.Logger, Stats: rdStats, PartitionCheck: opts.PartitionCheck,
 	})
 	if err != nil {
 		client.Close()

@@ -104,8 +104,8 @@ type LogsOptions struct {
 	// larger frame is returned alone).
 	BatchBytes int
 	// PartitionCheck is how often the partition counts of the topics with a
-	// tail are checked, so that partitions added later are read (default
-	// 30s; one describe request per check for all topics).
+	// tail are checked, so that partitions added later are read (default:
+	// the client's; one describe request per check for all topics).
 	PartitionCheck time.Duration
 	Logger         *slog.Logger
 }
@@ -178,7 +178,7 @@ func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
 		opts.BatchBytes = 64 << 10
 	}
 	if opts.PartitionCheck <= 0 {
-		opts.PartitionCheck = defaultPartitionCheck
+		opts.PartitionCheck = c.opts.PartitionCheck // the client's, defaulted
 	}
 	if opts.Name == "" {
 		opts.Name = c.opts.Name

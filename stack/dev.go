@@ -45,8 +45,9 @@ type DevOptions struct {
 	// Responders are started against the embedded broker once the topics
 	// exist (their bootstrap.servers is set to it), before the processor.
 	Responders []responder.Options
-	// TracerProvider passes through to the processor.
+	// TracerProvider and PartitionCheck pass through to the processor.
 	TracerProvider trace.TracerProvider
+	PartitionCheck time.Duration
 }
 
 // Dev is a running development stack: broker, processor and emulator.
@@ -107,7 +108,7 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	d.Processor, err = StartProcessor(ProcessorOptions{
 		Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger,
 		Guards: opts.Guards, WrapHTTP: opts.WrapHTTP, WrapGRPC: opts.WrapGRPC,
-		TracerProvider: opts.TracerProvider,
+		TracerProvider: opts.TracerProvider, PartitionCheck: opts.PartitionCheck,
 	})
 	if err != nil {
 		return nil, err

@@ -56,6 +56,9 @@ type ProcessorOptions struct {
 	// observe what reaches them).
 	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
 	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
+	// PartitionCheck is how often the Kafka readers look for partitions
+	// added to their topics (0: every 30s; tests shorten it).
+	PartitionCheck time.Duration
 }
 
 // Processor is a running ext_proc server with its health and admin endpoints.
@@ -101,7 +104,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, err := startKafka(opts.Config, readiness, logger)
+	clients, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
 	if err != nil {
 		drain()
 		return nil, err
@@ -286,14 +289,14 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger) (map[string]*kafkaio.Cluster, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
-			Logger: logger, Readiness: readiness,
+			Logger: logger, Readiness: readiness, PartitionCheck: partitionCheck,
 		})
 		if err != nil {
 			closeKafka(clusters)
