@@ -466,7 +466,9 @@ func (l *Logs) start(t *logTopic, framer Framer) {
 	err = l.tail.IncrementalAssign(assign)
 	l.assignMu.Unlock()
 	if err != nil {
+		l.mu.Lock() // the poll loop reads err of a registered ring under mu
 		t.err = fmt.Errorf("assigning topic %s to the log tail: %w", t.name, err)
+		l.mu.Unlock()
 		return
 	}
 	l.logger.Debug("log tail started", "topic", t.name, "partitions", n, "start", start, "end", hi)
