@@ -102,9 +102,24 @@ type ProducerOptions struct {
 // dispatched to the waiting Produce call by the record's Opaque.
 //
 // Settings it owns (user properties lose): acks, enable.idempotence,
-// max.in.flight (1 unless idempotent, so retries keep per-key order),
-// message.timeout.ms and request.timeout.ms (within KafkaTimeout),
-// allow.auto.create.topics=false, go.delivery.report.fields=none.
+// retries, max.in.flight, message.timeout.ms and request.timeout.ms (within
+// KafkaTimeout), allow.auto.create.topics=false,
+// go.delivery.report.fields=none.
+//
+// No record answered as written is in the log twice, on any acks mode.
+// librdkafka re-sends a batch in two cases: when the broker's answer (or a
+// send that never left) proves nothing was written — leader moved, request
+// never sent — and when a request timed out or its connection broke, so the
+// batch may already be in the log. The first is always safe and librdkafka
+// does it without counting it as a retry. The second is safe only with the
+// idempotent producer, whose sequence numbers let the broker drop the copy.
+// So acks=all keeps librdkafka's retries, with a request timeout (and
+// socket timeout) of a third of the record's, so that one re-send fits
+// before the record's own timeout;
+// acks=none and acks=leader set retries=0: a possibly written batch fails
+// at once as ErrUnacknowledged (outcome unknown, a 504) instead of being
+// written a second time behind a success. With retries off, one request in
+// flight keeps a batch that is re-sent for free from being overtaken.
 // Defaults the user may override: linger.ms=1, partitioner=murmur2_random
 // (where Java producers put a key).
 type Producer struct {
@@ -199,6 +214,7 @@ func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
 	// left in would win or lose at random.
 	for _, k := range []string{
 		"acks", "request.required.acks", "enable.idempotence", "transactional.id",
+		"retries", "message.send.max.retries",
 		"max.in.flight", "max.in.flight.requests.per.connection",
 		"message.timeout.ms", "delivery.timeout.ms",
 		"go.delivery.reports", "go.delivery.report.fields", "delivery.report.only.error",
@@ -216,14 +232,26 @@ func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
 		(*cm)["acks"] = "all"
 		(*cm)["enable.idempotence"] = true
 	}
-	if opts.Acks != AcksAll {
-		// Without idempotence a retried batch could overtake the next one.
+	mt := int(messageTimeout(opts.KafkaTimeout) / time.Millisecond)
+	rt := mt
+	if opts.Acks == AcksAll {
+		// A produce request times out with its first record unless
+		// socket.timeout.ms is shorter (rd_kafka_ProduceRequest), so the
+		// idempotent producer, which may re-send, gets a request timeout
+		// of a third of the record's: one re-send then fits before the
+		// record's own timeout (librdkafka scans for both once a second).
+		rt = max(mt/3, 1)
+		if v, err := strconv.Atoi(props["socket.timeout.ms"]); err != nil || v > rt {
+			(*cm)["socket.timeout.ms"] = rt
+		}
+	} else {
+		// Never re-send a batch that may be in the log (see Producer).
+		(*cm)["message.send.max.retries"] = 0
 		(*cm)["max.in.flight.requests.per.connection"] = 1
 	}
-	mt := int(messageTimeout(opts.KafkaTimeout) / time.Millisecond)
 	(*cm)["message.timeout.ms"] = mt
-	if v, err := strconv.Atoi(props["request.timeout.ms"]); err != nil || v > mt {
-		(*cm)["request.timeout.ms"] = mt
+	if v, err := strconv.Atoi(props["request.timeout.ms"]); err != nil || v > rt {
+		(*cm)["request.timeout.ms"] = rt
 	}
 	_, lingerSet := props["linger.ms"]
 	_, bufSet := props["queue.buffering.max.ms"]
@@ -502,16 +530,50 @@ func (p *Producer) outcome(rd *rdProducer, d *delivery, m *kafka.Message) delive
 			p.forgetTopic(*m.TopicPartition.Topic)
 		}
 		return deliveryResult{err: fmt.Errorf("%w: %w", ErrNotEnqueued, ErrUnknownTopic)}
-	case kafka.ErrUnknownPartition, kafka.ErrPurgeQueue, kafka.ErrQueueFull:
+	}
+	switch persistence(ke.Code()) {
+	case notPersisted:
 		return deliveryResult{err: fmt.Errorf("%w: %w", ErrNotEnqueued, err)}
+	case possiblyPersisted:
+		return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}
 	}
 	if ke.Code() > 0 {
-		// A broker error that survived librdkafka's retries is final.
+		// Any other broker error is final: the broker refused the record.
 		return deliveryResult{err: &RejectedError{Code: int(ke.Code()), Reason: ke.Error()}}
 	}
-	// Other local errors (purged in flight, fatal, transport) leave the
-	// outcome unknown.
+	// Other local errors (fatal, unexpected) leave the outcome unknown.
 	return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}
+}
+
+type persistenceStatus int
+
+const (
+	persistenceOther persistenceStatus = iota
+	notPersisted
+	possiblyPersisted
+)
+
+// persistence is what a failed record's error says about whether it is in
+// the log. The Go client does not pass on librdkafka's per-message status,
+// so this follows the actions librdkafka gives each error
+// (rd_kafka_handle_Produce_error and rd_kafka_err_action in
+// rdkafka_request.c): a transient error that librdkafka marks "not
+// persisted" is a 503 (retry is safe), one it marks "possibly persisted" a
+// 504 (outcome unknown). Under acks=none and acks=leader, where retries are
+// off, these are what a failed request reports.
+func persistence(code kafka.ErrorCode) persistenceStatus {
+	switch code {
+	case kafka.ErrUnknownPartition, kafka.ErrPurgeQueue, kafka.ErrQueueFull,
+		kafka.ErrTimedOutQueue, kafka.ErrNotEnoughReplicas, kafka.ErrKafkaStorageError,
+		kafka.ErrLeaderNotAvailable, kafka.ErrNotLeaderForPartition,
+		kafka.ErrBrokerNotAvailable, kafka.ErrReplicaNotAvailable:
+		return notPersisted
+	case kafka.ErrTransport, kafka.ErrSsl, kafka.ErrTimedOut, kafka.ErrRequestTimedOut,
+		kafka.ErrNotEnoughReplicasAfterAppend, kafka.ErrPurgeInflight, kafka.ErrBadMsg,
+		kafka.ErrOutOfOrderSequenceNumber, kafka.ErrDuplicateSequenceNumber:
+		return possiblyPersisted
+	}
+	return persistenceOther
 }
 
 // replace retires an instance after a fatal error (the idempotent producer

@@ -549,12 +549,15 @@ func TestProducerConfigOwnsItsSettings(t *testing.T) {
 		Properties: map[string]string{
 			"bootstrap.servers": "x", "acks": "1", "request.required.acks": "0", "enable.idempotence": "false",
 			"delivery.timeout.ms": "60000", "linger.ms": "7", "partitioner": "consistent_random",
-			"allow.auto.create.topics": "true",
+			"allow.auto.create.topics": "true", "retries": "0", "message.send.max.retries": "3",
 		},
 		KafkaTimeout: 5 * time.Second, Acks: AcksAll,
 	})
 	want := map[string]any{
-		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3000, "request.timeout.ms": 3000, // 2 s before the Kafka timeout
+		// The record times out 2 s before the Kafka timeout; a request a third
+		// of that, so one retry fits.
+		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3000, "request.timeout.ms": 1000,
+		"socket.timeout.ms": 1000,
 		"linger.ms": "7", "partitioner": "consistent_random", "allow.auto.create.topics": false,
 		"topic.metadata.propagation.max.ms": 5000, "go.delivery.report.fields": "none",
 	}
@@ -563,20 +566,54 @@ func TestProducerConfigOwnsItsSettings(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, (*cm)[k], v)
 		}
 	}
-	for _, k := range []string{"request.required.acks", "delivery.timeout.ms", "max.in.flight.requests.per.connection"} {
+	// The idempotent producer keeps librdkafka's own retries.
+	for _, k := range []string{"request.required.acks", "delivery.timeout.ms", "max.in.flight.requests.per.connection",
+		"retries", "message.send.max.retries"} {
 		if _, ok := (*cm)[k]; ok {
 			t.Errorf("%s is set (%v)", k, (*cm)[k])
 		}
 	}
-	cm = producerConfig(ProducerOptions{KafkaTimeout: 5 * time.Second, Acks: AcksLeader})
-	for k, v := range map[string]any{
-		"acks": "1", "max.in.flight.requests.per.connection": 1, "linger.ms": 1, "partitioner": "murmur2_random",
-	} {
-		if (*cm)[k] != v {
-			t.Errorf("leader acks: %s = %v, want %v", k, (*cm)[k], v)
+	// Without idempotence a possibly written batch is never re-sent: a user's
+	// retries setting loses.
+	for acks, name := range map[Acks]string{AcksLeader: "1", AcksNone: "0"} {
+		cm = producerConfig(ProducerOptions{
+			Properties:   map[string]string{"retries": "5", "message.send.max.retries": "5"},
+			KafkaTimeout: 5 * time.Second, Acks: acks,
+		})
+		for k, v := range map[string]any{
+			"acks": name, "max.in.flight.requests.per.connection": 1, "linger.ms": 1, "partitioner": "murmur2_random",
+			"message.send.max.retries": 0, "message.timeout.ms": 3000, "request.timeout.ms": 3000,
+		} {
+			if (*cm)[k] != v {
+				t.Errorf("%s acks: %s = %v, want %v", acks, k, (*cm)[k], v)
+			}
+		}
+		for _, k := range []string{"enable.idempotence", "retries", "socket.timeout.ms"} {
+			if _, ok := (*cm)[k]; ok {
+				t.Errorf("%s acks: %s is set", acks, k)
+			}
 		}
 	}
-	if _, ok := (*cm)["enable.idempotence"]; ok {
-		t.Error("leader acks: enable.idempotence is set")
+}
+
+// Every error librdkafka can fail a record with is sorted as librdkafka's
+// rd_kafka_err_action sorts it: not persisted (503), possibly persisted
+// (504), or final.
+func TestProduceErrorPersistence(t *testing.T) {
+	for code, want := range map[kafka.ErrorCode]persistenceStatus{
+		kafka.ErrNotEnoughReplicas:            notPersisted,
+		kafka.ErrKafkaStorageError:            notPersisted,
+		kafka.ErrTimedOutQueue:                notPersisted,
+		kafka.ErrNotLeaderForPartition:        notPersisted,
+		kafka.ErrTimedOut:                     possiblyPersisted,
+		kafka.ErrRequestTimedOut:              possiblyPersisted,
+		kafka.ErrNotEnoughReplicasAfterAppend: possiblyPersisted,
+		kafka.ErrTransport:                    possiblyPersisted,
+		kafka.ErrMsgSizeTooLarge:              persistenceOther,
+		kafka.ErrTopicAuthorizationFailed:     persistenceOther,
+	} {
+		if got := persistence(code); got != want {
+			t.Errorf("%v: %d, want %d", code, got, want)
+		}
 	}
 }
