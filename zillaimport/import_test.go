@@ -260,3 +260,20 @@ func TestEnvoyCORSAndVersions(t *testing.T) {
 		t.Errorf("Check of CORS after ext_proc = %v", err)
 	}
 }
+
+// The excerpt docs/from-zilla.md shows is what the import prints.
+func TestGuideExcerpt(t *testing.T) {
+	doc, err := os.ReadFile("../docs/from-zilla.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	excerpt, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/from-zilla.md has no yaml excerpt")
+	}
+	res := importFile(t, "testdata/examples/http.kafka.oneway.yaml")
+	if !strings.Contains(string(res.Config), excerpt) {
+		t.Errorf("the import of http.kafka.oneway does not contain the guide's excerpt:\n%s", excerpt)
+	}
+}
