@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -205,10 +204,7 @@ func (f *Front) Close() {
 	}
 }
 
-// PointAt returns a copy of cfg whose kafka bindings all use bootstrap. It
-// drops their TLS and SASL properties (DroppedByPointAt lists them): the
-// embedded broker speaks plaintext without authentication, so a
-// configuration written for a secured cluster runs as it is.
+// PointAt returns a copy of cfg whose kafka bindings all use bootstrap.
 func PointAt(cfg *config.Config, bootstrap string) *config.Config {
 	out := *cfg
 	out.Kafka = make(map[string]*config.KafkaCluster, len(cfg.Kafka))
@@ -216,39 +212,12 @@ func PointAt(cfg *config.Config, bootstrap string) *config.Config {
 		kc := *k
 		kc.Properties = make(map[string]string, len(k.Properties))
 		for p, v := range k.Properties {
-			if !securityProperty(p) {
-				kc.Properties[p] = v
-			}
+			kc.Properties[p] = v
 		}
 		kc.Properties["bootstrap.servers"] = bootstrap
 		out.Kafka[name] = &kc
 	}
 	return &out
-}
-
-// securityProperty reports a librdkafka property of TLS or SASL.
-func securityProperty(p string) bool {
-	return p == "security.protocol" || strings.HasPrefix(p, "ssl.") || strings.HasPrefix(p, "sasl.")
-}
-
-// DroppedByPointAt lists, by kafka binding name, the TLS and SASL properties
-// PointAt drops, sorted; bindings without any are absent.
-func DroppedByPointAt(cfg *config.Config) map[string][]string {
-	out := map[string][]string{}
-	for name, k := range cfg.Kafka {
-		for p := range k.Properties {
-			if securityProperty(p) {
-				out[name] = append(out[name], p)
-			}
-		}
-		sort.Strings(out[name])
-	}
-	for name, ps := range out {
-		if len(ps) == 0 {
-			delete(out, name)
-		}
-	}
-	return out
 }
 
 // TopicsOf lists the static topics a configuration names: topics read by a

@@ -52,6 +52,8 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The embedded broker speaks plaintext without authentication.
+	cfg, dropped := withoutKafkaSecurity(cfg)
 	more, err := extra.options(cfg, responders)
 	if err != nil {
 		return err
@@ -72,7 +74,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	fmt.Fprint(stdout, banner(d, stack.DroppedByPointAt(cfg), unsetEnv))
+	fmt.Fprint(stdout, banner(d, dropped, unsetEnv))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
@@ -105,7 +107,8 @@ func loadForDev(path string) (*config.Config, []string, error) {
 	if err != nil || len(unset) == 0 {
 		return cfg, nil, err
 	}
-	js, err := json.Marshal(stack.PointAt(cfg, ""))
+	probe, _ := withoutKafkaSecurity(cfg)
+	js, err := json.Marshal(stack.PointAt(probe, ""))
 	if err != nil {
 		return nil, nil, fmt.Errorf("checking the configuration's environment variables: %w", err)
 	}
@@ -115,6 +118,30 @@ func loadForDev(path string) (*config.Config, []string, error) {
 		}
 	}
 	return cfg, unset, nil
+}
+
+// withoutKafkaSecurity returns a copy of cfg without the TLS and SASL
+// properties of its kafka bindings, and those it dropped by binding name
+// (sorted): dev points the bindings at its plaintext embedded broker, so a
+// configuration written for a secured cluster runs as it is.
+func withoutKafkaSecurity(cfg *config.Config) (*config.Config, map[string][]string) {
+	out := *cfg
+	out.Kafka = make(map[string]*config.KafkaCluster, len(cfg.Kafka))
+	dropped := map[string][]string{}
+	for name, k := range cfg.Kafka {
+		kc := *k
+		kc.Properties = make(map[string]string, len(k.Properties))
+		for p, v := range k.Properties {
+			if p == "security.protocol" || strings.HasPrefix(p, "ssl.") || strings.HasPrefix(p, "sasl.") {
+				dropped[name] = append(dropped[name], p)
+				continue
+			}
+			kc.Properties[p] = v
+		}
+		slices.Sort(dropped[name])
+		out.Kafka[name] = &kc
+	}
+	return &out, dropped
 }
 
 // banner tells a newcomer where everything is and what to try.
