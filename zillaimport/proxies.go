@@ -19,7 +19,12 @@ var (
 // proxyCommon checks the binding-level fields both proxies share.
 func (im *importer) proxyCommon(name string, b *node) {
 	im.used[name] = true
-	im.known(b, "binding "+name, "type", "kind", "options", "routes", "exit", "telemetry")
+	for _, f := range []string{"entry", "catalog", "vault"} {
+		if v := b.get(f); v != nil {
+			im.errorf(v, "binding %s: %s has no meaning on a %s binding (Zilla's own schema forbids it)", name, f, b.get("type").str())
+		}
+	}
+	im.known(b, "binding "+name, "type", "kind", "options", "routes", "exit", "telemetry", "entry", "catalog", "vault")
 	if e := b.get("exit"); e != nil {
 		im.errorf(e, "binding %s: a binding-level exit has no `with` saying what to do in Kafka; give every route its own exit and with", name)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/zillaimport"
 )
@@ -19,19 +20,19 @@ func importCmd(args []string, stdout, stderr io.Writer) error {
 	// The file may come before or after the flags.
 	rest := args[1:]
 	var file string
-	if len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] != '-' {
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		file, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return parseFlags(fs, rest)
-	}
-	if file == "" && fs.NArg() == 1 {
+		if err := parseFlags(fs, rest); err != nil {
+			return err
+		}
+	} else {
+		if err := fs.Parse(rest); err != nil {
+			return parseFlags(fs, rest) // the same error, as a usage error
+		}
+		if fs.NArg() != 1 {
+			return usageError{"want `import zilla FILE [--envoy FILE]`"}
+		}
 		file = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	if file == "" {
-		return usageError{"want `import zilla FILE [--envoy FILE]`"}
 	}
 	src, err := os.ReadFile(file)
 	if err != nil {

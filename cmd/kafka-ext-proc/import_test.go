@@ -157,3 +157,32 @@ func TestDevRefusesUnsetEnvItDoesNotReplace(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 1 and the unset topic variable named", code, stderr.String())
 	}
 }
+
+// The command's usage: the file before or after --envoy; anything else is a
+// usage error (exit 2).
+func TestImportUsage(t *testing.T) {
+	file := filepath.Join(zillaExamples, "http.kafka.crud.yaml")
+	envoyFile := filepath.Join(t.TempDir(), "envoy.yaml")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"import", "zilla", file}, 0},
+		{[]string{"import", "zilla", "--envoy", envoyFile, file}, 0},
+		{[]string{"import", "zilla", file, "--envoy", envoyFile}, 0},
+		{[]string{"import"}, 2},
+		{[]string{"import", "zilla"}, 2},
+		{[]string{"import", "nginx", file}, 2},
+		{[]string{"import", "zilla", file, "extra"}, 2},
+		{[]string{"import", "zilla", file, "--bogus"}, 2},
+		{[]string{"import", "zilla", "no-such-file.yaml"}, 1},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), c.args, &stdout, &stderr); code != c.code {
+			t.Errorf("%q: exit %d, want %d (%s)", c.args, code, c.code, stderr.String())
+		}
+		if c.code == 0 && !bytes.Contains(stdout.Bytes(), []byte("type: http-kafka")) {
+			t.Errorf("%q printed no configuration", c.args)
+		}
+	}
+}
