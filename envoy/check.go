@@ -172,8 +172,14 @@ func (c *checker) checkFilterChain(where string, h *hcmv3.HttpConnectionManager)
 		case jwtAuthnType:
 			jwtAt = i
 			c.checkJWT(fWhere, f.GetTypedConfig())
+		case corsType:
+			// Envoy answers CORS preflights itself only when the filter
+			// runs before ext_proc, which answers every request it sees.
+			if extProcAt >= 0 && i > extProcAt {
+				c.problem("%s: the CORS filter must come before ext_proc, which answers every request it sees", fWhere)
+			}
 		default:
-			c.problem("%s: filter type %s is not part of the contract [jwt_authn (optional), ext_proc, router]", fWhere, t)
+			c.problem("%s: filter type %s is not part of the contract [cors (optional), jwt_authn (optional), ext_proc, router]", fWhere, t)
 		}
 		if f.GetDisabled() {
 			c.problem("%s: disabled filters are not supported", fWhere)

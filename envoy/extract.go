@@ -21,6 +21,7 @@ const (
 	extProcRoute  = typeURLPrefix + "envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute"
 	routerType    = typeURLPrefix + "envoy.extensions.filters.http.router.v3.Router"
 	jwtAuthnType  = typeURLPrefix + "envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication"
+	corsType      = typeURLPrefix + "envoy.extensions.filters.http.cors.v3.Cors"
 	filterCfgType = typeURLPrefix + "envoy.config.route.v3.FilterConfig"
 )
 

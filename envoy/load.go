@@ -17,6 +17,7 @@ import (
 
 	// Every extension type envoy.yaml may name in an "@type", so that protojson
 	// resolves the Anys (an unregistered type URL is an error, not a skip).
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
@@ -32,6 +36,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var cfg *config.Config
+	var unsetEnv []string
 	var responders []responder.Options
 	if *cfgPath == "" {
 		cfg, err = config.Parse("demo.yaml", demoConfig, os.LookupEnv)
@@ -42,11 +47,13 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			Topic: "echo-requests", ReplyTo: "echo-responses", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey,
 		})
 	} else {
-		cfg, err = config.Load(*cfgPath)
+		cfg, unsetEnv, err = loadForDev(*cfgPath)
 	}
 	if err != nil {
 		return err
 	}
+	// The embedded broker speaks plaintext without authentication.
+	cfg, dropped := withoutKafkaSecurity(cfg)
 	more, err := extra.options(cfg, responders)
 	if err != nil {
 		return err
@@ -67,14 +74,78 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	fmt.Fprint(stdout, banner(d))
+	fmt.Fprint(stdout, banner(d, dropped, unsetEnv))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
 }
 
+// unsetMarker stands in for an unset environment variable while dev loads a
+// configuration; loadForDev refuses it anywhere dev does not replace.
+const unsetMarker = "kafka-ext-proc-dev-unset-env-"
+
+// loadForDev loads a configuration the way config.Load does, except that
+// environment variables may be unset when only kafka properties dev replaces
+// use them (bootstrap.servers, TLS and SASL): a configuration written for a
+// real cluster, such as an imported zilla.yaml, runs as it is. It returns
+// the names of those variables.
+func loadForDev(path string) (*config.Config, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config: %w", err)
+	}
+	var unset []string
+	cfg, err := config.Parse(path, data, func(name string) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, true
+		}
+		if !slices.Contains(unset, name) {
+			unset = append(unset, name)
+		}
+		return unsetMarker + name, true
+	})
+	if err != nil || len(unset) == 0 {
+		return cfg, nil, err
+	}
+	probe, _ := withoutKafkaSecurity(cfg)
+	js, err := json.Marshal(stack.PointAt(probe, ""))
+	if err != nil {
+		return nil, nil, fmt.Errorf("checking the configuration's environment variables: %w", err)
+	}
+	for _, name := range unset {
+		if bytes.Contains(js, []byte(unsetMarker+name)) {
+			return nil, nil, fmt.Errorf("%s: environment variable %s is not set (dev replaces only kafka bootstrap.servers, TLS and SASL properties)", path, name)
+		}
+	}
+	return cfg, unset, nil
+}
+
+// withoutKafkaSecurity returns a copy of cfg without the TLS and SASL
+// properties of its kafka bindings, and those it dropped by binding name
+// (sorted): dev points the bindings at its plaintext embedded broker, so a
+// configuration written for a secured cluster runs as it is.
+func withoutKafkaSecurity(cfg *config.Config) (*config.Config, map[string][]string) {
+	out := *cfg
+	out.Kafka = make(map[string]*config.KafkaCluster, len(cfg.Kafka))
+	dropped := map[string][]string{}
+	for name, k := range cfg.Kafka {
+		kc := *k
+		kc.Properties = make(map[string]string, len(k.Properties))
+		for p, v := range k.Properties {
+			if p == "security.protocol" || strings.HasPrefix(p, "ssl.") || strings.HasPrefix(p, "sasl.") {
+				dropped[name] = append(dropped[name], p)
+				continue
+			}
+			kc.Properties[p] = v
+		}
+		slices.Sort(dropped[name])
+		out.Kafka[name] = &kc
+	}
+	return &out, dropped
+}
+
 // banner tells a newcomer where everything is and what to try.
-func banner(d *stack.Dev) string {
+func banner(d *stack.Dev, dropped map[string][]string, unsetEnv []string) string {
 	var b strings.Builder
 	front := d.Front()
 	fmt.Fprintf(&b, "kafka-ext-proc dev is running\n")
@@ -86,6 +157,12 @@ func banner(d *stack.Dev) string {
 	}
 	for _, r := range d.Responders {
 		fmt.Fprintf(&b, "  demo responder:         answers %s\n", r.Topic())
+	}
+	for _, name := range slices.Sorted(maps.Keys(dropped)) {
+		fmt.Fprintf(&b, "  kafka %s: TLS and SASL dropped for the embedded broker (%s)\n", name, strings.Join(dropped[name], ", "))
+	}
+	if len(unsetEnv) > 0 {
+		fmt.Fprintf(&b, "  not set, not needed here: %s\n", strings.Join(unsetEnv, ", "))
 	}
 	fmt.Fprintf(&b, "\nTry:\n")
 	for _, line := range tryLines(d.Config, front) {

@@ -17,6 +17,13 @@ import (
 // entry point, flags and output) and returns the addresses its banner names.
 func devRun(t *testing.T, args ...string) (front, kafkaAddr string) {
 	t.Helper()
+	front, kafkaAddr, _ = devStart(t, args...)
+	return front, kafkaAddr
+}
+
+// devStart is devRun that also returns the banner's lines.
+func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	exited := make(chan int, 1)
@@ -34,7 +41,6 @@ func devRun(t *testing.T, args ...string) (front, kafkaAddr string) {
 	frontRe := regexp.MustCompile(`front \(Envoy emulator\): http://(\S+)`)
 	kafkaRe := regexp.MustCompile(`Kafka \(embedded\):\s+(\S+)`)
 	sc := bufio.NewScanner(out)
-	var banner []string
 	for sc.Scan() {
 		line := sc.Text()
 		banner = append(banner, line)
@@ -51,7 +57,7 @@ func devRun(t *testing.T, args ...string) (front, kafkaAddr string) {
 	if front == "" || kafkaAddr == "" {
 		t.Fatalf("dev printed no addresses:\n%s", strings.Join(banner, "\n"))
 	}
-	return front, kafkaAddr
+	return front, kafkaAddr, banner
 }
 
 // The README quick start: `dev` runs the demo; a record written with a Kafka

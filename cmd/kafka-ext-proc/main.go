@@ -4,6 +4,7 @@
 //	kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
 //	kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR]
 //	kafka-ext-proc validate --config FILE [--envoy FILE]
+//	kafka-ext-proc import zilla FILE [--envoy FILE]
 package main
 
 import (
@@ -31,6 +32,7 @@ Usage:
   kafka-ext-proc responder --config FILE --responder KIND:TOPIC...
   kafka-ext-proc openapi  --config FILE [--binding NAME] [--format yaml|json] [--server URL]
   kafka-ext-proc healthcheck [--admin ADDR] [--path /readyz]
+  kafka-ext-proc import zilla FILE [--envoy FILE]   (translate a zilla.yaml; prints the configuration)
 
 Run 'kafka-ext-proc COMMAND -h' for the flags of a command.
 `
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = healthcheck(ctx, args[1:], stdout, stderr)
 	case "responder":
 		err = responderCmd(ctx, args[1:], stdout, stderr)
+	case "import":
+		err = importCmd(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/readmetest"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+)
+
+// zillaExamples holds zilla.yaml files written in the shape of Zilla's
+// published examples, with the topics, paths and services of ours.
+const zillaExamples = repoRoot + "/zillaimport/testdata/examples"
+
+// importZilla runs `import zilla FILE --envoy` and returns the files it
+// produced, checked by the loader and the Envoy checks as a user would.
+func importZilla(t *testing.T, file string) (cfgPath, envoyPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath, envoyPath = filepath.Join(dir, "config.yaml"), filepath.Join(dir, "envoy.yaml")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"import", "zilla", file, "--envoy", envoyPath}, &stdout, &stderr); code != 0 {
+		t.Fatalf("import zilla %s: exit %d: %s", file, code, stderr.String())
+	}
+	if err := os.WriteFile(cfgPath, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The variables a deployment would set.
+	env := func(name string) (string, bool) { return "value-of-" + name, true }
+	cfg, err := config.Parse(cfgPath, stdout.Bytes(), env)
+	if err != nil {
+		t.Fatalf("the imported configuration does not load: %v\n%s", err, stdout.String())
+	}
+	b, err := envoy.Load(envoyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := envoy.Validate(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := envoy.Check(b, envoy.CheckOptions{MaxWait: cfg.Limits.MaxWait, ReplyTimeout: cfg.Limits.ReplyTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, envoyPath
+}
+
+// Each of Zilla's examples, imported: the result loads, its Envoy
+// configuration passes the checks, and the steps of our example of the same
+// name (examples/<name>/README.md) give the outputs shown there when `dev`
+// runs the imported configuration behind the imported Envoy configuration.
+// No environment variable is set: dev replaces what they feed (brokers, TLS,
+// SASL).
+func TestImportZillaExamples(t *testing.T) {
+	for _, name := range []string{"http.kafka.crud", "http.kafka.cache", "http.kafka.sync", "http.kafka.async", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, name+".yaml"))
+			playExample(t, name, cfg, envoyFile)
+		})
+	}
+	// grpc.kafka.proxy: its kafka-grpc binding is refused at its line; without
+	// it (a service answering on Kafka takes its place: here the demo
+	// responder), the rest runs the echo example's steps.
+	t.Run("grpc.kafka.proxy", func(t *testing.T) {
+		t.Parallel()
+		file := filepath.Join(zillaExamples, "grpc.kafka.proxy.yaml")
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"import", "zilla", file}, &stdout, &stderr); code != 1 {
+			t.Fatalf("import of a kafka-grpc binding: exit %d, want 1", code)
+		}
+		if want := "grpc.kafka.proxy.yaml:76:9: binding kafka_to_grpc: a kafka-grpc binding"; !strings.Contains(stderr.String(), want) {
+			t.Fatalf("error %q does not name the kafka-grpc binding's line (%q)", stderr.String(), want)
+		}
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := filepath.Join(t.TempDir(), "zilla.yaml")
+		before, _, _ := strings.Cut(string(src), "  kafka_to_grpc:\n")
+		if err := os.WriteFile(cut, []byte(before), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, envoyFile := importZilla(t, cut)
+		playExample(t, "grpc.kafka.echo", cfg, envoyFile)
+	})
+}
+
+// playExample runs examples/<name>/README.md's steps against dev started
+// with cfg and envoyFile instead of the example's own configuration.
+func playExample(t *testing.T, name, cfg, envoyFile string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "examples", name, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := readmetest.Parse(string(b), "## Steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readmetest.Run(t, steps, readmetest.Env{Root: repoRoot, Start: func(t *testing.T, args []string) (string, string) {
+		args = exampleDevArgs(t, name, args)
+		for i, a := range args {
+			if strings.HasPrefix(a, "--config=") {
+				args[i] = "--config=" + cfg
+			}
+		}
+		return devRun(t, append(args, "--envoy="+envoyFile)...)
+	}})
+}
+
+// dev runs an imported configuration written for a secured cluster (TLS
+// with a JKS trust store, SASL/SCRAM from environment variables that are not
+// set) against its plaintext embedded broker, and its banner says what it
+// dropped.
+func TestDevDropsKafkaSecurity(t *testing.T) {
+	cfg, _ := importZilla(t, filepath.Join(zillaExamples, "http.kafka.oneway.yaml"))
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"security.protocol: SASL_SSL", "sasl.username: \"${env:SASL_USERNAME}\"", "ssl.ca.location: tls/kafka.truststore.pem"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Fatalf("the imported configuration lacks %q:\n%s", want, b)
+		}
+	}
+	_, _, banner := devStart(t, "--config", cfg)
+	want := "kafka brokers: TLS and SASL dropped for the embedded broker (sasl.mechanisms, sasl.password, sasl.username, security.protocol, ssl.ca.location)"
+	if !slices.ContainsFunc(banner, func(l string) bool { return strings.TrimSpace(l) == want }) {
+		t.Errorf("the banner does not say %q:\n%s", want, strings.Join(banner, "\n"))
+	}
+	if !slices.ContainsFunc(banner, func(l string) bool {
+		return strings.Contains(l, "not set, not needed here: KAFKA_BOOTSTRAP_SERVER, SASL_USERNAME, SASL_PASSWORD")
+	}) {
+		t.Errorf("the banner does not list the unset variables:\n%s", strings.Join(banner, "\n"))
+	}
+}
+
+// An unset variable that dev does not replace is still an error.
+func TestDevRefusesUnsetEnvItDoesNotReplace(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	src := "bindings:\n  k: { type: kafka, kind: client, options: { bootstrap.servers: \"${env:KAFKA_EXT_PROC_TEST_UNSET_A}\" } }\n" +
+		"  h:\n    type: http-kafka\n    kind: proxy\n    routes:\n      - exit: k\n        with: { capability: produce, topic: \"${env:KAFKA_EXT_PROC_TEST_UNSET_B}\" }\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--config", cfg, "--front", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--kafka", "127.0.0.1:0", "--admin", ""}, io.Discard, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "environment variable KAFKA_EXT_PROC_TEST_UNSET_B is not set") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the unset topic variable named", code, stderr.String())
+	}
+}
+
+// The command's usage: the file before or after --envoy; anything else is a
+// usage error (exit 2).
+func TestImportUsage(t *testing.T) {
+	file := filepath.Join(zillaExamples, "http.kafka.crud.yaml")
+	envoyFile := filepath.Join(t.TempDir(), "envoy.yaml")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"import", "zilla", file}, 0},
+		{[]string{"import", "zilla", "--envoy", envoyFile, file}, 0},
+		{[]string{"import", "zilla", file, "--envoy", envoyFile}, 0},
+		{[]string{"import"}, 2},
+		{[]string{"import", "zilla"}, 2},
+		{[]string{"import", "nginx", file}, 2},
+		{[]string{"import", "zilla", file, "extra"}, 2},
+		{[]string{"import", "zilla", file, "--bogus"}, 2},
+		{[]string{"import", "zilla", "no-such-file.yaml"}, 1},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), c.args, &stdout, &stderr); code != c.code {
+			t.Errorf("%q: exit %d, want %d (%s)", c.args, code, c.code, stderr.String())
+		}
+		if c.code == 0 && !bytes.Contains(stdout.Bytes(), []byte("type: http-kafka")) {
+			t.Errorf("%q printed no configuration", c.args)
+		}
+	}
+}
