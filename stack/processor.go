@@ -160,6 +160,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		cfg:       opts.Config,
 		logger:    logger,
 	}
+	checkKafka(drainCtx, opts.Config, readiness, logger, &p.wg)
 	srv.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
 	readiness.Watch(func(ready bool) {
