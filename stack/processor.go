@@ -92,7 +92,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		logger = slog.Default()
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	readiness := admin.NewReadiness()
 	guards, checker := opts.Guards, (*guard.Checker)(nil)
 	if guards == nil {

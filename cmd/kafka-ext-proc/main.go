@@ -31,6 +31,7 @@ Usage:
   kafka-ext-proc responder --config FILE --responder KIND:TOPIC...
   kafka-ext-proc openapi  --config FILE [--binding NAME] [--format yaml|json] [--server URL]
   kafka-ext-proc healthcheck [--admin ADDR] [--path /readyz]
+  kafka-ext-proc version  (or --version)
 
 Run 'kafka-ext-proc COMMAND -h' for the flags of a command.
 `
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = healthcheck(ctx, args[1:], stdout, stderr)
 	case "responder":
 		err = responderCmd(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		err = version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
