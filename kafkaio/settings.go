@@ -24,6 +24,10 @@ func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.Conf
 		ms = 5000
 	}
 	cm["topic.metadata.propagation.max.ms"] = ms
+	// Brokers log and quota by client id; librdkafka's default is "rdkafka".
+	if _, ok := props["client.id"]; !ok {
+		cm["client.id"] = DefaultClientID()
+	}
 	// librdkafka logs go through one channel per client into slog.
 	cm["go.logs.channel.enable"] = true
 	if _, ok := props["log_level"]; !ok {

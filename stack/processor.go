@@ -92,7 +92,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		logger = slog.Default()
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	readiness := admin.NewReadiness()
 	guards, checker := opts.Guards, (*guard.Checker)(nil)
 	if guards == nil {
@@ -160,6 +160,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		cfg:       opts.Config,
 		logger:    logger,
 	}
+	checkKafka(drainCtx, opts.Config, readiness, logger, &p.wg)
 	srv.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
 	readiness.Watch(func(ready bool) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
@@ -26,10 +27,17 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	kafka := fs.String("kafka", "127.0.0.1:9092", "embedded Kafka broker address")
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	data := fs.String("data", "", "keep the embedded broker's topics and records in this directory across restarts (default: in memory)")
+	partitions := fs.Int("partitions", 1, "partitions of the topics the embedded broker creates")
 	var extra responderFlag
 	fs.Var(&extra, "responder", responderUsage)
+	var topics topicFlag
+	fs.Var(&topics, "topic", topicUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *partitions < 1 {
+		return usageError{fmt.Sprintf("--partitions %d: want at least 1", *partitions)}
 	}
 	logger, err := newLogger(stderr, *level, false)
 	if err != nil {
@@ -69,12 +77,13 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Config: cfg, Envoy: envoyYAML,
 		Front: *front, Listen: *listen, Kafka: *kafka, Admin: *adminAddr,
 		Logger: logger, Responders: responders,
+		BrokerOptions: embedded.Options{DataDir: *data, Partitions: int32(*partitions), Topics: topics},
 	})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	fmt.Fprint(stdout, banner(d, dropped, unsetEnv))
+	fmt.Fprint(stdout, banner(d, *data, dropped, unsetEnv))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
@@ -145,13 +154,16 @@ func withoutKafkaSecurity(cfg *config.Config) (*config.Config, map[string][]stri
 }
 
 // banner tells a newcomer where everything is and what to try.
-func banner(d *stack.Dev, dropped map[string][]string, unsetEnv []string) string {
+func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []string) string {
 	var b strings.Builder
 	front := d.Front()
 	fmt.Fprintf(&b, "kafka-ext-proc dev is running\n")
 	fmt.Fprintf(&b, "  front (Envoy emulator): http://%s\n", front)
 	fmt.Fprintf(&b, "  processor (ext_proc):   %s\n", d.Processor.Addr())
 	fmt.Fprintf(&b, "  Kafka (embedded):       %s\n", d.Broker.Addr())
+	if dir != "" {
+		fmt.Fprintf(&b, "  Kafka data:             %s (kept across restarts)\n", dir)
+	}
 	if a := d.Processor.AdminAddr(); a != "" {
 		fmt.Fprintf(&b, "  admin:                  http://%s/readyz  http://%s/metrics\n", a, a)
 	}
@@ -180,19 +192,21 @@ func tryLines(cfg *config.Config, front string) []string {
 	for _, bnd := range cfg.Bindings {
 		for _, r := range bnd.Routes {
 			for _, c := range r.When {
-				var line string
+				var more []string
 				switch bnd.Type {
 				case config.HTTPKafka:
 					if c.Path == nil {
 						continue
 					}
-					line = curlLine(c, r.With, front)
+					more = []string{curlLine(c, r.With, front)}
 				case config.GRPCKafka:
-					line = grpcurlLine(c, front)
+					more = grpcurlLines(c, front)
 				}
-				if line != "" && !seen[line] {
-					seen[line] = true
-					lines = append(lines, line)
+				for _, line := range more {
+					if line != "" && !seen[line] {
+						seen[line] = true
+						lines = append(lines, line)
+					}
 				}
 			}
 		}
@@ -228,17 +242,4 @@ func curlLine(c config.Condition, with *config.With, front string) string {
 	default:
 		return fmt.Sprintf("curl -i -X %s '%s' -H 'content-type: application/json' -d '{\"name\":\"pen\"}'", method, url)
 	}
-}
-
-// grpcurlLine names a gRPC route. The processor serves no reflection (the
-// methods are the user's), so grpcurl needs the user's protos; the line says so.
-func grpcurlLine(c config.Condition, front string) string {
-	method := c.GRPCMethod
-	if method == "" {
-		method = c.Service + "/*"
-	}
-	if method == "/*" {
-		return ""
-	}
-	return fmt.Sprintf("grpcurl -plaintext -proto YOUR.proto -d '{}' %s %s", front, strings.Replace(method, "/*", "/METHOD", 1))
 }

@@ -17,12 +17,13 @@ import (
 // entry point, flags and output) and returns the addresses its banner names.
 func devRun(t *testing.T, args ...string) (front, kafkaAddr string) {
 	t.Helper()
-	front, kafkaAddr, _ = devStart(t, args...)
+	front, kafkaAddr, _, _ = devStart(t, args...)
 	return front, kafkaAddr
 }
 
-// devStart is devRun that also returns the banner's lines.
-func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []string) {
+// devStart is devRun that also returns the banner's lines and a stop that
+// ends dev before the test does (it runs at cleanup otherwise).
+func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
@@ -31,13 +32,19 @@ func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []s
 		exited <- run(ctx, append([]string{"dev", "--front", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--kafka", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-level", "warn"}, args...), w, io.Discard)
 		w.Close()
 	}()
-	t.Cleanup(func() {
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		go io.Copy(io.Discard, out) //nolint:errcheck // drain the banner's tail
 		if code := <-exited; code != 0 {
 			t.Errorf("dev exited with %d", code)
 		}
-	})
+	}
+	t.Cleanup(stop)
 	frontRe := regexp.MustCompile(`front \(Envoy emulator\): http://(\S+)`)
 	kafkaRe := regexp.MustCompile(`Kafka \(embedded\):\s+(\S+)`)
 	sc := bufio.NewScanner(out)
@@ -57,7 +64,7 @@ func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []s
 	if front == "" || kafkaAddr == "" {
 		t.Fatalf("dev printed no addresses:\n%s", strings.Join(banner, "\n"))
 	}
-	return front, kafkaAddr, banner
+	return front, kafkaAddr, banner, stop
 }
 
 // The README quick start: `dev` runs the demo; a record written with a Kafka

@@ -130,7 +130,7 @@ func TestDevDropsKafkaSecurity(t *testing.T) {
 			t.Fatalf("the imported configuration lacks %q:\n%s", want, b)
 		}
 	}
-	_, _, banner := devStart(t, "--config", cfg)
+	_, _, banner, _ := devStart(t, "--config", cfg)
 	want := "kafka brokers: TLS and SASL dropped for the embedded broker (sasl.mechanisms, sasl.password, sasl.username, security.protocol, ssl.ca.location)"
 	if !slices.ContainsFunc(banner, func(l string) bool { return strings.TrimSpace(l) == want }) {
 		t.Errorf("the banner does not say %q:\n%s", want, strings.Join(banner, "\n"))

@@ -28,11 +28,13 @@ const usage = `kafka-ext-proc: an Envoy external processor that maps HTTP and gR
 Usage:
   kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
   kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR] [--responder KIND:TOPIC]...
+                          [--data DIR] [--partitions N] [--topic NAME[:PARTITIONS]]...
   kafka-ext-proc validate --config FILE [--envoy FILE]
   kafka-ext-proc responder --config FILE --responder KIND:TOPIC...
   kafka-ext-proc openapi  --config FILE [--binding NAME] [--format yaml|json] [--server URL]
   kafka-ext-proc healthcheck [--admin ADDR] [--path /readyz]
   kafka-ext-proc import zilla FILE [--envoy FILE]   (translate a zilla.yaml; prints the configuration)
+  kafka-ext-proc version  (or --version)
 
 Run 'kafka-ext-proc COMMAND -h' for the flags of a command.
 `
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = responderCmd(ctx, args[1:], stdout, stderr)
 	case "import":
 		err = importCmd(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		err = version(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

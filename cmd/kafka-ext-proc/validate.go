@@ -23,6 +23,9 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkKafkaProperties(cfg); err != nil {
+		return err
+	}
 	// The loader checks the shape of JWKS; this checks the keys themselves.
 	if _, err := guard.New(cfg); err != nil {
 		return err

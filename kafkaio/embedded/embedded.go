@@ -5,6 +5,7 @@ package embedded
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,9 +29,27 @@ type Options struct {
 	Addr   string
 	Topics []Topic
 	Logger *slog.Logger
+	// TLS serves the listener over TLS; with ClientAuth set, clients must
+	// present certificates (mTLS).
+	TLS *tls.Config
+	// Users turns SASL on: only these users may connect.
+	Users []User
+	// DataDir keeps the broker's topics and records in a directory across
+	// restarts ("" = in memory).
+	DataDir string
+	// Partitions is the partition count of topics created without one
+	// (0 = 1).
+	Partitions int32
 	// Extra are further kfake options (tests use AllowAutoTopicCreation,
 	// request interception is done through Cluster()).
 	Extra []kfake.Opt
+}
+
+// User is a SASL user of the broker.
+type User struct {
+	Mechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	Name      string
+	Password  string
 }
 
 // Broker is a running embedded broker.
@@ -53,9 +72,10 @@ func Start(opts Options) (*Broker, error) {
 			return nil, fmt.Errorf("embedded kafka address %q: bad port: %w", opts.Addr, err)
 		}
 	}
+	partitions := max(opts.Partitions, 1)
 	kopts := []kfake.Opt{
 		kfake.NumBrokers(1),
-		kfake.DefaultNumPartitions(1),
+		kfake.DefaultNumPartitions(int(partitions)),
 		kfake.Ports(port),
 		// kfake listens on 127.0.0.1; honour the host the user asked for.
 		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
@@ -68,6 +88,18 @@ func Start(opts Options) (*Broker, error) {
 	}
 	if opts.Logger != nil {
 		kopts = append(kopts, kfake.WithLogger(slogAdapter{opts.Logger}))
+	}
+	if opts.TLS != nil {
+		kopts = append(kopts, kfake.TLS(opts.TLS))
+	}
+	if len(opts.Users) > 0 {
+		kopts = append(kopts, kfake.EnableSASL())
+		for _, u := range opts.Users {
+			kopts = append(kopts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
+		}
+	}
+	if opts.DataDir != "" {
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
 	}
 	kopts = append(kopts, opts.Extra...)
 	c, err := kfake.NewCluster(kopts...)

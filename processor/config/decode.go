@@ -190,7 +190,7 @@ func (d *decoder) kind(node ast.Node, m map[string]*entry, typ, want string) {
 }
 
 func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*entry) *KafkaCluster {
-	kc := &KafkaCluster{Name: name, Properties: map[string]string{}, Pos: d.pos(kn)}
+	kc := &KafkaCluster{Name: name, Properties: map[string]string{}, Pos: d.pos(kn), PropertyPos: map[string]Pos{}}
 	e := m["options"]
 	if e == nil {
 		d.errorf(node, "missing required field \"options\": a kafka binding needs at least options.bootstrap.servers")
@@ -202,6 +202,9 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 	}
 	ok = true
 	for _, p := range entries {
+		if p.v != nil {
+			kc.PropertyPos[p.key] = d.pos(p.v)
+		}
 		switch p.v.(type) {
 		case *ast.StringNode, *ast.LiteralNode:
 			s, good := d.str(p.v, p.key)

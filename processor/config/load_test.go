@@ -71,6 +71,9 @@ func TestFullConfig(t *testing.T) {
 	if got, want := cfg.Kafka["kafka0"], (&KafkaCluster{Name: "kafka0", Pos: at(4, 3), Properties: map[string]string{
 		"bootstrap.servers": "localhost:9092", "security.protocol": "PLAINTEXT", "linger.ms": "1",
 		"enable.idempotence": "true", "retry.backoff.ms": "100",
+	}, PropertyPos: map[string]Pos{
+		"bootstrap.servers": at(8, 26), "security.protocol": at(9, 26), "linger.ms": at(10, 18),
+		"enable.idempotence": at(11, 27), "retry.backoff.ms": at(12, 25),
 	}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("kafka0 = %+v, want %+v", got, want)
 	}

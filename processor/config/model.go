@@ -55,6 +55,9 @@ type KafkaCluster struct {
 	// Properties pass through to librdkafka (bootstrap.servers, security.protocol, sasl.*, ssl.*).
 	Properties map[string]string
 	Pos        Pos
+	// PropertyPos is where each property's value is written, for errors
+	// found later (librdkafka's own checks in validate).
+	PropertyPos map[string]Pos
 }
 
 // BindingType names the two proxy bindings.
