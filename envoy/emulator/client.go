@@ -193,6 +193,8 @@ type Exchange struct {
 	complete bool
 	// localStarted: StreamedImmediateResponse headers went downstream.
 	localStarted bool
+	// hadTrailers: request_trailers were sent (Envoy's trailers_ is set).
+	hadTrailers bool
 	queue        []Action
 	terminalOut  bool
 }
@@ -287,6 +289,9 @@ func (x *Exchange) Body(chunk []byte, eos bool) error {
 // Trailers sends request_trailers; with FDS the trailer mode is SEND and
 // they are sent only when the request really has trailers (§2.8 [api]).
 func (x *Exchange) Trailers(trailers Headers) error {
+	x.mu.Lock()
+	x.hadTrailers = true
+	x.mu.Unlock()
 	return x.send(&extprocv3.ProcessingRequest{
 		Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{Trailers: trailers.proto()}},
 	})
@@ -481,8 +486,23 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 			x.spurious("request_trailers reply during a local response") // §4.8 [code]
 			return
 		}
-		// Accepted in FDS (§10.6 [code]); trailers go nowhere in the
-		// emulator, so it has no effect (UNVERIFIED beyond acceptance).
+		// [rule trailers-reply-first] In FULL_DUPLEX_STREAMED a
+		// request_trailers reply is accepted in any state: its mutation
+		// applies only if the request had trailers, the unmodified request
+		// continues to the route, and the ext_proc stream closes (no
+		// response processing follows; a later header reply is never read).
+		// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleTrailersResponse, isValidTrailersCallbackState; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
+		// envoy-test: none
+		// ours: TestTrailersReplyBeforeHeaderReply
+		x.closeStream()
+		if x.hadTrailers {
+			var t Headers
+			if err := applyHeaderMutation(r.RequestTrailers.GetHeaderMutation(), &t); err != nil {
+				x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
+				return
+			}
+		}
+		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_trailers before request_headers"})
 	case *extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody, *extprocv3.ProcessingResponse_ResponseTrailers:
 		// Response processing is skipped, the encoding state is Idle (§2.9).
 		x.spurious("response-direction reply")
