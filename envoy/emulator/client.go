@@ -532,9 +532,15 @@ func (x *Exchange) onImmediate(ir *extprocv3.ImmediateResponse) {
 	if ir.GetStatus() != nil {
 		code = int(ir.GetStatus().GetCode())
 	}
-	if code < 200 || code > 999 {
-		// isValidHttpStatus is code >= 200 [code]; above 999 is UNVERIFIED
-		// (net/http cannot send it): both fall back to 200.
+	if code < 200 {
+		// isValidHttpStatus is code >= 200 [code]: below, the default 200.
+		// [rule immediate-status-above-999] An ImmediateResponse status
+		// above 999 is sent as is: HTTP/1 writes a status line Go clients
+		// reject; gRPC requests still get :status 200 and grpc-status
+		// mapped from it (UNKNOWN).
+		// source: source/extensions/filters/http/ext_proc/mutation_utils.cc MutationUtils::isValidHttpStatus; source/common/http/http1/codec_impl.cc ResponseEncoderImpl::encodeHeaders
+		// envoy-test: none
+		// ours: TestImmediateStatusAbove999
 		code = 200
 	}
 	var gs *uint32

@@ -1,6 +1,11 @@
 package emulator
 
 import (
+	"io"
+	"net"
+	"strings"
+	"time"
+
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -36,4 +41,50 @@ func TestTrailersReplyBeforeHeaderReply(t *testing.T) {
 	if st := status.Convert(invoke(t, addr)); st.Code() != codes.Unavailable || st.Message() != "no healthy upstream" {
 		t.Errorf("gRPC: %v %q, want the route's no healthy upstream", st.Code(), st.Message())
 	}
+}
+
+// MutationUtils::isValidHttpStatus is only code >= 200: an ImmediateResponse
+// status above 999 goes out as is, on HTTP/1 a status line net/http's
+// client refuses (ResponseEncoderImpl::encodeHeaders, reason "Unknown").
+// gRPC requests still get a trailers-only reply with grpc-status mapped
+// from it (httpToGrpcStatus(1000) = UNKNOWN). No Envoy test covers it.
+func TestImmediateStatusAbove999(t *testing.T) {
+	p := startProcessor(t, sendAll(immediate(1000, "odd", nil, nil)))
+	addr := startEmulator(t, baseSettings(), p.addr)
+	line, rest := rawStatusLine(t, addr, "GET /m HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	if line != "HTTP/1.1 1000 Unknown" || !strings.Contains(rest, "\r\n\r\nodd") || !strings.Contains(strings.ToLower(rest), "content-type: text/plain") {
+		t.Errorf("HTTP/1: %q %q, want the status line 1000 Unknown and the body", line, rest)
+	}
+	if _, err := h1Client(t).Get("http://" + addr + "/m"); err == nil || !strings.Contains(err.Error(), "malformed HTTP status code") {
+		t.Errorf("net/http client: %v, want it to refuse the status", err)
+	}
+	c := dialRawH2(t, addr)
+	c.headers(1, true, ":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/m")
+	if evs := c.read(1, endOrReset); len(evs) != 1 || evs[0].kind != "rst" {
+		t.Errorf("HTTP/2: %v, want a reset and no answer", evs)
+	}
+	if st := status.Convert(invoke(t, addr)); st.Code() != codes.Unknown || st.Message() != "odd" {
+		t.Errorf("gRPC: %v %q, want UNKNOWN odd", st.Code(), st.Message())
+	}
+}
+
+// rawStatusLine sends a raw HTTP/1.1 request and returns the response's
+// status line and everything after it until the server closes.
+func rawStatusLine(t *testing.T, addr, request string) (string, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("read: %v (got %q)", err, b)
+	}
+	line, rest, _ := strings.Cut(string(b), "\r\n")
+	return line, rest
 }

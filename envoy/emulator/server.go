@@ -3,6 +3,7 @@ package emulator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -310,6 +311,10 @@ func (d *downstream) writeReply(rep LocalReply) {
 	if rep.CloseConnection && d.h1 {
 		d.w.Header().Set("Connection", "close")
 	}
+	if rep.Status > 999 {
+		d.writeStatusAbove999(rep)
+		return
+	}
 	d.w.WriteHeader(rep.Status)
 	d.started = true
 	if len(rep.Body) > 0 && !d.head {
@@ -317,6 +322,42 @@ func (d *downstream) writeReply(rep LocalReply) {
 			d.log.Debug("write local reply", "err", err)
 		}
 	}
+}
+
+// writeStatusAbove999 sends a reply whose status net/http refuses to
+// write (it panics above 999). Envoy's HTTP/1 codec writes the number and
+// the reason "Unknown"; the emulator writes that on the raw connection and
+// closes it, since net/http cannot go on serving a hijacked connection.
+// It never returns. Whether Envoy's HTTP/2 codec library sends such a :status is not known
+// (it is outside Envoy's tree), so HTTP/2 gets a reset: a client never
+// sees a plausible answer.
+func (d *downstream) writeStatusAbove999(rep LocalReply) {
+	d.log.Error("local reply status above 999: a client cannot read it", "status", rep.Status, "details", rep.Details)
+	if !d.h1 {
+		d.reset()
+	}
+	conn, bw, err := d.rc.Hijack()
+	if err != nil {
+		d.log.Debug("hijack", "err", err)
+		d.reset()
+	}
+	hdr := d.w.Header().Clone()
+	hdr.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	hdr.Set("Connection", "close")
+	if len(rep.Body) == 0 && !d.head {
+		hdr.Set("Content-Length", "0")
+	}
+	fmt.Fprintf(bw, "HTTP/1.1 %d Unknown\r\n", rep.Status)
+	_ = hdr.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	if !d.head {
+		_, _ = bw.Write(rep.Body)
+	}
+	if err := bw.Flush(); err != nil {
+		d.log.Debug("write local reply", "err", err)
+	}
+	_ = conn.Close()
+	panic(http.ErrAbortHandler) // nothing more is written on this connection
 }
 
 // reset resets the downstream stream: RST_STREAM on HTTP/2, a connection
