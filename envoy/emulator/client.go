@@ -582,11 +582,18 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 			}
 		}
 		if !hasStatus {
-			// checkRequiredResponseHeaders -> 502 local reply (inferred:
-			// UNVERIFIED for this path, §4.3).
+			// [rule streamed-headers-without-status] Streamed response
+			// headers without :status end in a 502 local reply whose body
+			// (text/plain; grpc-message for gRPC) is "missing required
+			// header: :status".
+			// source: source/common/http/filter_manager.cc FilterManager::encodeHeaders; source/common/http/header_utility.cc HeaderUtility::checkRequiredResponseHeaders
+			// envoy-test: ProtocolIntegrationTest.RemoveResponseHeadersFilter
+			// ours: TestStreamedHeadersWithoutStatus
 			x.closeStream()
 			x.emit(Action{Kind: ActionLocalReply, Reply: buildLocalReply(replyInput{
-				code: 502, details: "missing_required_header:_:status", grpc: x.grpc, head: x.head,
+				code: 502, body: []byte("missing required header: :status"),
+				details: "filter_removed_required_response_headers{missing_required_header:_:status}",
+				grpc:    x.grpc, head: x.head,
 			})})
 			return
 		}

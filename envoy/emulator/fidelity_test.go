@@ -88,3 +88,18 @@ func rawStatusLine(t *testing.T, addr, request string) (string, string) {
 	line, rest, _ := strings.Cut(string(b), "\r\n")
 	return line, rest
 }
+
+// FilterManager::encodeHeaders runs HeaderUtility::checkRequiredResponseHeaders
+// on streamed headers without :status and answers 502 with the check's
+// message as body [test ProtocolIntegrationTest.RemoveResponseHeadersFilter].
+func TestStreamedHeadersWithoutStatus(t *testing.T) {
+	p := startProcessor(t, sendAll(streamedHeaders(false, "content-type", "application/json")))
+	addr := startEmulator(t, baseSettings(), p.addr)
+	code, h, body := get(t, addr)
+	if code != 502 || body != "missing required header: :status" || h.Get("Content-Type") != "text/plain" {
+		t.Errorf("HTTP: %d %q %q, want 502 text/plain with the check's message", code, h.Get("Content-Type"), body)
+	}
+	if st := status.Convert(invoke(t, addr)); st.Code() != codes.Unavailable || st.Message() != "missing required header: :status" {
+		t.Errorf("gRPC: %v %q, want UNAVAILABLE with the message", st.Code(), st.Message())
+	}
+}

@@ -201,7 +201,7 @@ func TestMisbehavingGRPCImmediateWithoutGRPCStatus(t *testing.T) {
 }
 
 // Streamed headers with a bad :status -> status_on_error; without :status
-// -> 502 (inferred, UNVERIFIED in Envoy).
+// -> 502 with a body (TestStreamedHeadersWithoutStatus).
 func TestMisbehavingStreamedStatus(t *testing.T) {
 	for name, c := range map[string]struct {
 		resp *extprocv3.ProcessingResponse
