@@ -122,16 +122,13 @@ func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
 	var p http.Protocols
 	p.SetHTTP1(e.settings.CodecType != "HTTP2")
 	p.SetUnencryptedHTTP2(e.settings.CodecType != "HTTP1")
-	kb := e.settings.MaxRequestHeadersKB
-	if kb == 0 {
-		kb = 60 // Envoy's default max_request_headers_kb
-	}
 	srv := &http.Server{
 		Handler:   e.Handler(),
 		Protocols: &p,
-		// Approximates max_request_headers_kb (net/http counts differently:
-		// UNVERIFIED equivalence).
-		MaxHeaderBytes: kb * 1024,
+		// The handler applies max_request_headers_kb as Envoy counts it;
+		// net/http's own limit (which counts differently and answers 431
+		// on HTTP/2 too) only backs it up far above.
+		MaxHeaderBytes: 4*e.headerLimit() + 64<<10,
 		ErrorLog:       slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
 		BaseContext:    func(net.Listener) context.Context { return ctx },
 	}
@@ -148,4 +145,13 @@ func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	}
+}
+
+// headerLimit is max_request_headers_kb in bytes.
+func (e *Emulator) headerLimit() int {
+	kb := e.settings.MaxRequestHeadersKB
+	if kb == 0 {
+		kb = 60 // Envoy's default max_request_headers_kb
+	}
+	return kb * 1024
 }

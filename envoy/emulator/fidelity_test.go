@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -101,5 +102,64 @@ func TestStreamedHeadersWithoutStatus(t *testing.T) {
 	}
 	if st := status.Convert(invoke(t, addr)); st.Code() != codes.Unavailable || st.Message() != "missing required header: :status" {
 		t.Errorf("gRPC: %v %q, want UNAVAILABLE with the message", st.Code(), st.Message())
+	}
+}
+
+// max_request_headers_kb as Envoy's codecs count it: HTTP/1
+// (ConnectionImpl::checkMaxHeadersSize and the raw header block limit)
+// answers 431 and closes the connection; HTTP/2 (ConnectionImpl::saveHeader)
+// resets the stream; the processor is never contacted
+// [test DownstreamProtocolIntegrationTest.LargeRequestHeadersRejected].
+// net/http's MaxHeaderBytes allowed 4 KiB more on HTTP/1 and answered 431
+// on HTTP/2.
+func TestRequestHeadersLimit(t *testing.T) {
+	paths := make(chan string, 8)
+	p := startProcessor(t, func(ps *procStream) error {
+		m := ps.next()
+		if v := headerOf(t, m.GetRequestHeaders().GetHeaders(), "x-big"); len(v) == 1 {
+			paths <- fmt.Sprint(len(v[0]))
+		}
+		return ps.send(immediate(200, "ok", nil, nil))
+	})
+	s := baseSettings()
+	s.MaxRequestHeadersKB = 8
+	const limit = 8 * 1024
+	addr := startEmulator(t, s, p.addr)
+
+	// HTTP/1: "GET /m HTTP/1.1\r\n" (17), "Host: h\r\n" (9), the x-big line
+	// (7 + n + 2), the connection line and the final CRLF (2).
+	h1 := func(n int) string {
+		return "GET /m HTTP/1.1\r\nHost: h\r\nX-Big: " + strings.Repeat("a", n) + "\r\nConnection: close\r\n\r\n"
+	}
+	atLimit := limit - 17 - 9 - 9 - 2 - len("Connection: close\r\n")
+	if line, rest := rawStatusLine(t, addr, h1(atLimit)); line != "HTTP/1.1 200 OK" || !strings.HasSuffix(rest, "ok") {
+		t.Errorf("HTTP/1 at the limit: %q, want the processor's answer", line)
+	}
+	if got := <-paths; got != fmt.Sprint(atLimit) {
+		t.Errorf("processor saw x-big of %s bytes", got)
+	}
+	line, rest := rawStatusLine(t, addr, h1(atLimit+1))
+	if line != "HTTP/1.1 431 Request Header Fields Too Large" || !strings.HasSuffix(rest, "\r\n\r\nRequest Header Fields Too Large") ||
+		!strings.Contains(strings.ToLower(rest), "connection: close") {
+		t.Errorf("HTTP/1 one byte over: %q %q, want 431 with Envoy's body and a close", line, rest)
+	}
+
+	// HTTP/2: pseudo-headers (7+3, 7+4, 10+1, 5+2 = 39) and x-big (5 + n).
+	c := dialRawH2(t, addr)
+	h2 := func(id uint32, n int) []h2Event {
+		c.bigHeaders(id, ":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/m", "x-big", strings.Repeat("b", n))
+		return c.read(id, endOrReset)
+	}
+	if evs := h2(1, limit-39-5); evs[0].kind != "headers" || evs[0].fields[":status"] != "200" {
+		t.Errorf("HTTP/2 at the limit: %v, want the processor's answer", evs)
+	}
+	<-paths
+	if evs := h2(3, limit-39-5+1); len(evs) != 1 || evs[0].kind != "rst" {
+		t.Errorf("HTTP/2 one byte over: %v, want a reset without a response", evs)
+	}
+	select {
+	case n := <-paths:
+		t.Errorf("a request over the limit (x-big %s bytes) reached the processor", n)
+	default:
 	}
 }

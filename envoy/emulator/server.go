@@ -55,6 +55,18 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.grpc = r.ProtoMajor > 0 && isGRPCContentType(r.Header.Get("Content-Type"))
 
+	if headersOverLimit(r, e.headerLimit()) {
+		// The codec refuses the request before the HCM sees it: the
+		// processor is never contacted.
+		if !d.h1 {
+			d.log.Debug("request headers over max_request_headers_kb: reset")
+			d.reset()
+		}
+		rep := buildLocalReply(replyInput{code: 431, body: []byte("Request Header Fields Too Large"), details: "http1.headers_too_large", grpc: d.grpc, head: d.head})
+		rep.CloseConnection = true
+		d.writeReply(rep)
+		return
+	}
 	// HCM checks before the filter chain: the processor is never contacted.
 	if d.h1 && r.ProtoMinor == 0 {
 		// HTTP/1.0 without http_protocol_options.accept_http_10 -> 426
@@ -481,6 +493,46 @@ func (e *Emulator) idleTimeout(route *envoy.Route) time.Duration {
 		return route.IdleTimeout
 	}
 	return e.settings.StreamIdleTimeout
+}
+
+// headersOverLimit applies max_request_headers_kb (limit, in bytes) as
+// Envoy's codecs count it.
+//
+// [rule request-headers-limit] max_request_headers_kb: HTTP/1 counts the
+// raw header block and, separately, the URL plus header names and values;
+// over either, 431 "Request Header Fields Too Large" and the connection
+// closes. HTTP/2 counts decoded names and values (pseudo-headers
+// included); over it, the stream is reset with no response.
+// source: source/common/http/http1/codec_impl.cc ConnectionImpl::checkMaxHeadersSize; source/common/http/http2/codec_impl.cc ConnectionImpl::saveHeader
+// envoy-test: DownstreamProtocolIntegrationTest.LargeRequestHeadersRejected
+// ours: TestRequestHeadersLimit
+//
+// net/http has parsed the request already, so the raw HTTP/1 block is
+// rebuilt as clients write it ("Name: value" lines, request line
+// included); HTTP/2 cookie crumbs arrive joined (Envoy counts each crumb).
+func headersOverLimit(r *http.Request, limit int) bool {
+	fields := 0 // names and values
+	lines := 0  // the raw HTTP/1 form of the header lines
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			fields += len(k) + len(v)
+			lines += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	if r.ProtoMajor < 2 {
+		host := len("host") + len(r.Host)
+		raw := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2 + host + 4 + lines + 2
+		return raw > limit || len(r.RequestURI)+host+fields > limit
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	pseudo := len(":method") + len(r.Method) + len(":authority") + len(r.Host)
+	if r.Method != http.MethodConnect { // CONNECT has neither :scheme nor :path
+		pseudo += len(":scheme") + len(scheme) + len(":path") + len(r.RequestURI)
+	}
+	return pseudo+fields > limit
 }
 
 // isUpgrade is Http::Utility::isUpgrade: a Connection header with the
