@@ -195,8 +195,8 @@ type Exchange struct {
 	localStarted bool
 	// hadTrailers: request_trailers were sent (Envoy's trailers_ is set).
 	hadTrailers bool
-	queue        []Action
-	terminalOut  bool
+	queue       []Action
+	terminalOut bool
 }
 
 // Start opens the Process stream and sends request_headers. Failures to
