@@ -70,7 +70,10 @@ func NewClient(settings envoy.Settings, processor grpc.ClientConnInterface, logg
 // Route returns the first route of the settings that matches the request
 // headers, as the HCM selects it before the filter chain runs, or nil.
 func (c *Client) Route(h Headers) *envoy.Route {
-	path, _ := h.Get(":path")
+	path, ok := h.Get(":path")
+	if !ok {
+		return nil // a CONNECT: path matchers never match it
+	}
 	for i := range c.settings.Routes {
 		r := &c.settings.Routes[i]
 		if routeMatches(r, path, h) {

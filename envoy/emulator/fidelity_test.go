@@ -163,3 +163,51 @@ func TestRequestHeadersLimit(t *testing.T) {
 	default:
 	}
 }
+
+// A CONNECT is not refused by the HCM: the processor gets its headers with
+// no :path, and when it lets the request through no route matches, so
+// Envoy answers 404 [test DownstreamProtocolIntegrationTest.ConnectIsBlocked:
+// "CONNECT requests do not include a path, they will fail to find a route
+// match and return a 404"]. The HTTP/1 request never completes, so the
+// connection closes after the answer.
+func TestConnectReachesProcessor(t *testing.T) {
+	seen := make(chan *extprocv3.HttpHeaders, 4)
+	p := startProcessor(t, func(ps *procStream) error {
+		seen <- ps.next().GetRequestHeaders()
+		return ps.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}})
+	})
+	addr := startEmulator(t, baseSettings(), p.addr)
+	checkHeaders := func(proto string) {
+		t.Helper()
+		var rh *extprocv3.HttpHeaders
+		select {
+		case rh = <-seen:
+		case <-time.After(wait):
+			t.Fatalf("%s: the processor never saw the CONNECT", proto)
+		}
+		h := rh.GetHeaders()
+		if m, a := headerOf(t, h, ":method"), headerOf(t, h, ":authority"); len(m) != 1 || m[0] != "CONNECT" || len(a) != 1 || a[0] != "example.com:443" {
+			t.Errorf("%s: :method %q :authority %q", proto, m, a)
+		}
+		if p := headerOf(t, h, ":path"); len(p) != 0 {
+			t.Errorf("%s: :path %q, want none", proto, p)
+		}
+		if rh.GetEndOfStream() {
+			t.Errorf("%s: end_of_stream set; a CONNECT request is a tunnel that stays open", proto)
+		}
+	}
+
+	line, rest := rawStatusLine(t, addr, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+	if line != "HTTP/1.1 404 Not Found" || !strings.Contains(strings.ToLower(rest), "connection: close") {
+		t.Errorf("HTTP/1.1: %q %q, want 404 and the connection closed", line, rest)
+	}
+	checkHeaders("HTTP/1.1")
+
+	c := dialRawH2(t, addr)
+	c.headers(1, false, ":method", "CONNECT", ":authority", "example.com:443")
+	evs := c.read(1, func(e h2Event) bool { return e.kind == "headers" || e.kind == "rst" })
+	if evs[0].kind != "headers" || evs[0].fields[":status"] != "404" {
+		t.Errorf("HTTP/2: %v, want 404", evs)
+	}
+	checkHeaders("HTTP/2")
+}

@@ -74,21 +74,13 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		d.writeReply(buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}))
 		return
 	}
-	if r.Method == http.MethodConnect {
-		// The HCM treats CONNECT as an upgrade; with no upgrade_configs it
-		// is refused with 403 and the HTTP/1 connection closes ([code, HCM
-		// createFilterChain / upgrade_failed]; DESIGN §4). For HTTP/2 the
-		// codec may reset the stream instead when allow_connect is off
-		// (UNVERIFIED).
-		rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
-		rep.CloseConnection = true
-		d.writeReply(rep)
-		return
-	}
 	if d.h1 && isUpgrade(r.Header) {
 		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "h2c") {
 			// Upgrade without upgrade_configs -> 403, connection close
-			// ([code, HCM upgrade_failed]; DESIGN §4).
+			// ([code, HCM upgrade_failed]; DESIGN §4). Only a request
+			// that matched a route gets here in Envoy; a CONNECT has no
+			// :path, matches none, and goes to the filters like any
+			// request (see the connect rule in DownstreamHeaders).
 			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
 			rep.CloseConnection = true
 			d.writeReply(rep)
@@ -114,6 +106,13 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// content-length: 0 and a separate empty DATA frame is taken as
 	// bodyless too (net/http hides the difference).
 	eos := r.ContentLength == 0
+	// An HTTP/1 CONNECT never completes: Envoy's codec takes what follows
+	// the headers as request body (the tunnel), so the connection closes
+	// after the response. net/http hides those bytes; none are sent on.
+	h1Connect := d.h1 && r.Method == http.MethodConnect
+	if h1Connect {
+		eos = false
+	}
 	if d.h1 {
 		// Let the handler read the request while it writes the response
 		// (FDS streams both ways at once).
@@ -152,7 +151,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	d.requestComplete = eos
 	d.activity() // request headers: a decode event
-	if !eos {
+	if !eos && !h1Connect {
 		d.pumpRunning = true
 		d.pumpDone = make(chan error, 1)
 		go d.pump(x)
