@@ -211,3 +211,43 @@ func TestConnectReachesProcessor(t *testing.T) {
 	}
 	checkHeaders("HTTP/2")
 }
+
+// HeaderMapImpl::insertByKey appends a repeated inline header to the first
+// copy with "," (HeaderMapImplTest.DoubleInlineAdd expects "foo,bar"); other
+// headers stay separate entries. Both codecs build the map the same way.
+func TestRepeatedInlineHeadersJoined(t *testing.T) {
+	seen := make(chan *extprocv3.HttpHeaders, 4)
+	p := startProcessor(t, func(ps *procStream) error {
+		seen <- ps.next().GetRequestHeaders()
+		return ps.send(immediate(200, "ok", nil, nil))
+	})
+	addr := startEmulator(t, baseSettings(), p.addr)
+	check := func(proto string) {
+		t.Helper()
+		h := (<-seen).GetHeaders()
+		want := map[string][]string{
+			"user-agent":      {"a/1,b/2"},
+			"x-forwarded-for": {"10.0.0.1,10.0.0.2"},
+			"content-type":    {"application/json,text/plain"},
+			"prefer":          {"respond-async", "wait=5"},
+		}
+		for k, v := range want {
+			if g := headerOf(t, h, k); strings.Join(g, "|") != strings.Join(v, "|") {
+				t.Errorf("%s: %s = %q, want %q", proto, k, g, v)
+			}
+		}
+	}
+	resp, _ := rawHTTP1(t, addr, "POST /m HTTP/1.1\r\nHost: h\r\nUser-Agent: a/1\r\nUser-Agent: b/2\r\n"+
+		"X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\n"+
+		"Prefer: respond-async\r\nPrefer: wait=5\r\nContent-Length: 0\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("HTTP/1.1: %d", resp.StatusCode)
+	}
+	check("HTTP/1.1")
+	c := dialRawH2(t, addr)
+	c.headers(1, true, ":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/m",
+		"user-agent", "a/1", "user-agent", "b/2", "x-forwarded-for", "10.0.0.1", "x-forwarded-for", "10.0.0.2",
+		"content-type", "application/json", "content-type", "text/plain", "prefer", "respond-async", "prefer", "wait=5")
+	c.read(1, endOrReset)
+	check("HTTP/2")
+}
