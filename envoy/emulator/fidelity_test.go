@@ -1,21 +1,23 @@
 package emulator
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
+	"testing"
 	"time"
 
-	"testing"
-
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// The rules below were settled against Envoy's source after the emulator
-// had them wrong; each test names the Envoy function it reproduces.
+// Rules settled against Envoy's source (the emulator had the first five
+// wrong); each test names the Envoy function, and test where one exists,
+// that it reproduces.
 
 // ProcessorState::handleTrailersResponse: in FULL_DUPLEX_STREAMED a
 // request_trailers reply before the header reply continues the request,
@@ -250,4 +252,71 @@ func TestRepeatedInlineHeadersJoined(t *testing.T) {
 		"content-type", "application/json", "content-type", "text/plain", "prefer", "respond-async", "prefer", "wait=5")
 	c.read(1, endOrReset)
 	check("HTTP/2")
+}
+
+// A failed ext_proc stream (Filter::onGrpcError, fail-closed): before
+// response headers, a local reply with status_on_error and no body, so no
+// content-type; gRPC clients get a trailers-only reply whose grpc-status is
+// mapped from that status (503, 502 and 504 all UNAVAILABLE) and no
+// grpc-message [test ExtProcStatusOnErrorIntegrationTest.GrpcStreamErrorCustomStatus].
+// After a streamed answer started, the stream is reset: RST_STREAM
+// (INTERNAL_ERROR) on HTTP/2, the connection closed mid-body on HTTP/1
+// (DownstreamFilterManager::sendLocalReply: "Prior headers have already
+// been sent").
+func TestStreamFailure(t *testing.T) {
+	failing := func(ps *procStream) error {
+		ps.readUntilEOS()
+		return status.Error(codes.Unavailable, "processor gone")
+	}
+	for code, want := range map[int]string{503: "14", 502: "14", 504: "14", 500: "2", 429: "14", 400: "13"} {
+		t.Run(fmt.Sprintf("before headers/%d", code), func(t *testing.T) {
+			s := baseSettings()
+			s.ExtProc.StatusOnError = code
+			addr := startEmulator(t, s, startProcessor(t, failing).addr)
+			st, h, body := get(t, addr)
+			if st != code || body != "" || h.Get("Content-Type") != "" || h.Get("Content-Length") != "0" {
+				t.Errorf("HTTP/1: %d %q content-type %q content-length %q, want %d with no body",
+					st, body, h.Get("Content-Type"), h.Get("Content-Length"), code)
+			}
+			c := dialRawH2(t, addr)
+			c.headers(1, true, ":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/pkg.Svc/M", "content-type", "application/grpc")
+			evs := c.read(1, endOrReset)
+			if len(evs) != 1 || evs[0].kind != "headers" || !evs[0].endStream {
+				t.Fatalf("gRPC: %v, want one HEADERS frame ending the stream (trailers-only)", evs)
+			}
+			f := evs[0].fields
+			if _, msg := f["grpc-message"]; f[":status"] != "200" || f["content-type"] != "application/grpc" || f["grpc-status"] != want || msg {
+				t.Errorf("gRPC: %v, want :status 200, application/grpc, grpc-status %s, no grpc-message", f, want)
+			}
+		})
+	}
+
+	startedThenFails := func(ps *procStream) error {
+		ps.readUntilEOS()
+		_ = ps.send(streamedHeaders(false, ":status", "200", "content-type", "text/plain"))
+		_ = ps.send(streamedBody([]byte("one"), false))
+		return status.Error(codes.Unavailable, "processor gone")
+	}
+	t.Run("after headers/HTTP/2", func(t *testing.T) {
+		addr := startEmulator(t, baseSettings(), startProcessor(t, startedThenFails).addr)
+		c := dialRawH2(t, addr)
+		c.headers(1, true, ":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/m")
+		evs := c.read(1, endOrReset)
+		if len(evs) != 3 || evs[0].kind != "headers" || evs[0].fields[":status"] != "200" || string(evs[1].data) != "one" ||
+			evs[2].kind != "rst" || evs[2].code != http2.ErrCodeInternal {
+			t.Errorf("frames %v, want HEADERS 200, DATA one, RST_STREAM(INTERNAL_ERROR)", evs)
+		}
+	})
+	t.Run("after headers/HTTP/1.1", func(t *testing.T) {
+		addr := startEmulator(t, baseSettings(), startProcessor(t, startedThenFails).addr)
+		resp, err := h1Client(t).Get("http://" + addr + "/m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != "one" || !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("got %d %q %v, want 200, the body so far, then the connection cut", resp.StatusCode, b, err)
+		}
+	})
 }
