@@ -66,6 +66,13 @@ func buildLocalReply(in replyInput) LocalReply {
 		rep.Headers = withoutPseudo(h)
 		return rep
 	}
+	// [rule local-reply-content-type] A local reply with a body gets
+	// content-length and, unless a header mutation set one,
+	// content-type: text/plain; an empty body drops both, even when a
+	// mutation set them (HTTP/1's codec then adds content-length: 0).
+	// source: source/common/http/utility.cc Utility::prepareLocalReply
+	// envoy-test: HttpConnectionManagerImplTest.HitRequestBufferLimits, ExtProcIntegrationTest.GetAndRespondImmediately
+	// ours: TestImmediateResponseHTTP
 	if len(in.body) > 0 {
 		h.set("content-length", strconv.Itoa(len(in.body)))
 		if _, ok := h.Get("content-type"); !ok {

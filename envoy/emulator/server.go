@@ -240,6 +240,9 @@ func (d *downstream) apply(a Action) bool {
 		return true
 	case ActionHeaders:
 		d.setHeaders(a.Headers)
+		if a.EndOfStream {
+			d.noContentLengthIfEmpty()
+		}
 		d.w.WriteHeader(a.Status)
 		d.started = true
 		if a.EndOfStream {
@@ -310,6 +313,17 @@ func (d *downstream) setHeaders(h Headers) {
 	}
 }
 
+// noContentLengthIfEmpty keeps net/http from adding content-length: 0 to
+// a headers-only HTTP/2 response: Envoy sends none there (HTTP/1 does get
+// one, from Envoy's codec as from net/http). A present but empty key stops
+// net/http's own.
+func (d *downstream) noContentLengthIfEmpty() {
+	hdr := d.w.Header()
+	if _, ok := hdr["Content-Length"]; !ok && !d.h1 {
+		hdr["Content-Length"] = nil
+	}
+}
+
 // writeReply sends a complete local reply. Without a flush net/http sends
 // a bodyless reply as one HEADERS frame with END_STREAM on HTTP/2, which
 // is what a gRPC trailers-only reply needs.
@@ -326,6 +340,7 @@ func (d *downstream) writeReply(rep LocalReply) {
 		d.writeStatusAbove999(rep)
 		return
 	}
+	d.noContentLengthIfEmpty()
 	d.w.WriteHeader(rep.Status)
 	d.started = true
 	if len(rep.Body) > 0 && !d.head {
