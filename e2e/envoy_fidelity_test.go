@@ -29,7 +29,7 @@ func TestConnectIsAnswered404(t *testing.T) {
 			if resp.ProtoMajor != map[string]int{"HTTP/1.1": 1, "HTTP/2": 2}[name] {
 				t.Errorf("answered over %s", resp.Proto)
 			}
-			if resp.StatusCode != 404 || resp.Header.Get("content-type") != "application/problem+json" || !strings.Contains(string(b), "has no path") {
+			if resp.StatusCode != 404 || resp.Header.Get("content-type") != "application/problem+json" || !strings.Contains(string(b), "CONNECT is not served") {
 				t.Errorf("got %d %q %s, want the processor's 404 problem", resp.StatusCode, resp.Header.Get("content-type"), b)
 			}
 		})
