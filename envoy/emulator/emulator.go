@@ -62,7 +62,11 @@ func Validate(s envoy.Settings) error {
 	mode("request_header_mode", ep.RequestHeaderMode, "SEND", "DEFAULT", "")
 	mode("request_body_mode", ep.RequestBodyMode, "FULL_DUPLEX_STREAMED")
 	if ep.RequestBodyMode == "FULL_DUPLEX_STREAMED" && ep.RequestTrailerMode != "SEND" {
-		// Envoy itself refuses this filter config (reference §2.7 [code]).
+		// [rule fds-needs-trailer-send] Envoy refuses a filter with a
+		// FULL_DUPLEX_STREAMED request body and request_trailer_mode not SEND.
+		// source: source/extensions/filters/http/ext_proc/config.cc verifyProcessingModeConfig
+		// envoy-test: HttpExtProcConfigTest.InvalidFullDuplexStreamedConfig
+		// ours: TestNewRefusesSettingsItDoesNotEmulate
 		bad("ext_proc: if the request_body_mode is FULL_DUPLEX_STREAMED, then the request_trailer_mode has to be SEND (got %q)", ep.RequestTrailerMode)
 	}
 	mode("response_header_mode", ep.ResponseHeaderMode, "SKIP")

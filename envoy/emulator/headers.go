@@ -126,6 +126,15 @@ var inlineRequestHeaders = map[string]bool{
 // key, values in arrival order:
 // Envoy keeps wire order, which net/http does not expose, so the processor
 // must not depend on header order.
+//
+// [rule request-headers-encoding] Request headers reach the processor as
+// HeaderValue{key, raw_value} (value never filled), lower-case keys,
+// repeated headers as repeated entries, pseudo-headers included (HTTP/1
+// Host as :authority), hop-by-hop headers removed, x-forwarded-proto and
+// x-request-id added when absent.
+// source: source/extensions/filters/http/ext_proc/mutation_utils.cc MutationUtils::headersToProto; source/common/http/conn_manager_utility.cc ConnectionManagerUtility::mutateRequestHeaders
+// envoy-test: GetAndSetHeaders (ext_proc_integration_test.cc)
+// ours: TestHeaderEncodingHTTP1, TestHeaderEncodingH2C
 func DownstreamHeaders(r *http.Request) Headers {
 	scheme := "http"
 	if r.TLS != nil {
@@ -214,6 +223,13 @@ func isGRPCContentType(ct string) bool {
 
 // isGRPCRequest is Grpc::Common::isGrpcRequestHeaders: a :path and a gRPC
 // content-type.
+//
+// [rule grpc-request] A request is gRPC when it has a :path and its
+// content-type is application/grpc or application/grpc+... (not
+// grpc-web); only gRPC requests get gRPC-shaped local replies.
+// source: source/common/grpc/common.cc Common::isGrpcRequestHeaders, Common::hasGrpcContentType
+// envoy-test: none
+// ours: TestImmediateResponseGRPC, TestConnectReachesProcessor
 func isGRPCRequest(h Headers) bool {
 	p, _ := h.Get(":path")
 	ct, _ := h.Get("content-type")
@@ -226,6 +242,15 @@ func isGRPCRequest(h Headers) bool {
 // x-envoy-* may not be changed; no ":" header and not host may be removed;
 // appending to a ":" header is refused; refusals are silently ignored
 // (disallow_is_error unset).
+//
+// [rule mutation-rules] Header mutations: removals, then sets, raw_value
+// only (a HeaderValue with only value sets an empty value), only the
+// deprecated append BoolValue honoured; changes to host, :authority,
+// :method, :scheme and x-envoy-* are silently refused; an invalid name or
+// value fails the mutation.
+// source: source/extensions/filters/http/ext_proc/mutation_utils.cc MutationUtils::applyHeaderMutations; source/extensions/filters/common/mutation_rules/mutation_rules.cc Checker::check
+// envoy-test: none
+// ours: TestImmediateResponseHTTP, TestMisbehavingValueInsteadOfRawValue
 type checkOp int
 
 const (

@@ -235,7 +235,7 @@ func TestMisbehavingOverrideMessageTimeoutIgnored(t *testing.T) {
 }
 
 // Close OK during a streamed answer: the response never finishes; only the
-// idle timeout ends it with a reset (§7, inferred: UNVERIFIED).
+// idle timeout ends it with a reset (Filter::onGrpcCloseWithStatus).
 func TestMisbehavingCloseOKDuringStreamedAnswer(t *testing.T) {
 	p := startProcessor(t, func(ps *procStream) error {
 		ps.readUntilEOS()

@@ -69,27 +69,35 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// HCM checks before the filter chain: the processor is never contacted.
 	if d.h1 && r.ProtoMinor == 0 {
-		// HTTP/1.0 without http_protocol_options.accept_http_10 -> 426
-		// (HCM LowVersion [code, HCM]).
+		// [rule http10-426] HTTP/1.0 without accept_http_10 is refused with
+		// 426 before the filters run.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
+		// envoy-test: none
+		// ours: TestUpgradeRefused
 		d.writeReply(buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}))
 		return
 	}
 	if d.h1 && isUpgrade(r.Header) {
 		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "h2c") {
-			// Upgrade without upgrade_configs -> 403, connection close
-			// ([code, HCM upgrade_failed]; DESIGN §4). Only a request
-			// that matched a route gets here in Envoy; a CONNECT has no
-			// :path, matches none, and goes to the filters like any
-			// request (see the connect rule in DownstreamHeaders).
+			// [rule upgrade-403] An Upgrade request (other than h2c) that
+			// matched a route, with no upgrade_configs, gets 403 and the
+			// connection closes; the processor is never contacted. (Every
+			// path matches envoy.yaml's prefix "/" routes; a CONNECT has no
+			// path and is not refused, see connect-has-no-path.)
+			// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
+			// envoy-test: none
+			// ours: TestUpgradeRefused
 			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
 			rep.CloseConnection = true
 			d.writeReply(rep)
 			return
 		}
-		// Envoy's HTTP/1 codec strips an h2c upgrade (Upgrade, the
-		// Connection tokens, HTTP2-Settings) and serves the request as
-		// HTTP/1.1 ([code, http1 codec]; DESIGN §4). DownstreamHeaders
-		// drops those headers.
+		// [rule h2c-upgrade-stripped] An h2c Upgrade is stripped (Upgrade,
+		// the Connection tokens, HTTP2-Settings) and the request is served
+		// as HTTP/1.1; DownstreamHeaders drops those headers.
+		// source: source/common/http/http1/codec_impl.cc ConnectionImpl::onHeadersComplete
+		// envoy-test: none
+		// ours: TestUpgradeH2CIsStripped
 	}
 	if r.Host == "" {
 		// Host is required (HCM MissingHost [code, HCM]).
@@ -206,17 +214,21 @@ func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time
 			rearm(idle - since)
 			return false
 		}
-		// stream_idle_timeout / route idle_timeout (§5.4 [code][test]).
+		// [rule stream-idle-timeout] The stream idle timer (route
+		// idle_timeout for route actions, else stream_idle_timeout) is
+		// re-armed by every decode and encode event; when it fires before
+		// response headers the answer is 408 (request incomplete) or 504
+		// with body "stream timeout", after them a reset.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::onIdleTimeout, ActiveStream::resetIdleTimer; source/common/http/utility.cc Utility::maybeRequestTimeoutCode
+		// envoy-test: IdleTimeoutIntegrationTest.PerStreamIdleTimeoutAfterDownstreamHeaders, ServerWaitTooLongBeforeSendRespDuplexStreamed, TimeoutWaitingForLocalResponseEndStream (ext_proc_local_reply_streaming_integration_test.cc)
+		// ours: TestStreamIdleTimeoutBeforeResponse, TestStreamIdleTimeoutDuringStreamedResponse
 		if d.started {
 			// After response headers: the stream is reset [test
 			// TimeoutWaitingForLocalResponseEndStream].
 			d.log.Debug("stream idle timeout after response headers: reset")
 			d.reset()
 		}
-		// Before: 408 if the request is incomplete, else 504
-		// (Utility::maybeRequestTimeoutCode [code][test
-		// ServerWaitTooLongBeforeSendRespDuplexStreamed]); the body text
-		// "stream timeout" is UNVERIFIED.
+		// Before: 408 if the request is incomplete, else 504.
 		code := 504
 		if !d.requestComplete {
 			code = 408
@@ -226,6 +238,11 @@ func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time
 	case <-d.r.Context().Done():
 		// The client went away; the deferred Close cancels the Process
 		// stream (§10.11 [code]).
+		// [rule client-gone-cancels] A client that resets or disconnects
+		// destroys the filter, which resets the Process stream.
+		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onDestroy
+		// envoy-test: none
+		// ours: TestClientDisconnectCancelsProcessStream
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -289,9 +306,13 @@ func (d *downstream) flush() {
 }
 
 // setHeaders copies response headers. net/http must not sniff a
-// content-type Envoy would not add, and the HCM sets `server: envoy` on
-// every response (server_header_transformation OVERWRITE, server_name
-// default; UNVERIFIED here).
+// content-type Envoy would not add.
+//
+// [rule server-envoy] Every response, local replies and streamed answers
+// alike, carries server: envoy (overwriting the processor's) and a date.
+// source: source/common/http/conn_manager_impl.cc ActiveStream::encodeHeaders
+// envoy-test: HttpConnectionManagerImplTest.ServerHeaderOverwritten
+// ours: TestImmediateResponseHTTP
 func (d *downstream) setHeaders(h Headers) {
 	hdr := d.w.Header()
 	for _, e := range h {
@@ -306,9 +327,11 @@ func (d *downstream) setHeaders(h Headers) {
 	}
 	hdr.Set("Server", "envoy")
 	if d.h1 && !d.requestComplete {
-		// A response before the request is complete closes an HTTP/1
-		// connection, and the HCM says so: connection: close
-		// (ActiveStream::encodeHeaders, remoteDecodeComplete [code]).
+		// [rule h1-early-response-closes] A response that starts before
+		// an HTTP/1 request is complete says connection: close.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::encodeHeaders
+		// envoy-test: none
+		// ours: TestIncompleteRequestClosesHTTP1Connection
 		hdr.Set("Connection", "close")
 	}
 }
@@ -387,9 +410,14 @@ func (d *downstream) writeStatusAbove999(rep LocalReply) {
 }
 
 // reset resets the downstream stream: RST_STREAM on HTTP/2, a connection
-// close on HTTP/1 (§7 [code]). net/http sends RST_STREAM(INTERNAL_ERROR);
-// Envoy's error code is UNVERIFIED (grpc-go reports codes.Internal for
-// either). It never returns.
+// close on HTTP/1 (§7 [code]). It never returns.
+//
+// [rule reset-internal-error] A reset of a response not yet ended is
+// RST_STREAM(INTERNAL_ERROR) on HTTP/2 (Envoy >= 1.37; NO_ERROR before)
+// and a connection close on HTTP/1.
+// source: source/common/http/conn_manager_impl.cc ActiveStream::resetStream; source/common/http/http2/codec_impl.cc reasonToReset
+// envoy-test: MultiplexedIntegrationTestWithSimulatedTimeHttp2Only.ResetPropogation
+// ours: TestMisbehavingReplyDuringStreamedAnswer, TestStreamFailure
 func (d *downstream) reset() {
 	if d.h1 {
 		// Unblock the body reader so net/http does not wait for the rest
@@ -400,10 +428,15 @@ func (d *downstream) reset() {
 }
 
 // resetAfterResponse ends a complete response whose request is still
-// incomplete: HTTP/2 sends RST_STREAM(NO_ERROR) after END_STREAM (net/http
-// does so when the handler returns with the request open), HTTP/1 closes
-// the connection after the response (§4.8 [test]; the HTTP/2 error code is
-// UNVERIFIED).
+// incomplete (§4.8): net/http sends RST_STREAM(NO_ERROR) when the handler
+// returns with the request open.
+//
+// [rule complete-response-incomplete-request] A complete response while
+// the request is still open ends the request: HTTP/2 RST_STREAM(NO_ERROR)
+// after END_STREAM, HTTP/1 the connection closed after the response.
+// source: source/common/http/conn_manager_impl.cc ActiveStream::doEndStream; source/common/http/http2/codec_impl.cc reasonToReset
+// envoy-test: MultiplexedIntegrationTestWithSimulatedTimeHttp2Only.ResetPropogation, FinishLocalResponseWithIncomplereRequestWithBodyDuplex (ext_proc_local_reply_streaming_integration_test.cc)
+// ours: TestStreamedResponseResetsIncompleteRequestH2, TestIncompleteRequestClosesHTTP1Connection
 func (d *downstream) resetAfterResponse() {
 	d.stopPump()
 	if !d.h1 {
