@@ -44,6 +44,41 @@ func TestTrailersReplyBeforeHeaderReply(t *testing.T) {
 	if st := status.Convert(invoke(t, addr)); st.Code() != codes.Unavailable || st.Message() != "no healthy upstream" {
 		t.Errorf("gRPC: %v %q, want the route's no healthy upstream", st.Code(), st.Message())
 	}
+
+	// After request trailers the reply's mutation is applied: an invalid
+	// one fails the request (status_on_error), a valid one lets it through.
+	for name, c := range map[string]struct {
+		mutation *extprocv3.HeaderMutation
+		body     string
+	}{
+		"invalid mutation": {setHeaders("bad name", "v"), ""},
+		"valid mutation":   {setHeaders("x-t", "2"), "no answer from kafka-ext-proc\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := startProcessor(t, func(ps *procStream) error {
+				if _, ok := ps.readUntilEOS(); !ok {
+					return nil
+				}
+				_ = ps.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+					RequestTrailers: &extprocv3.TrailersResponse{HeaderMutation: c.mutation}}})
+				<-ps.ctx.Done()
+				return nil
+			})
+			addr := startEmulator(t, baseSettings(), p.addr)
+			h2 := dialRawH2(t, addr)
+			h2.headers(1, false, ":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/m", "trailer", "x-t")
+			h2.data(1, false, []byte("x"))
+			h2.headers(1, true, "x-t", "1")
+			evs := h2.read(1, endOrReset)
+			var body []byte
+			for _, e := range evs[1:] {
+				body = append(body, e.data...)
+			}
+			if evs[0].kind != "headers" || evs[0].fields[":status"] != "503" || string(body) != c.body {
+				t.Errorf("got %v, want 503 with body %q", evs, c.body)
+			}
+		})
+	}
 }
 
 // MutationUtils::isValidHttpStatus is only code >= 200: an ImmediateResponse

@@ -377,11 +377,11 @@ func (d *downstream) writeReply(rep LocalReply) {
 // write (it panics above 999). Envoy's HTTP/1 codec writes the number and
 // the reason "Unknown"; the emulator writes that on the raw connection and
 // closes it, since net/http cannot go on serving a hijacked connection.
-// It never returns. Whether Envoy's HTTP/2 codec library sends such a :status is not known
-// (it is outside Envoy's tree), so HTTP/2 gets a reset: a client never
-// sees a plausible answer.
+// Whether Envoy's HTTP/2 codec library sends such a :status is not known
+// (that code is outside Envoy's tree), so HTTP/2 gets a reset: a client
+// never sees a plausible answer. It never returns.
 func (d *downstream) writeStatusAbove999(rep LocalReply) {
-	d.log.Error("local reply status above 999: a client cannot read it", "status", rep.Status, "details", rep.Details)
+	d.log.Warn("local reply status above 999: a client cannot read it", "status", rep.Status, "details", rep.Details)
 	if !d.h1 {
 		d.reset()
 	}
