@@ -475,6 +475,9 @@ func (x *exchange) linger() {
 
 func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md metadataMap, b *route.Binding) error {
 	method, rawPath := headers.Get(":method"), headers.Get(":path")
+	if method == http.MethodConnect && rawPath == "" {
+		return x.failAndLinger(connectFailure())
+	}
 	if method == "" || rawPath == "" {
 		return x.failAndLinger(&failure{http: http.StatusBadRequest, detail: "the request has no :method or :path"})
 	}

@@ -58,6 +58,12 @@ func NewClient(settings envoy.Settings, processor grpc.ClientConnInterface, logg
 	}
 	// :authority of the Process call is envoy_grpc.authority, else the
 	// cluster name (reference §1 [code]).
+	// [rule process-stream-authority] One Process stream per request; its
+	// :authority is envoy_grpc.authority, else the cluster name; the
+	// route's grpc_initial_metadata is merged over the filter's.
+	// source: source/common/grpc/async_client_impl.cc (the envoy_grpc authority); source/common/grpc/common.cc Common::prepareHeaders
+	// envoy-test: none
+	// ours: TestHeaderEncodingHTTP1, TestHeaderEncodingH2C
 	if settings.ExtProc.Authority != "" {
 		c.authority = settings.ExtProc.Authority
 	}
@@ -70,7 +76,10 @@ func NewClient(settings envoy.Settings, processor grpc.ClientConnInterface, logg
 // Route returns the first route of the settings that matches the request
 // headers, as the HCM selects it before the filter chain runs, or nil.
 func (c *Client) Route(h Headers) *envoy.Route {
-	path, _ := h.Get(":path")
+	path, ok := h.Get(":path")
+	if !ok {
+		return nil // a CONNECT: path matchers never match it
+	}
 	for i := range c.settings.Routes {
 		r := &c.settings.Routes[i]
 		if routeMatches(r, path, h) {
@@ -193,12 +202,21 @@ type Exchange struct {
 	complete bool
 	// localStarted: StreamedImmediateResponse headers went downstream.
 	localStarted bool
-	queue        []Action
-	terminalOut  bool
+	// hadTrailers: request_trailers were sent (Envoy's trailers_ is set).
+	hadTrailers bool
+	queue       []Action
+	terminalOut bool
 }
 
 // Start opens the Process stream and sends request_headers. Failures to
 // reach the processor surface as actions, as in Envoy (status_on_error).
+//
+// [rule request-headers-message] request_headers carries end_of_stream
+// only when the request has neither body nor trailers; protocol_config is
+// in the first message only; metadata_context is always set.
+// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onHeaders, Filter::encodeProtocolConfig, Filter::addDynamicMetadata
+// envoy-test: none
+// ours: TestHeaderEncodingHTTP1, TestHeaderEncodingH2C
 func (c *Client) Start(ctx context.Context, req Request) *Exchange {
 	ctx, cancel := context.WithCancel(ctx)
 	rid, _ := req.Headers.Get("x-request-id")
@@ -278,6 +296,14 @@ func (c *Client) initialMetadata(route *envoy.Route) metadata.MD {
 // every chunk goes out at once, before and during the answer, with no
 // message timer, until processing is complete (reference §2.7, §4.8
 // [code][test]). eos marks the chunk that ended the request.
+//
+// [rule fds-chunks-at-once] In FULL_DUPLEX_STREAMED every request body
+// chunk goes to the processor as it arrives, before the header reply and
+// during a streamed answer, with no message timer; after processing is
+// complete chunks are dropped.
+// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onData; processor_state.cc ProcessorState::onStartProcessorCall
+// envoy-test: ServerWaitForBodyBeforeSendsHeaderRespDuplexStreamed (ext_proc_integration_test.cc)
+// ours: TestFDSChunksBeforeAndDuringStreamedAnswer
 func (x *Exchange) Body(chunk []byte, eos bool) error {
 	return x.send(&extprocv3.ProcessingRequest{
 		Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}},
@@ -287,6 +313,9 @@ func (x *Exchange) Body(chunk []byte, eos bool) error {
 // Trailers sends request_trailers; with FDS the trailer mode is SEND and
 // they are sent only when the request really has trailers (§2.8 [api]).
 func (x *Exchange) Trailers(trailers Headers) error {
+	x.mu.Lock()
+	x.hadTrailers = true
+	x.mu.Unlock()
 	return x.send(&extprocv3.ProcessingRequest{
 		Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{Trailers: trailers.proto()}},
 	})
@@ -334,6 +363,12 @@ func (x *Exchange) Next(ctx context.Context) (Action, error) {
 // Close ends the exchange like Filter::onDestroy: the Process stream is
 // cancelled (RST, never a half-close: reference §1 [code]) and nothing
 // more is sent or accepted. It waits for the receive loop to stop.
+//
+// [rule close-is-reset] Envoy never half-closes the Process stream: once
+// processing is complete, or the downstream stream goes away, it resets it.
+// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::closeStream, Filter::onDestroy; source/extensions/filters/common/ext_proc/grpc_client_impl.h (closeStream, then resetStream)
+// envoy-test: none
+// ours: TestImmediateResponseHTTP, TestClientDisconnectCancelsProcessStream
 func (x *Exchange) Close() {
 	x.mu.Lock()
 	x.complete = true
@@ -398,10 +433,20 @@ func (x *Exchange) onStreamEnd(err error) {
 	}
 	x.closeStream()
 	if st.Code() == codes.OK {
-		// onGrpcClose: the request continues unprocessed (§7 [api][code]).
+		// [rule close-ok-continues] A processor that closes the stream
+		// with OK before answering lets the request continue unprocessed
+		// to its route.
+		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onGrpcCloseWithStatus
+		// envoy-test: none
+		// ours: TestProcessorLetsRequestThrough
 		if x.localStarted {
-			// A started streamed response never finishes; only the idle
-			// timeout ends it (§7, inferred: UNVERIFIED).
+			// [rule close-ok-during-streamed-answer] A close with OK while
+			// a streamed local answer runs leaves it unfinished: the filter
+			// never continues, later request data is dropped, and only the
+			// stream idle timeout (a reset) or the client ends it.
+			// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onGrpcCloseWithStatus; processor_state.cc DecodingProcessorState::continueProcessing
+			// envoy-test: TimeoutWaitingForLocalResponseEndStream (ext_proc_local_reply_streaming_integration_test.cc)
+			// ours: TestMisbehavingCloseOKDuringStreamedAnswer
 			x.log.Debug("processor closed the stream OK during a streamed local response")
 			return
 		}
@@ -410,12 +455,27 @@ func (x *Exchange) onStreamEnd(err error) {
 	}
 	// onGrpcError, fail-closed: status_on_error, or a reset once the local
 	// response started (§7 [code][test]).
+	// [rule stream-error-status-on-error] A failed Process stream
+	// (non-OK status, unreachable processor) before response headers:
+	// a local reply with status_on_error (default 500) and no body; gRPC
+	// clients get trailers-only with grpc-status mapped from it.
+	// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onGrpcError
+	// envoy-test: ExtProcStatusOnErrorIntegrationTest.GrpcStreamErrorCustomStatus, ExtProcStatusOnErrorIntegrationTest.GrpcStreamErrorDefaultStatus
+	// ours: TestProcessorErrorIsStatusOnError, TestStreamFailure
 	details := fmt.Sprintf("ext_proc_error_gRPC_error_%d{%s}", st.Code(), strings.ReplaceAll(st.Message(), " ", "_"))
 	x.fail(details)
 }
 
 // fail answers a processing error: a status_on_error local reply, or a
 // reset once response headers went downstream. Called with mu held.
+//
+// [rule error-after-headers-resets] Any failure after streamed response
+// headers went downstream (stream error, spurious reply, ImmediateResponse)
+// resets the stream instead of answering: HTTP/2 RST_STREAM, HTTP/1 the
+// connection closed mid-body.
+// source: source/common/http/filter_manager.cc DownstreamFilterManager::sendLocalReply
+// envoy-test: ExtProcLocalReplyStreamingIntegrationTest.SpuriousResponse
+// ours: TestStreamFailure, TestMisbehavingReplyDuringStreamedAnswer
 func (x *Exchange) fail(details string) {
 	x.closeStream()
 	x.log.Debug("ext_proc error", "details", details)
@@ -431,6 +491,14 @@ func (x *Exchange) fail(details string) {
 // spurious handles an out-of-state reply: fail-closed (runtime
 // ext_proc_fail_close_spurious_resp defaults to true), always a reset after
 // the local response started (§7, §4.8 [code][test]). Called with mu held.
+//
+// [rule spurious-reply-fails-closed] A reply that does not fit the state
+// (a body reply before the header reply, a response-direction reply, an
+// empty ProcessingResponse, a second streamed headers_response) fails the
+// request with status_on_error; later replies are ignored.
+// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage
+// envoy-test: ServerSendOutOfOrderResponseDuplexStreamed (ext_proc_integration_test.cc)
+// ours: TestMisbehavingSpuriousBeforeAnswer, TestMisbehavingPackedUnexpectedReplies
 func (x *Exchange) spurious(why string) {
 	x.log.Debug("spurious ext_proc response", "why", why)
 	x.fail("spurious_message")
@@ -449,6 +517,12 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 	if resp.GetOverrideMessageTimeout() != nil {
 		// Envoy ignores every other field of such a message; with FDS no
 		// timer runs, so it has no effect at all (§5.2 [code]).
+		// [rule override-message-timeout-ignored] A message carrying
+		// override_message_timeout is consumed whole: its other fields are
+		// ignored, and in FULL_DUPLEX_STREAMED no timer runs to change.
+		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage, Filter::onNewTimeout
+		// envoy-test: none
+		// ours: TestMisbehavingOverrideMessageTimeoutIgnored
 		return
 	}
 	// mode_override is ignored when a configured body mode is FDS (§6.5
@@ -462,6 +536,12 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		// HeadersCallback -> the request continues to the router, which
 		// answers at once (direct_response, no healthy upstream, 404);
 		// header mutations apply to the request headers (§2.7 [code]).
+		// [rule header-reply-continues] A request_headers reply lets the
+		// request continue, with its mutations, to the route; the stream
+		// closes since nothing more is sent (response processing skipped).
+		// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleHeadersResponse; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
+		// envoy-test: GetAndSetHeaders (ext_proc_integration_test.cc)
+		// ours: TestProcessorLetsRequestThrough
 		h := append(Headers(nil), x.req.Headers...)
 		if err := applyHeaderMutation(r.RequestHeaders.GetResponse().GetHeaderMutation(), &h); err != nil {
 			x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
@@ -481,8 +561,23 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 			x.spurious("request_trailers reply during a local response") // §4.8 [code]
 			return
 		}
-		// Accepted in FDS (§10.6 [code]); trailers go nowhere in the
-		// emulator, so it has no effect (UNVERIFIED beyond acceptance).
+		// [rule trailers-reply-first] In FULL_DUPLEX_STREAMED a
+		// request_trailers reply is accepted in any state: its mutation
+		// applies only if the request had trailers, the unmodified request
+		// continues to the route, and the ext_proc stream closes (no
+		// response processing follows; a later header reply is never read).
+		// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleTrailersResponse, isValidTrailersCallbackState; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
+		// envoy-test: none
+		// ours: TestTrailersReplyBeforeHeaderReply
+		x.closeStream()
+		if x.hadTrailers {
+			var t Headers
+			if err := applyHeaderMutation(r.RequestTrailers.GetHeaderMutation(), &t); err != nil {
+				x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
+				return
+			}
+		}
+		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_trailers before request_headers"})
 	case *extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody, *extprocv3.ProcessingResponse_ResponseTrailers:
 		// Response processing is skipped, the encoding state is Idle (§2.9).
 		x.spurious("response-direction reply")
@@ -491,16 +586,31 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 	case *extprocv3.ProcessingResponse_StreamedImmediateResponse:
 		x.onStreamed(r.StreamedImmediateResponse)
 	default:
-		// Empty ProcessingResponse (or only fields Envoy does not act on,
-		// e.g. a standalone mode_override in <=1.39): "unhandled message"
-		// -> spurious (§10.6 [code]; the v1.40 standalone mode_override is
-		// UNVERIFIED and not emulated).
+		// Empty ProcessingResponse (or only fields Envoy does not act on):
+		// "unhandled message" -> spurious (§10.6 [code]).
+		// [rule standalone-mode-override] A ProcessingResponse with only
+		// mode_override is an unhandled message in <= 1.39: status_on_error.
+		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage
+		// envoy-test: none
+		// ours: TestMisbehavingSpuriousBeforeAnswer
+		// UNVERIFIED: Envoy 1.40 handles a standalone mode_override
+		// (DecodingProcessorState::handleStandaloneModeOverride, PR 46318),
+		// whose code could not be read here; its API says an override our
+		// config cannot honour (FDS configured, no allow_mode_override) is
+		// ignored or rejected as spurious. Processors must not send one.
 		x.spurious("empty ProcessingResponse")
 	}
 }
 
 // onImmediate is the kImmediateResponse case: processing completes, the
 // stream is closed at once, then sendLocalReply (§3 [code]).
+//
+// [rule immediate-response] An ImmediateResponse closes the Process stream
+// at once and becomes a local reply: its status (200 when unset or below
+// 200), body, header mutations (under the mutation rules) and details.
+// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage, Filter::sendImmediateResponse
+// envoy-test: ExtProcIntegrationTest.GetAndRespondImmediately
+// ours: TestImmediateResponseHTTP, TestImmediateResponseGRPC
 func (x *Exchange) onImmediate(ir *extprocv3.ImmediateResponse) {
 	x.closeStream()
 	if x.localStarted {
@@ -512,9 +622,15 @@ func (x *Exchange) onImmediate(ir *extprocv3.ImmediateResponse) {
 	if ir.GetStatus() != nil {
 		code = int(ir.GetStatus().GetCode())
 	}
-	if code < 200 || code > 999 {
-		// isValidHttpStatus is code >= 200 [code]; above 999 is UNVERIFIED
-		// (net/http cannot send it): both fall back to 200.
+	if code < 200 {
+		// isValidHttpStatus is code >= 200 [code]: below, the default 200.
+		// [rule immediate-status-above-999] An ImmediateResponse status
+		// above 999 is sent as is: HTTP/1 writes a status line Go clients
+		// reject; gRPC requests still get :status 200 and grpc-status
+		// mapped from it (UNKNOWN).
+		// source: source/extensions/filters/http/ext_proc/mutation_utils.cc MutationUtils::isValidHttpStatus; source/common/http/http1/codec_impl.cc ResponseEncoderImpl::encodeHeaders
+		// envoy-test: none
+		// ours: TestImmediateStatusAbove999
 		code = 200
 	}
 	var gs *uint32
@@ -544,6 +660,14 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 	switch r := s.GetResponse().(type) {
 	case *extprocv3.StreamedImmediateResponse_HeadersResponse:
 		// Only in HeadersCallback, i.e. before any header reply and once.
+		// [rule streamed-headers] StreamedImmediateResponse headers start
+		// the answer at once: only before the header reply and only once;
+		// :status must be an integer >= 200 (else status_on_error); values
+		// are read from raw_value, refused or invalid entries dropped,
+		// repeated keys collapse to the last.
+		// source: source/extensions/filters/http/ext_proc/processor_state.cc DecodingProcessorState::startLocalResponse; mutation_utils.cc MutationUtils::protoToHeaders
+		// envoy-test: none
+		// ours: TestFDSChunksBeforeAndDuringStreamedAnswer, TestMisbehavingStreamedStatus, TestMisbehavingValueInsteadOfRawValue
 		if x.localStarted {
 			x.spurious("second streamed headers_response")
 			return
@@ -556,11 +680,18 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 			}
 		}
 		if !hasStatus {
-			// checkRequiredResponseHeaders -> 502 local reply (inferred:
-			// UNVERIFIED for this path, §4.3).
+			// [rule streamed-headers-without-status] Streamed response
+			// headers without :status end in a 502 local reply whose body
+			// (text/plain; grpc-message for gRPC) is "missing required
+			// header: :status".
+			// source: source/common/http/filter_manager.cc FilterManager::encodeHeaders; source/common/http/header_utility.cc HeaderUtility::checkRequiredResponseHeaders
+			// envoy-test: ProtocolIntegrationTest.RemoveResponseHeadersFilter
+			// ours: TestStreamedHeadersWithoutStatus
 			x.closeStream()
 			x.emit(Action{Kind: ActionLocalReply, Reply: buildLocalReply(replyInput{
-				code: 502, details: "missing_required_header:_:status", grpc: x.grpc, head: x.head,
+				code: 502, body: []byte("missing required header: :status"),
+				details: "filter_removed_required_response_headers{missing_required_header:_:status}",
+				grpc:    x.grpc, head: x.head,
 			})})
 			return
 		}
@@ -582,6 +713,13 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 			return
 		}
 		// Bytes verbatim; Envoy adds no framing (§4.5 [code]).
+		// [rule streamed-body-and-trailers] Streamed body bytes go out
+		// verbatim (no framing added), each re-arming the stream idle timer
+		// even when empty; trailers always end the answer (HTTP/1 drops them
+		// without enable_trailers).
+		// source: source/extensions/filters/http/ext_proc/processor_state.cc DecodingProcessorState::processLocalBodyResponse, processLocalTrailersResponse; source/common/http/filter_manager.cc FilterManager::encodeData
+		// envoy-test: none
+		// ours: TestStreamedImmediateResponseGRPC, TestStreamIdleTimeoutDuringStreamedResponse
 		a := Action{Kind: ActionBody, Body: r.BodyResponse.GetBody(), EndOfStream: r.BodyResponse.GetEndOfStream()}
 		if a.EndOfStream {
 			x.closeStream()
@@ -600,6 +738,13 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 	}
 }
 
+// [rule route-reply] A request let through gets its route's answer at
+// once: a direct_response route's status and body, "no healthy upstream"
+// 503 for a cluster without endpoints, 404 when no route matched.
+// source: source/common/router/router.cc Filter::decodeHeaders
+// envoy-test: DownstreamProtocolIntegrationTest.ConnectIsBlocked
+// ours: TestProcessorLetsRequestThrough, TestConnectReachesProcessor
+//
 // routeReply is the router's answer when a request continues past
 // ext_proc: a direct_response route's status and inline body, "no healthy upstream" 503 for a cluster route (the
 // emulator has no upstreams; envoy.yaml's placeholder cluster has no

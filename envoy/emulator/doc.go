@@ -22,9 +22,13 @@
 //
 // Every emulated rule cites a section (§n) of the project's Envoy ext_proc
 // reference (envoy-ext-proc.md, read from Envoy's source) and says whether
-// it is verified in Envoy's source or tests ([code], [test], [api]) or
-// assumed (UNVERIFIED). A processor must never depend on an assumed
-// behaviour.
+// it is verified in Envoy's source or tests ([code], [test], [api]). The
+// rules a processor's behaviour depends on carry a mark of four comment
+// lines, "[rule id] what Envoy does", "source: file Function",
+// "envoy-test: Envoy's test or none" and "ours: our test";
+// docs/envoy-fidelity.md is generated from those marks and a test keeps
+// it in step. What is assumed rather than read in Envoy is marked
+// UNVERIFIED with the reason; a processor must never depend on it.
 //
 // # Not emulated
 //
@@ -32,12 +36,16 @@
 // forwarded dynamic metadata (metadata_context is always empty: there is no
 // jwt_authn); use_remote_address and XFF handling; x-envoy-* request header
 // sanitising; HCM local_reply_config; header count/size limits on mutations;
-// HTTP/1 enable_trailers; downstream HTTP/2 keepalive; upstreams (a cluster
-// route always answers "no healthy upstream"); ext_proc's async-client
-// headers on the Process stream (x-forwarded-for, timeouts). net/http adds
-// content-length: 0 to headers-only HTTP/2 replies, delivers the end of an
-// HTTP/2 request body as a separate empty chunk where Envoy may flag the
-// last data chunk, and shows request trailers only when the client declared
-// them; resets are RST_STREAM(INTERNAL_ERROR) where Envoy's code is
-// UNVERIFIED.
+// max_request_headers_count; HTTP/1 enable_trailers; downstream HTTP/2
+// keepalive; upstreams (a cluster route always answers "no healthy
+// upstream"); ext_proc's async-client headers on the Process stream
+// (x-forwarded-for, timeouts); the bytes after an HTTP/1 CONNECT (the
+// tunnel) are not passed on as request body; inline headers that
+// extensions register in an Envoy build are not joined. net/http delivers
+// the end of an HTTP/2 request body as a separate empty chunk where Envoy
+// may flag the last data chunk, shows request trailers only when the
+// client declared them, and answers request headers far (4x) above
+// max_request_headers_kb with its own 431. Resets are
+// RST_STREAM(INTERNAL_ERROR), Envoy's code since 1.37 for a response not
+// ended, and RST_STREAM(NO_ERROR) after a complete response.
 package emulator

@@ -62,7 +62,11 @@ func Validate(s envoy.Settings) error {
 	mode("request_header_mode", ep.RequestHeaderMode, "SEND", "DEFAULT", "")
 	mode("request_body_mode", ep.RequestBodyMode, "FULL_DUPLEX_STREAMED")
 	if ep.RequestBodyMode == "FULL_DUPLEX_STREAMED" && ep.RequestTrailerMode != "SEND" {
-		// Envoy itself refuses this filter config (reference §2.7 [code]).
+		// [rule fds-needs-trailer-send] Envoy refuses a filter with a
+		// FULL_DUPLEX_STREAMED request body and request_trailer_mode not SEND.
+		// source: source/extensions/filters/http/ext_proc/config.cc verifyProcessingModeConfig
+		// envoy-test: HttpExtProcConfigTest.InvalidFullDuplexStreamedConfig
+		// ours: TestNewRefusesSettingsItDoesNotEmulate
 		bad("ext_proc: if the request_body_mode is FULL_DUPLEX_STREAMED, then the request_trailer_mode has to be SEND (got %q)", ep.RequestTrailerMode)
 	}
 	mode("response_header_mode", ep.ResponseHeaderMode, "SKIP")
@@ -122,16 +126,13 @@ func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
 	var p http.Protocols
 	p.SetHTTP1(e.settings.CodecType != "HTTP2")
 	p.SetUnencryptedHTTP2(e.settings.CodecType != "HTTP1")
-	kb := e.settings.MaxRequestHeadersKB
-	if kb == 0 {
-		kb = 60 // Envoy's default max_request_headers_kb
-	}
 	srv := &http.Server{
 		Handler:   e.Handler(),
 		Protocols: &p,
-		// Approximates max_request_headers_kb (net/http counts differently:
-		// UNVERIFIED equivalence).
-		MaxHeaderBytes: kb * 1024,
+		// The handler applies max_request_headers_kb as Envoy counts it;
+		// net/http's own limit (which counts differently and answers 431
+		// on HTTP/2 too) only backs it up far above.
+		MaxHeaderBytes: 4*e.headerLimit() + 64<<10,
 		ErrorLog:       slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
 		BaseContext:    func(net.Listener) context.Context { return ctx },
 	}
@@ -148,4 +149,13 @@ func (e *Emulator) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	}
+}
+
+// headerLimit is max_request_headers_kb in bytes.
+func (e *Emulator) headerLimit() int {
+	kb := e.settings.MaxRequestHeadersKB
+	if kb == 0 {
+		kb = 60 // Envoy's default max_request_headers_kb
+	}
+	return kb * 1024
 }

@@ -94,15 +94,47 @@ var hopByHop = map[string]bool{
 	"expect":            true,
 }
 
+// inlineRequestHeaders are the regular (not pseudo) headers of Envoy's
+// built-in inline request header list (INLINE_REQ_HEADERS and
+// INLINE_REQ_RESP_HEADERS in envoy/http/header_map.h). Extensions compiled
+// into an Envoy build may register more (RegisterCustomInlineHeader); those
+// depend on the build and are not joined here. Hop-by-hop ones are removed
+// before this matters.
+var inlineRequestHeaders = map[string]bool{
+	"connection": true, "content-type": true, "x-envoy-decorator-operation": true, "keep-alive": true,
+	"proxy-connection": true, "proxy-status": true, "x-request-id": true, "transfer-encoding": true,
+	"upgrade": true, "via": true, "content-length": true, "x-envoy-attempt-count": true,
+	"x-client-trace-id": true, "x-envoy-downstream-service-cluster": true, "x-envoy-downstream-service-node": true,
+	"x-envoy-external-address": true, "x-envoy-force-trace": true, "x-envoy-hedge-on-per-try-timeout": true,
+	"x-envoy-internal": true, "x-envoy-ip-tags": true, "x-envoy-retry-on": true, "x-envoy-retry-grpc-on": true,
+	"x-envoy-retriable-status-codes": true, "x-envoy-retriable-header-names": true, "x-envoy-original-path": true,
+	"x-envoy-original-url": true, "x-envoy-upstream-alt-stat-name": true,
+	"x-envoy-upstream-rq-timeout-alt-response": true, "expect": true, "x-forwarded-client-cert": true,
+	"x-forwarded-for": true, "x-forwarded-host": true, "x-forwarded-proto": true, "grpc-timeout": true,
+	"te": true, "user-agent": true, "x-envoy-expected-rq-timeout-ms": true, "x-envoy-max-retries": true,
+	"x-envoy-upstream-rq-timeout-ms": true, "x-envoy-upstream-rq-per-try-timeout-ms": true,
+	"x-envoy-upstream-stream-duration-ms": true,
+}
+
 // DownstreamHeaders returns the request headers as the HCM hands them to
 // the ext_proc filter: pseudo-headers :authority (HTTP/1.1 Host), :path,
 // :method, :scheme first, then the regular headers with lower-case keys,
 // hop-by-hop headers removed, x-forwarded-proto added when absent and
 // x-request-id generated when absent (reference §1 [code][test]; the
 // defaults use_remote_address=false and generate_request_id=true are
-// assumed). Regular headers are sorted by key, values in arrival order:
+// assumed), repeated inline headers joined. Regular headers are sorted by
+// key, values in arrival order:
 // Envoy keeps wire order, which net/http does not expose, so the processor
 // must not depend on header order.
+//
+// [rule request-headers-encoding] Request headers reach the processor as
+// HeaderValue{key, raw_value} (value never filled), lower-case keys,
+// repeated headers as repeated entries, pseudo-headers included (HTTP/1
+// Host as :authority), hop-by-hop headers removed, x-forwarded-proto and
+// x-request-id added when absent.
+// source: source/extensions/filters/http/ext_proc/mutation_utils.cc MutationUtils::headersToProto; source/common/http/conn_manager_utility.cc ConnectionManagerUtility::mutateRequestHeaders
+// envoy-test: GetAndSetHeaders (ext_proc_integration_test.cc)
+// ours: TestHeaderEncodingHTTP1, TestHeaderEncodingH2C
 func DownstreamHeaders(r *http.Request) Headers {
 	scheme := "http"
 	if r.TLS != nil {
@@ -119,6 +151,16 @@ func DownstreamHeaders(r *http.Request) Headers {
 		{":method", r.Method},
 		{":scheme", scheme},
 	}
+	if r.Method == http.MethodConnect {
+		// [rule connect-has-no-path] A CONNECT (authority-form, no
+		// upgrade_configs) is not refused: it goes through the filter
+		// chain with :authority, :method and :scheme but no :path, so no
+		// route matches and one let through ends in 404 (route_not_found).
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders; source/common/router/config_impl.cc RouteMatcher::route
+		// envoy-test: DownstreamProtocolIntegrationTest.ConnectIsBlocked
+		// ours: TestConnectReachesProcessor
+		h = append(h[:1], h[2:]...)
+	}
 	keys := make([]string, 0, len(r.Header))
 	for k := range r.Header {
 		keys = append(keys, k)
@@ -130,10 +172,23 @@ func DownstreamHeaders(r *http.Request) Headers {
 			continue
 		}
 		vs := r.Header[k]
-		if lk == "cookie" && r.ProtoMajor == 2 && len(vs) > 1 {
-			// Envoy's HTTP/2 codec joins cookie crumbs into one header
-			// (UNVERIFIED here; RFC 9113 §8.2.3 allows it).
+		switch {
+		case lk == "cookie" && r.ProtoMajor == 2 && len(vs) > 1:
+			// [rule h2-cookie-crumbs-joined] HTTP/2 cookie crumbs reach the
+			// filters as one cookie header joined with "; ".
+			// source: source/common/http/http2/codec_impl.cc ConnectionImpl::StreamImpl::saveHeader, Utility::reconstituteCrumbledCookies
+			// envoy-test: Http2CodecUtility.reconstituteCrumbledCookies
+			// ours: TestHeaderEncodingH2C
 			vs = []string{strings.Join(vs, "; ")}
+		case inlineRequestHeaders[lk] && len(vs) > 1:
+			// [rule repeated-inline-headers-joined] Repeated copies of an
+			// inline request header (user-agent, x-forwarded-for,
+			// content-type, ...) become one header, values joined with ","
+			// (no space); other headers stay repeated entries.
+			// source: source/common/http/header_map_impl.cc HeaderMapImpl::insertByKey, appendToHeader; envoy/http/header_map.h INLINE_REQ_HEADERS
+			// envoy-test: HeaderMapImplTest.DoubleInlineAdd
+			// ours: TestRepeatedInlineHeadersJoined
+			vs = []string{strings.Join(vs, ",")}
 		}
 		for _, v := range vs {
 			h.add(lk, v)
@@ -168,6 +223,13 @@ func isGRPCContentType(ct string) bool {
 
 // isGRPCRequest is Grpc::Common::isGrpcRequestHeaders: a :path and a gRPC
 // content-type.
+//
+// [rule grpc-request] A request is gRPC when it has a :path and its
+// content-type is application/grpc or application/grpc+... (not
+// grpc-web); only gRPC requests get gRPC-shaped local replies.
+// source: source/common/grpc/common.cc Common::isGrpcRequestHeaders, Common::hasGrpcContentType
+// envoy-test: none
+// ours: TestImmediateResponseGRPC, TestConnectReachesProcessor
 func isGRPCRequest(h Headers) bool {
 	p, _ := h.Get(":path")
 	ct, _ := h.Get("content-type")
@@ -180,6 +242,15 @@ func isGRPCRequest(h Headers) bool {
 // x-envoy-* may not be changed; no ":" header and not host may be removed;
 // appending to a ":" header is refused; refusals are silently ignored
 // (disallow_is_error unset).
+//
+// [rule mutation-rules] Header mutations: removals, then sets, raw_value
+// only (a HeaderValue with only value sets an empty value), only the
+// deprecated append BoolValue honoured; changes to host, :authority,
+// :method, :scheme and x-envoy-* are silently refused; an invalid name or
+// value fails the mutation.
+// source: source/extensions/filters/http/ext_proc/mutation_utils.cc MutationUtils::applyHeaderMutations; source/extensions/filters/common/mutation_rules/mutation_rules.cc Checker::check
+// envoy-test: none
+// ours: TestImmediateResponseHTTP, TestMisbehavingValueInsteadOfRawValue
 type checkOp int
 
 const (

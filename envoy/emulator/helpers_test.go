@@ -537,3 +537,29 @@ func watchStream(t *testing.T, p *procServer, idle time.Duration) grpc.ClientStr
 	_ = cs.CloseSend()
 	return cs
 }
+
+// bigHeaders sends a header block of any size as HEADERS and CONTINUATION
+// frames, ending the stream.
+func (c *rawH2) bigHeaders(id uint32, kv ...string) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hbuf.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	const maxFrame = 16384 // the initial SETTINGS_MAX_FRAME_SIZE
+	block := c.hbuf.Bytes()
+	first := block[:min(len(block), maxFrame)]
+	block = block[len(first):]
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: true, EndHeaders: len(block) == 0}); err != nil {
+		c.t.Fatal(err)
+	}
+	for len(block) > 0 {
+		part := block[:min(len(block), maxFrame)]
+		block = block[len(part):]
+		if err := c.fr.WriteContinuation(id, len(block) == 0, part); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}

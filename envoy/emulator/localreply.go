@@ -45,6 +45,14 @@ func buildLocalReply(in replyInput) LocalReply {
 	}
 	rep := LocalReply{Details: in.details}
 	if in.grpc {
+		// [rule grpc-local-reply] A local reply to a gRPC request is
+		// trailers-only: :status 200, content-type application/grpc,
+		// grpc-status from a mutation, else grpc_status, else mapped from
+		// the HTTP status; the body becomes a percent-encoded grpc-message.
+		// source: source/common/http/utility.cc Utility::prepareLocalReply
+		// envoy-test: HttpUtility.SendLocalGrpcReply
+		// ours: TestImmediateResponseGRPC, TestImmediateResponseGRPCIsTrailersOnly
+		//
 		// gRPC: forced 200 + application/grpc; grpc-status precedence is a
 		// mutation's grpc-status > ImmediateResponse.grpc_status > the HTTP
 		// mapping of the reply's code; the body becomes a percent-encoded
@@ -66,6 +74,13 @@ func buildLocalReply(in replyInput) LocalReply {
 		rep.Headers = withoutPseudo(h)
 		return rep
 	}
+	// [rule local-reply-content-type] A local reply with a body gets
+	// content-length and, unless a header mutation set one,
+	// content-type: text/plain; an empty body drops both, even when a
+	// mutation set them (HTTP/1's codec then adds content-length: 0).
+	// source: source/common/http/utility.cc Utility::prepareLocalReply
+	// envoy-test: HttpConnectionManagerImplTest.HitRequestBufferLimits, ExtProcIntegrationTest.GetAndRespondImmediately
+	// ours: TestImmediateResponseHTTP
 	if len(in.body) > 0 {
 		h.set("content-length", strconv.Itoa(len(in.body)))
 		if _, ok := h.Get("content-type"); !ok {
@@ -81,7 +96,7 @@ func buildLocalReply(in replyInput) LocalReply {
 	rep.Status = in.code
 	if s, _ := h.Get(":status"); s != "" {
 		// A mutation may set :status (the checker allows a valid one).
-		if n, err := strconv.Atoi(s); err == nil && n >= 200 && n <= 999 {
+		if n, err := strconv.Atoi(s); err == nil && n >= 200 {
 			rep.Status = n
 		}
 	}
@@ -101,6 +116,13 @@ func withoutPseudo(h Headers) Headers {
 
 // httpToGRPCStatus is Grpc::Utility::httpToGrpcStatus (reference §3.4
 // [code]).
+//
+// [rule http-to-grpc-status] HTTP statuses map to gRPC codes: 400
+// INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED,
+// 429, 502, 503 and 504 UNAVAILABLE, anything else UNKNOWN.
+// source: source/common/grpc/status.cc Utility::httpToGrpcStatus
+// envoy-test: none
+// ours: TestMisbehavingGRPCImmediateWithoutGRPCStatus, TestStreamFailure, TestImmediateResponseGRPC
 func httpToGRPCStatus(code int) codes.Code {
 	switch code {
 	case 400:

@@ -201,7 +201,7 @@ func TestMisbehavingGRPCImmediateWithoutGRPCStatus(t *testing.T) {
 }
 
 // Streamed headers with a bad :status -> status_on_error; without :status
-// -> 502 (inferred, UNVERIFIED in Envoy).
+// -> 502 with a body (TestStreamedHeadersWithoutStatus).
 func TestMisbehavingStreamedStatus(t *testing.T) {
 	for name, c := range map[string]struct {
 		resp *extprocv3.ProcessingResponse
@@ -235,7 +235,7 @@ func TestMisbehavingOverrideMessageTimeoutIgnored(t *testing.T) {
 }
 
 // Close OK during a streamed answer: the response never finishes; only the
-// idle timeout ends it with a reset (§7, inferred: UNVERIFIED).
+// idle timeout ends it with a reset (Filter::onGrpcCloseWithStatus).
 func TestMisbehavingCloseOKDuringStreamedAnswer(t *testing.T) {
 	p := startProcessor(t, func(ps *procStream) error {
 		ps.readUntilEOS()

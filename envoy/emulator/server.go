@@ -3,6 +3,7 @@ package emulator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -54,37 +55,49 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.grpc = r.ProtoMajor > 0 && isGRPCContentType(r.Header.Get("Content-Type"))
 
-	// HCM checks before the filter chain: the processor is never contacted.
-	if d.h1 && r.ProtoMinor == 0 {
-		// HTTP/1.0 without http_protocol_options.accept_http_10 -> 426
-		// (HCM LowVersion [code, HCM]).
-		d.writeReply(buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}))
-		return
-	}
-	if r.Method == http.MethodConnect {
-		// The HCM treats CONNECT as an upgrade; with no upgrade_configs it
-		// is refused with 403 and the HTTP/1 connection closes ([code, HCM
-		// createFilterChain / upgrade_failed]; DESIGN §4). For HTTP/2 the
-		// codec may reset the stream instead when allow_connect is off
-		// (UNVERIFIED).
-		rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
+	if headersOverLimit(r, e.headerLimit()) {
+		// The codec refuses the request before the HCM sees it: the
+		// processor is never contacted.
+		if !d.h1 {
+			d.log.Debug("request headers over max_request_headers_kb: reset")
+			d.reset()
+		}
+		rep := buildLocalReply(replyInput{code: 431, body: []byte("Request Header Fields Too Large"), details: "http1.headers_too_large", grpc: d.grpc, head: d.head})
 		rep.CloseConnection = true
 		d.writeReply(rep)
 		return
 	}
+	// HCM checks before the filter chain: the processor is never contacted.
+	if d.h1 && r.ProtoMinor == 0 {
+		// [rule http10-426] HTTP/1.0 without accept_http_10 is refused with
+		// 426 before the filters run.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
+		// envoy-test: none
+		// ours: TestUpgradeRefused
+		d.writeReply(buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}))
+		return
+	}
 	if d.h1 && isUpgrade(r.Header) {
 		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "h2c") {
-			// Upgrade without upgrade_configs -> 403, connection close
-			// ([code, HCM upgrade_failed]; DESIGN §4).
+			// [rule upgrade-403] An Upgrade request (other than h2c) that
+			// matched a route, with no upgrade_configs, gets 403 and the
+			// connection closes; the processor is never contacted. (Every
+			// path matches envoy.yaml's prefix "/" routes; a CONNECT has no
+			// path and is not refused, see connect-has-no-path.)
+			// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
+			// envoy-test: none
+			// ours: TestUpgradeRefused
 			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
 			rep.CloseConnection = true
 			d.writeReply(rep)
 			return
 		}
-		// Envoy's HTTP/1 codec strips an h2c upgrade (Upgrade, the
-		// Connection tokens, HTTP2-Settings) and serves the request as
-		// HTTP/1.1 ([code, http1 codec]; DESIGN §4). DownstreamHeaders
-		// drops those headers.
+		// [rule h2c-upgrade-stripped] An h2c Upgrade is stripped (Upgrade,
+		// the Connection tokens, HTTP2-Settings) and the request is served
+		// as HTTP/1.1; DownstreamHeaders drops those headers.
+		// source: source/common/http/http1/codec_impl.cc ConnectionImpl::onHeadersComplete
+		// envoy-test: none
+		// ours: TestUpgradeH2CIsStripped
 	}
 	if r.Host == "" {
 		// Host is required (HCM MissingHost [code, HCM]).
@@ -101,6 +114,13 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// content-length: 0 and a separate empty DATA frame is taken as
 	// bodyless too (net/http hides the difference).
 	eos := r.ContentLength == 0
+	// An HTTP/1 CONNECT never completes: Envoy's codec takes what follows
+	// the headers as request body (the tunnel), so the connection closes
+	// after the response. net/http hides those bytes; none are sent on.
+	h1Connect := d.h1 && r.Method == http.MethodConnect
+	if h1Connect {
+		eos = false
+	}
 	if d.h1 {
 		// Let the handler read the request while it writes the response
 		// (FDS streams both ways at once).
@@ -139,7 +159,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	d.requestComplete = eos
 	d.activity() // request headers: a decode event
-	if !eos {
+	if !eos && !h1Connect {
 		d.pumpRunning = true
 		d.pumpDone = make(chan error, 1)
 		go d.pump(x)
@@ -194,17 +214,21 @@ func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time
 			rearm(idle - since)
 			return false
 		}
-		// stream_idle_timeout / route idle_timeout (§5.4 [code][test]).
+		// [rule stream-idle-timeout] The stream idle timer (route
+		// idle_timeout for route actions, else stream_idle_timeout) is
+		// re-armed by every decode and encode event; when it fires before
+		// response headers the answer is 408 (request incomplete) or 504
+		// with body "stream timeout", after them a reset.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::onIdleTimeout, ActiveStream::resetIdleTimer; source/common/http/utility.cc Utility::maybeRequestTimeoutCode
+		// envoy-test: IdleTimeoutIntegrationTest.PerStreamIdleTimeoutAfterDownstreamHeaders, ServerWaitTooLongBeforeSendRespDuplexStreamed, TimeoutWaitingForLocalResponseEndStream (ext_proc_local_reply_streaming_integration_test.cc)
+		// ours: TestStreamIdleTimeoutBeforeResponse, TestStreamIdleTimeoutDuringStreamedResponse
 		if d.started {
 			// After response headers: the stream is reset [test
 			// TimeoutWaitingForLocalResponseEndStream].
 			d.log.Debug("stream idle timeout after response headers: reset")
 			d.reset()
 		}
-		// Before: 408 if the request is incomplete, else 504
-		// (Utility::maybeRequestTimeoutCode [code][test
-		// ServerWaitTooLongBeforeSendRespDuplexStreamed]); the body text
-		// "stream timeout" is UNVERIFIED.
+		// Before: 408 if the request is incomplete, else 504.
 		code := 504
 		if !d.requestComplete {
 			code = 408
@@ -214,6 +238,11 @@ func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time
 	case <-d.r.Context().Done():
 		// The client went away; the deferred Close cancels the Process
 		// stream (§10.11 [code]).
+		// [rule client-gone-cancels] A client that resets or disconnects
+		// destroys the filter, which resets the Process stream.
+		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onDestroy
+		// envoy-test: none
+		// ours: TestClientDisconnectCancelsProcessStream
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -228,6 +257,9 @@ func (d *downstream) apply(a Action) bool {
 		return true
 	case ActionHeaders:
 		d.setHeaders(a.Headers)
+		if a.EndOfStream {
+			d.noContentLengthIfEmpty()
+		}
 		d.w.WriteHeader(a.Status)
 		d.started = true
 		if a.EndOfStream {
@@ -274,9 +306,13 @@ func (d *downstream) flush() {
 }
 
 // setHeaders copies response headers. net/http must not sniff a
-// content-type Envoy would not add, and the HCM sets `server: envoy` on
-// every response (server_header_transformation OVERWRITE, server_name
-// default; UNVERIFIED here).
+// content-type Envoy would not add.
+//
+// [rule server-envoy] Every response, local replies and streamed answers
+// alike, carries server: envoy (overwriting the processor's) and a date.
+// source: source/common/http/conn_manager_impl.cc ActiveStream::encodeHeaders
+// envoy-test: HttpConnectionManagerImplTest.ServerHeaderOverwritten
+// ours: TestImmediateResponseHTTP
 func (d *downstream) setHeaders(h Headers) {
 	hdr := d.w.Header()
 	for _, e := range h {
@@ -291,10 +327,23 @@ func (d *downstream) setHeaders(h Headers) {
 	}
 	hdr.Set("Server", "envoy")
 	if d.h1 && !d.requestComplete {
-		// A response before the request is complete closes an HTTP/1
-		// connection, and the HCM says so: connection: close
-		// (ActiveStream::encodeHeaders, remoteDecodeComplete [code]).
+		// [rule h1-early-response-closes] A response that starts before
+		// an HTTP/1 request is complete says connection: close.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::encodeHeaders
+		// envoy-test: none
+		// ours: TestIncompleteRequestClosesHTTP1Connection
 		hdr.Set("Connection", "close")
+	}
+}
+
+// noContentLengthIfEmpty keeps net/http from adding content-length: 0 to
+// a headers-only HTTP/2 response: Envoy sends none there (HTTP/1 does get
+// one, from Envoy's codec as from net/http). A present but empty key stops
+// net/http's own.
+func (d *downstream) noContentLengthIfEmpty() {
+	hdr := d.w.Header()
+	if _, ok := hdr["Content-Length"]; !ok && !d.h1 {
+		hdr["Content-Length"] = nil
 	}
 }
 
@@ -310,6 +359,11 @@ func (d *downstream) writeReply(rep LocalReply) {
 	if rep.CloseConnection && d.h1 {
 		d.w.Header().Set("Connection", "close")
 	}
+	if rep.Status > 999 {
+		d.writeStatusAbove999(rep)
+		return
+	}
+	d.noContentLengthIfEmpty()
 	d.w.WriteHeader(rep.Status)
 	d.started = true
 	if len(rep.Body) > 0 && !d.head {
@@ -319,10 +373,51 @@ func (d *downstream) writeReply(rep LocalReply) {
 	}
 }
 
+// writeStatusAbove999 sends a reply whose status net/http refuses to
+// write (it panics above 999). Envoy's HTTP/1 codec writes the number and
+// the reason "Unknown"; the emulator writes that on the raw connection and
+// closes it, since net/http cannot go on serving a hijacked connection.
+// Whether Envoy's HTTP/2 codec library sends such a :status is not known
+// (that code is outside Envoy's tree), so HTTP/2 gets a reset: a client
+// never sees a plausible answer. It never returns.
+func (d *downstream) writeStatusAbove999(rep LocalReply) {
+	d.log.Warn("local reply status above 999: a client cannot read it", "status", rep.Status, "details", rep.Details)
+	if !d.h1 {
+		d.reset()
+	}
+	conn, bw, err := d.rc.Hijack()
+	if err != nil {
+		d.log.Debug("hijack", "err", err)
+		d.reset()
+	}
+	hdr := d.w.Header().Clone()
+	hdr.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	hdr.Set("Connection", "close")
+	if len(rep.Body) == 0 && !d.head {
+		hdr.Set("Content-Length", "0")
+	}
+	fmt.Fprintf(bw, "HTTP/1.1 %d Unknown\r\n", rep.Status)
+	_ = hdr.Write(bw)
+	_, _ = bw.WriteString("\r\n")
+	if !d.head {
+		_, _ = bw.Write(rep.Body)
+	}
+	if err := bw.Flush(); err != nil {
+		d.log.Debug("write local reply", "err", err)
+	}
+	_ = conn.Close()
+	panic(http.ErrAbortHandler) // nothing more is written on this connection
+}
+
 // reset resets the downstream stream: RST_STREAM on HTTP/2, a connection
-// close on HTTP/1 (§7 [code]). net/http sends RST_STREAM(INTERNAL_ERROR);
-// Envoy's error code is UNVERIFIED (grpc-go reports codes.Internal for
-// either). It never returns.
+// close on HTTP/1 (§7 [code]). It never returns.
+//
+// [rule reset-internal-error] A reset of a response not yet ended is
+// RST_STREAM(INTERNAL_ERROR) on HTTP/2 (Envoy >= 1.37; NO_ERROR before)
+// and a connection close on HTTP/1.
+// source: source/common/http/conn_manager_impl.cc ActiveStream::resetStream; source/common/http/http2/codec_impl.cc reasonToReset
+// envoy-test: MultiplexedIntegrationTestWithSimulatedTimeHttp2Only.ResetPropogation
+// ours: TestMisbehavingReplyDuringStreamedAnswer, TestStreamFailure
 func (d *downstream) reset() {
 	if d.h1 {
 		// Unblock the body reader so net/http does not wait for the rest
@@ -333,10 +428,15 @@ func (d *downstream) reset() {
 }
 
 // resetAfterResponse ends a complete response whose request is still
-// incomplete: HTTP/2 sends RST_STREAM(NO_ERROR) after END_STREAM (net/http
-// does so when the handler returns with the request open), HTTP/1 closes
-// the connection after the response (§4.8 [test]; the HTTP/2 error code is
-// UNVERIFIED).
+// incomplete (§4.8): net/http sends RST_STREAM(NO_ERROR) when the handler
+// returns with the request open.
+//
+// [rule complete-response-incomplete-request] A complete response while
+// the request is still open ends the request: HTTP/2 RST_STREAM(NO_ERROR)
+// after END_STREAM, HTTP/1 the connection closed after the response.
+// source: source/common/http/conn_manager_impl.cc ActiveStream::doEndStream; source/common/http/http2/codec_impl.cc reasonToReset
+// envoy-test: MultiplexedIntegrationTestWithSimulatedTimeHttp2Only.ResetPropogation, FinishLocalResponseWithIncomplereRequestWithBodyDuplex (ext_proc_local_reply_streaming_integration_test.cc)
+// ours: TestStreamedResponseResetsIncompleteRequestH2, TestIncompleteRequestClosesHTTP1Connection
 func (d *downstream) resetAfterResponse() {
 	d.stopPump()
 	if !d.h1 {
@@ -440,6 +540,46 @@ func (e *Emulator) idleTimeout(route *envoy.Route) time.Duration {
 		return route.IdleTimeout
 	}
 	return e.settings.StreamIdleTimeout
+}
+
+// headersOverLimit applies max_request_headers_kb (limit, in bytes) as
+// Envoy's codecs count it.
+//
+// [rule request-headers-limit] max_request_headers_kb: HTTP/1 counts the
+// raw header block and, separately, the URL plus header names and values;
+// over either, 431 "Request Header Fields Too Large" and the connection
+// closes. HTTP/2 counts decoded names and values (pseudo-headers
+// included); over it, the stream is reset with no response.
+// source: source/common/http/http1/codec_impl.cc ConnectionImpl::checkMaxHeadersSize; source/common/http/http2/codec_impl.cc ConnectionImpl::saveHeader
+// envoy-test: DownstreamProtocolIntegrationTest.LargeRequestHeadersRejected
+// ours: TestRequestHeadersLimit
+//
+// net/http has parsed the request already, so the raw HTTP/1 block is
+// rebuilt as clients write it ("Name: value" lines, request line
+// included); HTTP/2 cookie crumbs arrive joined (Envoy counts each crumb).
+func headersOverLimit(r *http.Request, limit int) bool {
+	fields := 0 // names and values
+	lines := 0  // the raw HTTP/1 form of the header lines
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			fields += len(k) + len(v)
+			lines += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	if r.ProtoMajor < 2 {
+		host := len("host") + len(r.Host)
+		raw := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2 + host + 4 + lines + 2
+		return raw > limit || len(r.RequestURI)+host+fields > limit
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	pseudo := len(":method") + len(r.Method) + len(":authority") + len(r.Host)
+	if r.Method != http.MethodConnect { // CONNECT has neither :scheme nor :path
+		pseudo += len(":scheme") + len(scheme) + len(":path") + len(r.RequestURI)
+	}
+	return pseudo+fields > limit
 }
 
 // isUpgrade is Http::Utility::isUpgrade: a Connection header with the

@@ -386,7 +386,7 @@ func TestStreamIdleTimeoutBeforeResponse(t *testing.T) {
 }
 
 // §5.4: after response headers the idle timeout resets the stream; every
-// response event (even an empty body_response, §4.11 UNVERIFIED in Envoy)
+// response event (even an empty body_response: FilterManager::encodeData)
 // re-arms it.
 func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 	t.Run("quiet stream is reset", func(t *testing.T) {

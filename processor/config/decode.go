@@ -63,7 +63,7 @@ var (
 	grpcMethodRe  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*|\*)$`)
 )
 
-// httpMethods are the methods a condition may name; CONNECT is refused apart.
+// httpMethods are the methods a condition may name; CONNECT (no path) is refused apart.
 func httpMethods() []string {
 	return []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE", "PATCH"}
 }
@@ -519,7 +519,7 @@ func (d *decoder) httpCondition(n ast.Node, rc *routeCtx) {
 		if s, ok := d.str(e.v, "method"); ok {
 			switch {
 			case s == "CONNECT":
-				d.errorf(e.v, "method CONNECT cannot be routed: Envoy answers CONNECT itself and never passes it to the processor")
+				d.errorf(e.v, "method CONNECT cannot be routed: a CONNECT request has no path, and the processor answers it 404")
 			case slices.Contains(httpMethods(), s):
 				c.Method = s
 				methNode = e.v

@@ -77,7 +77,7 @@ var ruleCases = []ruleCase{
 	// ---- conditions
 	{"bad method", h0 + "      - exit: kafka0\n        when: [{method: FETCH}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:25: unknown method \"FETCH\"; allowed: GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH"}},
 	{"lower-case method", h0 + "      - exit: kafka0\n        when: [{method: post}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:25: method \"post\" must be upper case: POST"}},
-	{"method CONNECT", h0 + "      - exit: kafka0\n        when: [{method: CONNECT}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:25: method CONNECT cannot be routed: Envoy answers CONNECT itself and never passes it to the processor"}},
+	{"method CONNECT", h0 + "      - exit: kafka0\n        when: [{method: CONNECT}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:25: method CONNECT cannot be routed: a CONNECT request has no path, and the processor answers it 404"}},
 	{"grpc field in http condition", h0 + "      - exit: kafka0\n        when: [{service: example.v1.Items}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:17: unknown field \"service\" in an http-kafka condition; allowed: method, path"}},
 	{"http field in grpc condition", g0 + "      - exit: kafka0\n        when: [{path: /items}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:17: unknown field \"path\" in a grpc-kafka condition; allowed: method, service, metadata"}},
 	{"path without leading slash", h0 + "      - exit: kafka0\n        when: [{path: items}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:23: path \"items\" must start with \"/\""}},

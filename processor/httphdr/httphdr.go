@@ -123,6 +123,21 @@ func ValidTag(s string) bool {
 // (commas inside quoted strings do not separate), without surrounding
 // space, and the rest after its comma. Walking a list this way allocates
 // nothing.
+// ListLen counts the non-empty elements of a comma-separated field value;
+// commas inside quoted strings separate nothing. Envoy hands repeated
+// copies of some headers (content-type among them) over as one value
+// joined with ",", so a field that allows one value shows its repeats here.
+func ListLen(v string) int {
+	n := 0
+	for v != "" {
+		var item string
+		if item, v = cutList(v); item != "" {
+			n++
+		}
+	}
+	return n
+}
+
 func cutList(v string) (item, rest string) {
 	quoted := false
 	for i := 0; i < len(v); i++ {

@@ -105,3 +105,18 @@ func FuzzParseIfNoneMatch(f *testing.F) {
 		}
 	})
 }
+
+func TestListLen(t *testing.T) {
+	for in, want := range map[string]int{
+		"":                                   0,
+		"application/json":                   1,
+		"application/json,text/plain":        2, // Envoy's join of two content-type headers
+		"application/json, application/json": 2,
+		`text/plain; x="a,b"`:                1,
+		" , ,":                               0,
+	} {
+		if got := ListLen(in); got != want {
+			t.Errorf("ListLen(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -67,6 +67,9 @@ func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, req *capabil
 	if bad := p.idempotencyKey(); bad != nil {
 		return bad
 	}
+	if bad := p.contentType(); bad != nil {
+		return bad
+	}
 	topic := w.Topic.Expand(p.resolve)
 	if !w.Topic.Static() {
 		if r, bad := checkTopic(topic, w.TopicPattern); bad {
@@ -137,6 +140,20 @@ func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
 			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, maxIdempotencyKey))
 	}
 	p.idem = vs[0]
+	return nil
+}
+
+// contentType refuses a request with several content-types: a record
+// carries one, and Envoy joins repeated content-type headers into one value
+// with ",", which no consumer could read as a media type.
+func (p *produceCall) contentType() *capability.HTTPResponse {
+	n := 0
+	for _, v := range p.req.Headers.Values("content-type") {
+		n += httphdr.ListLen(v)
+	}
+	if n > 1 {
+		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one content-type, not %d", n))
+	}
 	return nil
 }
 
