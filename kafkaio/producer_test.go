@@ -556,9 +556,9 @@ func TestProducerConfigOwnsItsSettings(t *testing.T) {
 	want := map[string]any{
 		// The record times out 2 s before the Kafka timeout; a request a third
 		// of that, so one retry fits.
-		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3000, "request.timeout.ms": 1000,
-		"socket.timeout.ms": 1000,
-		"linger.ms":         "7", "partitioner": "consistent_random", "allow.auto.create.topics": false,
+		"acks": "all", "enable.idempotence": true, "message.timeout.ms": 3000,
+		"request.timeout.ms": 1000, "socket.timeout.ms": 1000,
+		"linger.ms": "7", "partitioner": "consistent_random", "allow.auto.create.topics": false,
 		"topic.metadata.propagation.max.ms": 5000, "go.delivery.report.fields": "none",
 	}
 	for k, v := range want {
