@@ -312,8 +312,12 @@ func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *prod
 // it, so that request's client leaving does not fail the requests attached
 // to the flight; Produce bounds it by the Kafka timeout.
 func (h *Handler) lead(ctx context.Context, f *flight, cl *kafkaio.Cluster, w *config.With, rec *kafkaio.Record, kafkaTimeout time.Duration) {
-	defer h.flights.leave(f)
+	// The leader leaves before it says it is done: once every request that
+	// waited on the flight has left too, the next request with the same id
+	// starts a flight of its own (a replay from the index) instead of
+	// joining this one because this goroutine had not been scheduled yet.
 	defer close(f.done)
+	defer h.flights.leave(f)
 	cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	err := cl.Replies.WaitCaughtUp(cctx, w.ReplyTo)
 	cancel()
