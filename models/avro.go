@@ -78,8 +78,8 @@ func (c avroCodec) indexNames(n *avro.SchemaNode, ns string) {
 // unknownKeys reports object keys the schema does not declare, which the
 // Avro JSON decoder drops silently: a gateway must not lose data a client
 // sent. v is valid JSON the decoder already accepted.
-func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, ptr string, depth int) {
-	if depth > 64 {
+func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, path []string) {
+	if len(path) > 64 {
 		return
 	}
 	if r, ok := c.named[n.Type]; ok && n.Type != "record" {
@@ -94,21 +94,21 @@ func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, ptr string, 
 		for k, fv := range obj {
 			f := field(n, k)
 			if f == nil {
-				e.addViolation(Violation{Pointer: ptr + "/" + escapePointer(k), Detail: "not a field of record " + n.Name})
+				e.addViolation(Violation{Pointer: "#" + pointer(append(path, k)), Detail: "not a field of record " + n.Name})
 				continue
 			}
-			c.unknownKeys(e, &f.Type, fv, ptr+"/"+escapePointer(k), depth+1)
+			c.unknownKeys(e, &f.Type, fv, append(path, k))
 		}
 	case "array":
 		if arr, ok := v.([]any); ok && n.Items != nil {
 			for i, x := range arr {
-				c.unknownKeys(e, n.Items, x, ptr+"/"+strconv.Itoa(i), depth+1)
+				c.unknownKeys(e, n.Items, x, append(path, strconv.Itoa(i)))
 			}
 		}
 	case "map":
 		if obj, ok := v.(map[string]any); ok && n.Values != nil {
 			for k, x := range obj {
-				c.unknownKeys(e, n.Values, x, ptr+"/"+escapePointer(k), depth+1)
+				c.unknownKeys(e, n.Values, x, append(path, k))
 			}
 		}
 	case "union":
@@ -121,7 +121,7 @@ func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, ptr string, 
 			for k, x := range obj {
 				for i := range n.Branches {
 					if b := &n.Branches[i]; b.Type == k || b.Name == k || (b.Namespace+"."+b.Name) == k {
-						c.unknownKeys(e, b, x, ptr+"/"+escapePointer(k), depth+1)
+						c.unknownKeys(e, b, x, append(path, k))
 						return
 					}
 				}
@@ -145,13 +145,13 @@ func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, ptr string, 
 				first = b
 			}
 			probe := &Error{}
-			c.unknownKeys(probe, b, v, ptr, depth+1)
+			c.unknownKeys(probe, b, v, path)
 			if len(probe.Violations) == 0 {
 				return
 			}
 		}
 		if first != nil {
-			c.unknownKeys(e, first, v, ptr, depth+1)
+			c.unknownKeys(e, first, v, path)
 		}
 	}
 }
@@ -165,15 +165,13 @@ func field(n *avro.SchemaNode, name string) *avro.SchemaField {
 	return nil
 }
 
-func escapePointer(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
-
 // avroError turns an encode or decode error into violations: the dotted
 // field path of a semantic error becomes the pointer.
 func avroError(kind Kind, err error) *Error {
 	ptr := "#"
 	var se *avro.SemanticError
 	if errors.As(err, &se) && se.Field != "" {
-		ptr += "/" + strings.ReplaceAll(strings.NewReplacer("~", "~0", "/", "~1").Replace(se.Field), ".", "/")
+		ptr += "/" + strings.ReplaceAll(pointerEscaper.Replace(se.Field), ".", "/")
 	}
 	detail := err.Error()
 	// The library's prefixes repeat the path the pointer already says.
@@ -218,7 +216,7 @@ func (c avroCodec) fromJSON(dst, src []byte) ([]byte, error) {
 		return dst, err
 	}
 	e := &Error{Kind: KindInvalid}
-	c.unknownKeys(e, c.root, raw, "#", 0)
+	c.unknownKeys(e, c.root, raw, make([]string, 0, 8))
 	if len(e.Violations) > 0 {
 		slices.SortFunc(e.Violations, func(a, b Violation) int { return strings.Compare(a.Pointer, b.Pointer) })
 		return dst, e

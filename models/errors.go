@@ -201,3 +201,6 @@ func lineCol(text string, offset int64) (line, col int) {
 	col = int(offset) - strings.LastIndexByte(before, '\n')
 	return line, col
 }
+
+// pointerEscaper escapes a JSON pointer token (RFC 6901 §3).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")

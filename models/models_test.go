@@ -373,7 +373,7 @@ type registry struct {
 	down     atomic.Bool
 }
 
-func newRegistry(t *testing.T, opts ...srfake.Option) *registry {
+func newRegistry(t testing.TB, opts ...srfake.Option) *registry {
 	t.Helper()
 	r := &registry{Registry: srfake.New(opts...)}
 	r.Intercept(func(w http.ResponseWriter, _ *http.Request) bool {
@@ -401,7 +401,7 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newCatalog(t *testing.T, reg *registry, o RegistryOptions) (*Registry, *clock) {
+func newCatalog(t testing.TB, reg *registry, o RegistryOptions) (*Registry, *clock) {
 	t.Helper()
 	clk := &clock{now: time.Unix(1_800_000_000, 0)}
 	o.URLs = []string{reg.URL()}
@@ -414,6 +414,7 @@ func newCatalog(t *testing.T, reg *registry, o RegistryOptions) (*Registry, *clo
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(cat.Close)
 	return cat, clk
 }
 
@@ -711,5 +712,32 @@ func TestAvroUnknownKeysNested(t *testing.T) {
 	e := wantKind(t, err, KindInvalid)
 	if got := strings.Join(pointers(e), " "); got != "#/gift/Line/x #/lines/1/qty" {
 		t.Fatalf("violations at %q", got)
+	}
+}
+
+func TestRegistryIDsCachedForGood(t *testing.T) {
+	ctx := context.Background()
+	reg := newRegistry(t)
+	reg.SeedSchema("orders-value", 1, 9, sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
+	cat, clk := newCatalog(t, reg, RegistryOptions{MaxAge: time.Minute})
+	for range 3 {
+		s, err := cat.ByID(ctx, 9)
+		if err != nil || s.ID != 9 || s.Type != TypeAvro || s.Text != orderAvro {
+			t.Fatalf("ByID: %+v, %v", s, err)
+		}
+		clk.Add(time.Hour) // ids never expire
+	}
+	if got := reg.requests.Load(); got != 1 {
+		t.Fatalf("%d requests for one id, want 1", got)
+	}
+	// A fixed version does not expire either.
+	for range 2 {
+		if _, err := cat.Lookup(ctx, Ref{Subject: "orders-value", Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Hour)
+	}
+	if got := reg.requests.Load(); got != 2 {
+		t.Fatalf("%d requests, want 2", got)
 	}
 }

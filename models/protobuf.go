@@ -163,7 +163,7 @@ func protoPointer(p protopath.Path) string {
 		case protopath.ListIndexStep:
 			fmt.Fprintf(&b, "/%d", s.ListIndex())
 		case protopath.MapIndexStep:
-			b.WriteString("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(s.MapIndex().String()))
+			b.WriteString("/" + pointerEscaper.Replace(s.MapIndex().String()))
 		}
 	}
 	return b.String()

@@ -46,6 +46,7 @@ type RegistryOptions struct {
 type Registry struct {
 	name     string
 	cl       *sr.Client
+	tr       *http.Transport
 	opts     RegistryOptions
 	log      *slog.Logger
 	flight   singleflight.Group
@@ -125,9 +126,13 @@ func NewRegistry(name string, o RegistryOptions) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", name, err)
 	}
-	r.cl = cl
+	r.cl, r.tr = cl, tr
 	return r, nil
 }
+
+// Close releases the registry's idle connections (on reload or shutdown).
+// Lookups still work after it; they dial anew.
+func (r *Registry) Close() { r.tr.CloseIdleConnections() }
 
 // countingTransport counts the HTTP requests sent to the registry.
 type countingTransport struct {
