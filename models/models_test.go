@@ -577,12 +577,18 @@ func TestRegistrySteadyStateAndOutage(t *testing.T) {
 		t.Fatalf("status %+v: want %d requests counted, healthy", st, warm)
 	}
 
-	// Past max-age, `latest` is asked again and a new version is taken.
+	// Past max-age, `latest` is served from the cache while it is asked
+	// again in the background; the new version is taken after that.
+	ref := Ref{Subject: "orders-value"}
 	reg.SeedSchema("orders-value", 2, 2, sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
 	clk.Add(time.Minute)
+	if rec1, err := m.Encode(ctx, nil, body); err != nil || binary.BigEndian.Uint32(rec1[1:5]) != 1 {
+		t.Fatalf("at max-age: % x, %v; want the cached schema id 1", rec1, err)
+	}
+	<-cat.refreshed(ref)
 	rec2, err := m.Encode(ctx, nil, body)
 	if err != nil || binary.BigEndian.Uint32(rec2[1:5]) != 2 {
-		t.Fatalf("after max-age: % x, %v; want schema id 2", rec2, err)
+		t.Fatalf("after the refresh: % x, %v; want schema id 2", rec2, err)
 	}
 	if got := reg.requests.Load(); got != warm+1 {
 		t.Fatalf("refresh made %d requests, want 1", got-warm)
@@ -593,12 +599,15 @@ func TestRegistrySteadyStateAndOutage(t *testing.T) {
 	reg.down.Store(true)
 	clk.Add(2 * time.Minute)
 	before := reg.requests.Load()
-	for range 10 {
+	for i := range 10 {
 		if _, err := m.Encode(ctx, nil, body); err != nil {
 			t.Fatalf("encode during outage: %v", err)
 		}
 		if _, err := m.Decode(ctx, nil, rec); err != nil {
 			t.Fatalf("decode of a cached id during outage: %v", err)
+		}
+		if i == 0 {
+			<-cat.refreshed(ref) // the failed refresh is remembered
 		}
 	}
 	if got := reg.requests.Load() - before; got != 1 {
@@ -628,6 +637,7 @@ func TestRegistrySteadyStateAndOutage(t *testing.T) {
 	if _, err := m.Encode(ctx, nil, body); err != nil {
 		t.Fatal(err)
 	}
+	<-cat.refreshed(ref)
 	if st := cat.Status(); !st.Healthy || len(st.Missing) != 1 {
 		t.Fatalf("status after recovery %+v: want healthy, other-value missing", st)
 	}

@@ -68,6 +68,8 @@ type subjectEntry struct {
 	fetched time.Time // when schema was fetched
 	err     error     // the last failure, if the last attempt failed
 	retryAt time.Time // no request before this after a failure
+	// refreshing is closed when the background refresh running ends.
+	refreshing chan struct{}
 }
 
 // maxMissingIDs bounds the negative cache of ids: random ids in forged
@@ -130,9 +132,23 @@ func NewRegistry(name string, o RegistryOptions) (*Registry, error) {
 	return r, nil
 }
 
-// Close releases the registry's idle connections (on reload or shutdown).
-// Lookups still work after it; they dial anew.
-func (r *Registry) Close() { r.tr.CloseIdleConnections() }
+// Close waits for background refreshes (each bounded by Timeout) and
+// releases the registry's idle connections, on reload or shutdown. Lookups
+// still work after it; they dial anew.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	var running []chan struct{}
+	for _, e := range r.subjects {
+		if e.refreshing != nil {
+			running = append(running, e.refreshing)
+		}
+	}
+	r.mu.Unlock()
+	for _, c := range running {
+		<-c
+	}
+	r.tr.CloseIdleConnections()
+}
 
 // countingTransport counts the HTTP requests sent to the registry.
 type countingTransport struct {
@@ -190,9 +206,10 @@ func (r *Registry) Status() RegistryStatus {
 }
 
 // Lookup returns the schema ref names: by id for good once fetched; by
-// subject and version from the cache while younger than MaxAge (fixed
-// versions for good), else from the registry, falling back to the cached
-// schema if the registry fails.
+// subject and fixed version for good; by subject and latest from the cache
+// while younger than MaxAge, then still from the cache while it is
+// refreshed in the background, so no request waits for the registry once a
+// schema is cached. Only a cold lookup waits, bounded by Timeout.
 func (r *Registry) Lookup(ctx context.Context, ref Ref) (Schema, error) {
 	if ref.Subject == "" {
 		return r.ByID(ctx, ref.ID)
@@ -205,16 +222,19 @@ func (r *Registry) Lookup(ctx context.Context, ref Ref) (Schema, error) {
 		r.subjects[ref] = e
 	}
 	switch {
-	case e.have && (ref.Version != 0 || now.Sub(e.fetched) < r.opts.MaxAge):
+	case e.have:
+		expired := ref.Version == 0 && now.Sub(e.fetched) >= r.opts.MaxAge
+		failing := e.err != nil && now.Before(e.retryAt)
+		if expired && !failing && e.refreshing == nil {
+			e.refreshing = make(chan struct{})
+			go r.refresh(context.WithoutCancel(ctx), ref, e)
+		}
 		s := e.schema
 		r.mu.Unlock()
 		return s, nil
 	case e.err != nil && now.Before(e.retryAt):
-		s, have, err := e.schema, e.have, e.err
+		err := e.err
 		r.mu.Unlock()
-		if have {
-			return s, nil // stale, while the registry is failing
-		}
 		return Schema{}, err
 	}
 	r.mu.Unlock()
@@ -222,35 +242,67 @@ func (r *Registry) Lookup(ctx context.Context, ref Ref) (Schema, error) {
 	// The flight records its outcome itself, so a caller going away does not
 	// leave the cache cold or the status unreported.
 	s, err := do(ctx, &r.flight, "s:"+ref.String(), func(ctx context.Context) (Schema, error) {
-		version := ref.Version
-		if version == 0 {
-			version = -1 // the client's "latest"
-		}
-		ss, err := r.cl.SchemaByVersion(ctx, ref.Subject, version)
-		var s Schema
-		if err == nil {
-			s, err = r.complete(ctx, ss.ID, ss.Schema, 0)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if err != nil {
-			err = r.failed(fmt.Sprintf("subject %s", ref), err)
-			e.err, e.retryAt = err, r.opts.Now().Add(r.opts.RetryAfter)
-			if e.have {
-				r.log.Warn("schema registry lookup failed; serving the cached schema", "catalog", r.name, "ref", ref.String(), "error", err)
-				return e.schema, nil
-			}
-			return Schema{}, err
-		}
-		r.succeeded()
-		e.schema, e.have, e.fetched, e.err = s, true, r.opts.Now(), nil
-		r.ids[s.ID] = s
-		return s, nil
+		return r.fetchSubject(ctx, ref, e)
 	}, r.opts.Timeout)
 	if err != nil && ctx.Err() != nil {
 		return Schema{}, fmt.Errorf("catalog %s: subject %s: %w", r.name, ref, ctx.Err())
 	}
 	return s, err
+}
+
+// refresh fetches an expired subject version while the cached one is
+// served.
+func (r *Registry) refresh(ctx context.Context, ref Ref, e *subjectEntry) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	_, _ = r.fetchSubject(ctx, ref, e)
+	r.mu.Lock()
+	close(e.refreshing)
+	e.refreshing = nil
+	r.mu.Unlock()
+}
+
+// fetchSubject asks the registry for ref and records the outcome in e. On
+// failure a cached schema is returned (stale) and the failure remembered
+// for RetryAfter.
+func (r *Registry) fetchSubject(ctx context.Context, ref Ref, e *subjectEntry) (Schema, error) {
+	version := ref.Version
+	if version == 0 {
+		version = -1 // the client's "latest"
+	}
+	ss, err := r.cl.SchemaByVersion(ctx, ref.Subject, version)
+	var s Schema
+	if err == nil {
+		s, err = r.complete(ctx, ss.ID, ss.Schema, 0)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		err = r.failed(fmt.Sprintf("subject %s", ref), err)
+		e.err, e.retryAt = err, r.opts.Now().Add(r.opts.RetryAfter)
+		if e.have {
+			r.log.Warn("schema registry lookup failed; serving the cached schema", "catalog", r.name, "ref", ref.String(), "error", err)
+			return e.schema, nil
+		}
+		return Schema{}, err
+	}
+	r.succeeded()
+	e.schema, e.have, e.fetched, e.err = s, true, r.opts.Now(), nil
+	r.ids[s.ID] = s
+	return s, nil
+}
+
+// refreshed returns a channel closed when no background refresh of ref is
+// running (for tests).
+func (r *Registry) refreshed(ref Ref) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.subjects[ref]; e != nil && e.refreshing != nil {
+		return e.refreshing
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
 }
 
 // ByID returns the schema with this id, from the cache once fetched.
@@ -338,11 +390,12 @@ func (r *Registry) complete(ctx context.Context, id int, s sr.Schema, depth int)
 }
 
 // failed classifies a failed request (called with r.mu held): "not found"
-// wraps ErrNotFound and leaves the registry healthy; anything else marks it
+// wraps ErrNotFound and shows the registry is up; anything else marks it
 // unhealthy.
 func (r *Registry) failed(what string, err error) error {
 	var re *sr.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+		r.succeeded() // the registry answered
 		return fmt.Errorf("catalog %s: %s: %w (%s)", r.name, what, ErrNotFound, re.Message)
 	}
 	r.failures.Add(1)
