@@ -2,11 +2,14 @@ package models
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -749,5 +752,80 @@ func TestRegistryIDsCachedForGood(t *testing.T) {
 	}
 	if got := reg.requests.Load(); got != 2 {
 		t.Fatalf("%d requests, want 2", got)
+	}
+}
+
+func TestRegistryReferences(t *testing.T) {
+	ctx := context.Background()
+	reg := newRegistry(t)
+	reg.SeedSchema("address-value", 1, 20, sr.Schema{Type: sr.TypeAvro,
+		Schema: `{"type":"record","name":"Address","namespace":"shop","fields":[{"name":"city","type":"string"}]}`})
+	reg.SeedSchema("customer-value", 1, 21, sr.Schema{Type: sr.TypeAvro,
+		Schema:     `{"type":"record","name":"Customer","namespace":"shop","fields":[{"name":"name","type":"string"},{"name":"home","type":"shop.Address"}]}`,
+		References: []sr.SchemaReference{{Name: "shop.Address", Subject: "address-value", Version: 1}}})
+	reg.SeedSchema("money-value", 1, 30, sr.Schema{Type: sr.TypeProtobuf,
+		Schema: "syntax = \"proto3\";\npackage shop;\nmessage Money { int64 cents = 1; }\n"})
+	reg.SeedSchema("price-value", 1, 31, sr.Schema{Type: sr.TypeProtobuf,
+		Schema:     "syntax = \"proto3\";\npackage shop;\nimport \"shop/money.proto\";\nmessage Price { Money amount = 1; }\n",
+		References: []sr.SchemaReference{{Name: "shop/money.proto", Subject: "money-value", Version: 1}}})
+	cat, _ := newCatalog(t, reg, RegistryOptions{})
+
+	avroM := newModel(t, Config{Model: "avro", View: "json", Catalog: cat, Ref: Ref{Subject: "customer-value"}})
+	rec, err := avroM.Encode(ctx, nil, []byte(`{"name":"Ann","home":{"city":"Oslo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two length-prefixed strings after the header: "Ann", "Oslo".
+	if want := "\x00\x00\x00\x00\x15\x06Ann\x08Oslo"; string(rec) != want {
+		t.Fatalf("record %q, want %q", rec, want)
+	}
+	if _, err := avroM.Encode(ctx, nil, []byte(`{"name":"Ann","home":{"town":"Oslo"}}`)); KindOf(err) != KindInvalid {
+		t.Fatalf("a referenced record's rules: %v, want invalid", err)
+	}
+
+	protoM := newModel(t, Config{Model: "protobuf", View: "json", Catalog: cat, Ref: Ref{Subject: "price-value"}})
+	rec, err = protoM.Encode(ctx, nil, []byte(`{"amount":{"cents":"250"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Header, index [0] as one 0 byte, then field 1 (message) holding field 1 varint 250.
+	if want := "\x00\x00\x00\x00\x1f\x00\x0a\x03\x08\xfa\x01"; string(rec) != want {
+		t.Fatalf("record %q, want %q", rec, want)
+	}
+	if js, err := protoM.Decode(ctx, nil, rec); err != nil || !jsonEqual(t, js, `{"amount":{"cents":"250"}}`) {
+		t.Fatalf("to JSON: %s, %v", js, err)
+	}
+}
+
+func TestRegistryTLS(t *testing.T) {
+	ctx := context.Background()
+	reg := newRegistry(t)
+	reg.SeedSchema("orders-value", 1, 1, sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
+	srv := httptest.NewTLSServer(reg.Handler())
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+
+	for _, c := range []struct {
+		name string
+		tls  *tls.Config
+		ok   bool
+	}{
+		{"trusted CA", &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, true},
+		{"system roots", nil, false},
+	} {
+		cat, err := NewRegistry("registry0", RegistryOptions{URLs: []string{srv.URL}, TLS: c.tls, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newModel(t, Config{Model: "avro", View: "json", Catalog: cat, Ref: Ref{Subject: "orders-value"}})
+		_, err = m.Encode(ctx, nil, []byte(`{"name":"a","qty":1}`))
+		cat.Close()
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if !c.ok && (KindOf(err) != KindUnavailable || !strings.Contains(err.Error(), "certificate")) {
+			t.Errorf("%s: %v, want unavailable for the certificate", c.name, err)
+		}
 	}
 }
