@@ -129,9 +129,9 @@ func NewFilesystem(name, dir string, paths map[string]string) (*Static, error) {
 func (c *Static) Name() string { return c.name }
 func (c *Static) Frames() bool { return false }
 
-func (c *Static) Lookup(_ context.Context, ref Ref) (Schema, error) {
+func (c *Static) Lookup(ctx context.Context, ref Ref) (Schema, error) {
 	if ref.Subject == "" {
-		return c.ByID(context.Background(), ref.ID)
+		return c.ByID(ctx, ref.ID)
 	}
 	s, ok := c.subjects[ref.Subject]
 	if !ok || ref.Version > 1 {

@@ -829,3 +829,27 @@ func TestRegistryTLS(t *testing.T) {
 		}
 	}
 }
+
+func TestRegistryContext(t *testing.T) {
+	// The fake resolves subjects without regard to contexts, so what is
+	// checked is the request the catalog sends.
+	reg := newRegistry(t)
+	reg.SeedSchema("orders-value", 1, 5, sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
+	var mu sync.Mutex
+	var paths []string
+	reg.Intercept(func(_ http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		return false
+	})
+	staging, _ := newCatalog(t, reg, RegistryOptions{Context: ".staging"})
+	if s, err := staging.Lookup(context.Background(), Ref{Subject: "orders-value"}); err != nil || s.ID != 5 {
+		t.Fatalf("lookup: %+v, %v", s, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) != 1 || paths[0] != "/contexts/.staging/subjects/orders-value/versions/latest" {
+		t.Fatalf("requests %q, want the subject in context .staging", paths)
+	}
+}

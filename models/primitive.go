@@ -63,7 +63,7 @@ func (p *primitive) validate(v []byte) error {
 	case "double":
 		_, err = strconv.ParseFloat(string(v), 64)
 	case "boolean":
-		_, err = strconv.ParseBool(string(v))
+		// JSON's spelling only; strconv.ParseBool also takes 1, t, True….
 		if s := string(v); s != "true" && s != "false" {
 			err = strconv.ErrSyntax
 		}

@@ -25,6 +25,9 @@ type RegistryOptions struct {
 	Username, Password string
 	Token              string
 	TLS                *tls.Config // nil: the system roots
+	// Context is the registry's schema context (Confluent contexts, Zilla's
+	// `context`); empty: the default context.
+	Context string
 	// MaxAge is how long a subject's version (`latest`) is trusted before it
 	// is asked again; ids and fixed versions never expire. Default 5m.
 	MaxAge time.Duration
@@ -123,6 +126,9 @@ func NewRegistry(name string, o RegistryOptions) (*Registry, error) {
 	}
 	if o.Token != "" {
 		opts = append(opts, sr.BearerToken(o.Token))
+	}
+	if o.Context != "" {
+		opts = append(opts, sr.DefaultSchemaContext(o.Context))
 	}
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
