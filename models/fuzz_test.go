@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// FuzzDecode feeds arbitrary record values to framed Avro and Protobuf
+// FuzzModels feeds arbitrary record values to framed Avro and Protobuf
 // models and arbitrary bodies to converting ones: each answers with a
 // value or a model *Error, never a panic or another error.
-func FuzzDecode(f *testing.F) {
+func FuzzModels(f *testing.F) {
 	ctx := context.Background()
 	cat, err := NewInline("inline0", map[string]string{"order": orderAvro, "event": eventProto, "json": orderJSONSchema})
 	if err != nil {
