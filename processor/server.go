@@ -34,8 +34,6 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -63,8 +61,9 @@ type Options struct {
 	Drain context.Context
 	// Guards checks guarded routes; nil: guarded routes fail closed (401).
 	Guards GuardChecker
-	// HTTP and GRPC answer matched routes; nil: the httpkafka and grpckafka
-	// handlers.
+	// HTTP and GRPC answer matched routes (required: the bindings, e.g.
+	// httpkafka and grpckafka, are the caller's choice, so this package
+	// depends on none of them).
 	HTTP capability.HTTPHandler
 	GRPC capability.GRPCHandler
 	// TracerProvider makes a span per exchange (nil: no tracing).
@@ -116,11 +115,8 @@ func New(opts Options) (*Server, error) {
 	if s.drain == nil {
 		s.drain = context.Background()
 	}
-	if s.http == nil {
-		s.http = httpkafka.New(s.log, nil)
-	}
-	if s.grpc == nil {
-		s.grpc = grpckafka.New(s.log)
+	if s.http == nil || s.grpc == nil {
+		return nil, errors.New("creating the processor: Options.HTTP and Options.GRPC are required")
 	}
 	if s.closeWait <= 0 {
 		s.closeWait = defaultCloseWait

@@ -33,6 +33,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
 
 // ProcessorOptions configure StartProcessor.
@@ -73,6 +74,7 @@ type Processor struct {
 	lis       net.Listener
 	adminLis  net.Listener
 	kafka     map[string]*kafkaio.Cluster
+	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
@@ -104,15 +106,15 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
 	if err != nil {
 		drain()
 		return nil, err
 	}
 	kc := newKafkaCollector(clients, opts.Config)
 	reg.MustRegister(kc)
-	httpk := httpkafka.New(logger, clients)
-	grpck := grpckafka.New(logger, grpckafka.Clusters(clients))
+	httpk := httpkafka.New(logger, routes)
+	grpck := grpckafka.New(logger, routes)
 	registerCapabilityMetrics(reg, httpk, grpck)
 	var httpH capability.HTTPHandler = httpk
 	var grpcH capability.GRPCHandler = grpck
@@ -153,6 +155,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		health:    health.NewServer(),
 		lis:       lis,
 		kafka:     clients,
+		routes:    routes,
 		collector: kc,
 		httpk:     httpk,
 		drain:     drain,
@@ -230,7 +233,7 @@ func (p *Processor) Reload(cfg *config.Config) error {
 	if err := sameKafka(p.cfg, cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
-	if err := prepareKafka(cfg, p.kafka); err != nil {
+	if err := p.routes.Prepare(cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
 	// Guards first: in the moment between the two swaps a request can only
@@ -289,7 +292,7 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
@@ -300,51 +303,16 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 		})
 		if err != nil {
 			closeKafka(clusters)
-			return nil, err
+			return nil, nil, err
 		}
 		clusters[name] = c
 	}
-	if err := prepareKafka(cfg, clusters); err != nil {
+	routes := kafkaroute.New(clusters)
+	if err := routes.Prepare(cfg); err != nil {
 		closeKafka(clusters)
-		return nil, err
+		return nil, nil, err
 	}
-	return clusters, nil
-}
-
-// prepareKafka warms the views of the static topics http-kafka fetch routes
-// read, indexes every reply-to topic with its binding's correlation header
-// and creates the producers the routes use, so that readiness means all of
-// it is caught up. Each step is idempotent: a reload runs it again.
-func prepareKafka(cfg *config.Config, clusters map[string]*kafkaio.Cluster) error {
-	for _, b := range cfg.Bindings {
-		correlation := config.CorrelationHeaders{}
-		switch {
-		case b.HTTP != nil:
-			correlation = b.HTTP.Correlation
-		case b.GRPC != nil:
-			correlation = b.GRPC.Correlation
-		}
-		for _, r := range b.Routes {
-			c, ok := clusters[r.Exit]
-			if !ok || r.With == nil {
-				continue
-			}
-			switch r.With.Capability {
-			case config.Fetch:
-				if b.Type == config.HTTPKafka && r.With.Topic.Static() {
-					c.Warm(r.With.Topic.Raw)
-				}
-			case config.Produce:
-				if r.With.ReplyTo != "" {
-					c.Replies.Add(r.With.ReplyTo, correlation.CorrelationID)
-				}
-				if _, err := c.Producer(kafkaio.AcksFromName(string(r.With.Acks))); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return clusters, routes, nil
 }
 
 // sameKafka reports why a new configuration's kafka bindings differ from the

@@ -57,7 +57,6 @@ func jwtAlgorithms() []string { return append(DefaultAlgorithms(), "HS256", "HS3
 
 var (
 	nameRe        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	topicRe       = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 	headerRe      = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 	grpcServiceRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 	grpcMethodRe  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*|\*)$`)
@@ -789,7 +788,7 @@ func (d *decoder) checkTopic(n ast.Node, t Template, hasPattern bool) {
 		d.errorf(n, "topic must not be empty")
 	case strings.HasPrefix(name, "_"):
 		d.errorf(n, "topic %q starts with \"_\": such names are internal to Kafka and always refused", name)
-	case !topicRe.MatchString(name) || name == "." || name == "..":
+	case !LegalTopic(name):
 		d.errorf(n, "%q is not a valid Kafka topic name: use up to 249 letters, digits, '.', '_' and '-'", name)
 	}
 }

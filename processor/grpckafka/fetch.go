@@ -14,6 +14,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -45,7 +46,7 @@ import (
 //     reads the new ones from their earliest offset.
 
 // fetch answers one call of a fetch route.
-func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capability.GRPCCall) capability.Status {
+func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
 	w := call.Match.Route.With
 	opts := grpcOptions(call.Match.Binding)
 	if call.Drain.Err() != nil {
@@ -58,21 +59,13 @@ func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capabili
 	if bad {
 		return st
 	}
-	idents := identities(call.Match)
-	resolve := func(p config.TemplatePart) string {
-		if p.Ref == config.RefGuardIdentity {
-			return idents[p.Name]
-		}
-		return ""
+	resolve := kafkaroute.RefsOf(call.Match).Resolve
+	topic, err := kafkaroute.Topic(w, resolve)
+	if err != nil {
+		return capability.NewStatus(codes.InvalidArgument, err.Error())
 	}
-	topic := w.Topic.Expand(resolve)
-	if !w.Topic.Static() {
-		if st, bad := checkTopic(topic, w.TopicPattern); bad {
-			return st
-		}
-	}
-	exit := call.Match.Route.Exit
-	compacted, err := h.compaction.compacted(ctx, cl, exit, topic, call.Limits.KafkaTimeout)
+	exit, cl := kr.Exit, kr.Cluster
+	compacted, err := h.kafka.Compaction.Compacted(ctx, cl, exit, topic, call.Limits.KafkaTimeout)
 	if err != nil {
 		return topicStatus(err, topic, w.Topic.Static())
 	}
@@ -239,19 +232,6 @@ func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []kaf
 		for _, hdr := range f.Headers {
 			out[i].Headers = append(out[i].Headers, kafkaio.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
 		}
-	}
-	return out
-}
-
-// identities maps each guard of the matched route to the subject it
-// established.
-func identities(m *route.Match) map[string]string {
-	if len(m.Identities) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m.Identities))
-	for g, id := range m.Identities {
-		out[g] = id.Subject
 	}
 	return out
 }

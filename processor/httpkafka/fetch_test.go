@@ -89,7 +89,7 @@ func (f *fixture) newClient() *kafkaio.Client {
 }
 
 func (f *fixture) route(i int, c *kafkaio.Client) *httpkafka.Fetch {
-	return httpkafka.NewFetch(f.cfg.Bindings[0].Routes[i].With, c, f.cfg.Limits)
+	return httpkafka.NewFetch(f.cfg.Bindings[0].Routes[i].With, c)
 }
 
 // put writes a record (value nil = tombstone) and waits for its acknowledgement.
@@ -118,8 +118,14 @@ func header(r *capability.HTTPResponse, name string) string {
 	return ""
 }
 
+// fixtureLimits are the limits of the fixture's configuration: a request
+// carries the limits of the snapshot it matched in.
+func fixtureLimits() config.Limits {
+	return config.Limits{MaxWait: 20 * time.Second, KafkaTimeout: 10 * time.Second}
+}
+
 func get(fetch *httpkafka.Fetch, params map[string]string, hdrs ...string) *capability.HTTPResponse {
-	req := httpkafka.FetchRequest{Params: params}
+	req := httpkafka.FetchRequest{Params: params, Limits: fixtureLimits()}
 	for i := 0; i+1 < len(hdrs); i += 2 {
 		switch hdrs[i] {
 		case "if-none-match":
@@ -373,7 +379,7 @@ bindings:
 		t.Fatal(err)
 	}
 	defer c.Close()
-	route := httpkafka.NewFetch(cfg.Bindings[0].Routes[0].With, c, cfg.Limits)
+	route := httpkafka.NewFetch(cfg.Bindings[0].Routes[0].With, c)
 	for topic, want := range map[string]int{"tenant-a": http.StatusNotFound, "tenant-missing": http.StatusNotFound, "other": http.StatusBadRequest, "_internal": http.StatusBadRequest} {
 		if r := get(route, map[string]string{"topic": topic, "id": "x"}); r.Status != want {
 			t.Errorf("topic %s: %d %s, want %d", topic, r.Status, r.Body, want)

@@ -12,7 +12,7 @@ func TestRetainDropsRoutesAReloadRemoved(t *testing.T) {
 	kept, gone, held := &config.With{}, &config.With{}, &config.With{}
 	h := New(nil, nil)
 	for _, w := range []*config.With{kept, gone, held} {
-		h.fetches.Store(w, NewFetch(w, nil, config.Limits{}))
+		h.fetches.Store(w, NewFetch(w, nil))
 	}
 	f, _ := h.fetches.Load(held)
 	f.(*Fetch).waiting.Add(1)
