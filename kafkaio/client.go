@@ -88,7 +88,7 @@ var ErrTooManyViews = errors.New("too many views: the view limits are reached")
 // the brokers: readiness is per view.
 func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.KafkaTimeout <= 0 {
-		opts.KafkaTimeout = 5 * time.Second
+		opts.KafkaTimeout = DefaultKafkaTimeout
 	}
 	if opts.CoalesceWindow <= 0 {
 		opts.CoalesceWindow = 2 * time.Millisecond

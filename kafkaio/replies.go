@@ -137,7 +137,7 @@ func NewReplyIndex(opts ReplyIndexOptions) (*ReplyIndex, error) {
 
 func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, error) {
 	if opts.KafkaTimeout <= 0 {
-		opts.KafkaTimeout = 5 * time.Second
+		opts.KafkaTimeout = DefaultKafkaTimeout
 	}
 	if opts.Retention <= 0 {
 		opts.Retention = 10 * time.Minute

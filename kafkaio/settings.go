@@ -9,6 +9,11 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
+// DefaultKafkaTimeout bounds Kafka calls of a client given no KafkaTimeout.
+// The processor always passes its limits.kafka-timeout; this serves callers
+// of the package on their own (the responder, tests).
+const DefaultKafkaTimeout = 5 * time.Second
+
 // Settings we own on every client (DESIGN §7). User properties pass through
 // unless they collide with these.
 func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMap {
@@ -21,7 +26,7 @@ func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.Conf
 	cm["allow.auto.create.topics"] = false
 	ms := int(kafkaTimeout / time.Millisecond)
 	if ms <= 0 {
-		ms = 5000
+		ms = int(DefaultKafkaTimeout / time.Millisecond)
 	}
 	cm["topic.metadata.propagation.max.ms"] = ms
 	// librdkafka logs go through one channel per client into slog.

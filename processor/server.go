@@ -153,46 +153,9 @@ func (s *Server) Swap(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("swapping routes: %w", err)
 	}
-	s.snap.Store(&snapshot{table: t, limits: withDefaults(cfg.Limits)})
+	s.snap.Store(&snapshot{table: t, limits: cfg.Limits.WithDefaults()})
 	s.log.Info("routes installed", "source", cfg.Source, "bindings", len(cfg.Bindings))
 	return nil
-}
-
-// withDefaults fills limits left at zero (configurations built by hand) with
-// the loader's defaults.
-func withDefaults(l config.Limits) config.Limits {
-	d := config.DefaultLimits()
-	if l.MaxBody <= 0 {
-		l.MaxBody = d.MaxBody
-	}
-	if l.MaxWait <= 0 {
-		l.MaxWait = d.MaxWait
-	}
-	if l.ReplyTimeout <= 0 {
-		l.ReplyTimeout = d.ReplyTimeout
-	}
-	if l.ReplyRetention <= 0 {
-		l.ReplyRetention = d.ReplyRetention
-	}
-	if l.KafkaTimeout <= 0 {
-		l.KafkaTimeout = d.KafkaTimeout
-	}
-	if l.MaxViewBytes <= 0 {
-		l.MaxViewBytes = d.MaxViewBytes
-	}
-	if l.ReplyIndexBytes <= 0 {
-		l.ReplyIndexBytes = d.ReplyIndexBytes
-	}
-	if l.MaxViews <= 0 {
-		l.MaxViews = d.MaxViews
-	}
-	if l.ViewIdle <= 0 {
-		l.ViewIdle = d.ViewIdle
-	}
-	if l.StreamLagBudget <= 0 {
-		l.StreamLagBudget = d.StreamLagBudget
-	}
-	return l
 }
 
 // Process runs one exchange: one HTTP or gRPC request.

@@ -27,24 +27,6 @@ const (
 	DefaultSkew                = 30 * time.Second
 )
 
-// DefaultLimits returns the limits used for fields the file leaves out.
-func DefaultLimits() Limits {
-	return Limits{
-		MaxBody:            1 << 20,
-		MaxWait:            60 * time.Second,
-		ReplyTimeout:       30 * time.Second,
-		ReplyRetention:     10 * time.Minute,
-		KafkaTimeout:       5 * time.Second,
-		MaxViewBytes:       256 << 20,
-		ReplyIndexBytes:    64 << 20,
-		MaxViews:           1000,
-		ViewIdle:           10 * time.Minute,
-		StreamLagBudget:    10000,
-		StreamSendInterval: 50 * time.Millisecond,
-		StreamSendRate:     20000,
-	}
-}
-
 // DefaultAlgorithms are the JWT algorithms a jwt guard accepts when the file
 // lists none: every asymmetric JOSE algorithm. HMAC (HS*) must be listed
 // explicitly, so a public key can never be used as a shared secret.

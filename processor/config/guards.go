@@ -292,55 +292,6 @@ func (d *decoder) toJSON(n ast.Node, depth int, budget *int) (any, bool) {
 	return nil, false
 }
 
-// ---- limits
-
-func (d *decoder) limits(n ast.Node, l *Limits) {
-	m := d.object(n, "limits", "limits", "max-body", "max-wait", "reply-timeout", "reply-retention", "kafka-timeout",
-		"max-view-bytes", "reply-index-bytes", "max-views", "view-idle", "stream-lag-budget",
-		"stream-send-interval", "stream-send-rate")
-	size := func(key string, dst *int64) {
-		if e := m[key]; e != nil {
-			if v, ok := d.size(e.v, key); ok {
-				*dst = v
-			}
-		}
-	}
-	dur := func(key string, dst *time.Duration) {
-		if e := m[key]; e != nil {
-			if v, ok := d.duration(e.v, key, false); ok {
-				*dst = v
-			}
-		}
-	}
-	count := func(key string, dst *int) {
-		if e := m[key]; e != nil {
-			if v, ok := d.integer(e.v, key); ok {
-				if v < 1 || v > 1<<31-1 {
-					d.errorf(e.v, "%s must be between 1 and 2147483647, got %d", key, v)
-				} else {
-					*dst = int(v)
-				}
-			}
-		}
-	}
-	size("max-body", &l.MaxBody)
-	dur("max-wait", &l.MaxWait)
-	dur("reply-timeout", &l.ReplyTimeout)
-	dur("reply-retention", &l.ReplyRetention)
-	dur("kafka-timeout", &l.KafkaTimeout)
-	size("max-view-bytes", &l.MaxViewBytes)
-	size("reply-index-bytes", &l.ReplyIndexBytes)
-	count("max-views", &l.MaxViews)
-	dur("view-idle", &l.ViewIdle)
-	count("stream-lag-budget", &l.StreamLagBudget)
-	count("stream-send-rate", &l.StreamSendRate)
-	if e := m["stream-send-interval"]; e != nil {
-		if v, ok := d.duration(e.v, "stream-send-interval", true); ok {
-			l.StreamSendInterval = v
-		}
-	}
-}
-
 // size reads a byte size: a positive integer or a string such as 1MiB.
 func (d *decoder) size(n ast.Node, field string) (int64, bool) {
 	var v int64
