@@ -154,14 +154,9 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 	}
 	logger = logger.With("kafka", opts.Name)
 	groupID := "kafka-ext-proc-replies-" + uuid.NewString()
-	cons, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, groupID))
+	cons, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, groupID, "reply consumer")
 	if err != nil {
-		return nil, fmt.Errorf("creating the reply consumer of kafka binding %q: %w", opts.Name, err)
-	}
-	admin, err := kafka.NewAdminClientFromConsumer(cons)
-	if err != nil {
-		_ = cons.Close()
-		return nil, fmt.Errorf("creating the admin handle of the reply consumer of kafka binding %q: %w", opts.Name, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &ReplyIndex{

@@ -1,6 +1,8 @@
 // Package kafkaio is everything that touches librdkafka: client settings,
-// shared consumers, views of compacted topics, and (later) producers and
-// reply indexes. It knows nothing of HTTP, gRPC or Envoy.
+// and per cluster (Cluster) the views of compacted topics (Views), the reply
+// index, the log tails gRPC fetch streams read (LogTails), and the
+// producers. librdkafka's own log lines are forwarded to slog
+// (librdkafka_logs.go). It knows nothing of HTTP, gRPC or Envoy.
 package kafkaio
 
 import (

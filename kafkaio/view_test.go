@@ -59,9 +59,9 @@ func produce(t *testing.T, addr, topic string, recs ...rec) {
 	}
 }
 
-func newClient(t *testing.T, addr string) *kafkaio.Client {
+func newClient(t *testing.T, addr string) *kafkaio.Views {
 	t.Helper()
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func (r readiness) Set(name string, ready bool, reason string) {
 func TestWarmReportsReadiness(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
 	r := readiness{ch: make(chan string, 100)}
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()},
 		KafkaTimeout: 2 * time.Second, Readiness: r,
 	})
@@ -233,7 +233,7 @@ func TestWarmReportsReadiness(t *testing.T) {
 // and held views are never evicted.
 func TestViewLimitsAndEviction(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "static"}, embedded.Topic{Name: "t1"}, embedded.Topic{Name: "t2"}, embedded.Topic{Name: "t3"})
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 		MaxViews: 3, ViewIdle: 200 * time.Millisecond,
 	})
@@ -314,7 +314,7 @@ func addPartitions(t *testing.T, addr, topic string, n int) {
 func TestViewFollowsAddedPartitions(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
 	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 		PartitionCheck: 50 * time.Millisecond,
 	})

@@ -299,7 +299,10 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
-			Logger: logger, Readiness: readiness, PartitionCheck: partitionCheck,
+			// A ring holds at least a stream's lag budget, so a stream within
+			// its budget resumes from the ring.
+			LogRingRecords: max(cfg.Limits.StreamLagBudget, 1024),
+			Logger:         logger, Readiness: readiness, PartitionCheck: partitionCheck,
 		})
 		if err != nil {
 			closeKafka(clusters)

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
@@ -30,15 +29,11 @@ import (
 // dispatches on the route's capability. It is the processor's
 // capability.GRPCHandler.
 //
-// Everything it holds is keyed by cluster and topic (log readers, topic
-// configurations) or by correlation id (calls in flight), never by route, so
-// it carries over a reload.
+// What it holds is keyed by correlation id (calls in flight), never by
+// route, so it carries over a reload; the log tails belong to the clusters.
 type Handler struct {
 	log   *slog.Logger
 	kafka *kafkaroute.Kafka
-
-	mu   sync.Mutex
-	logs map[string]*kafkaio.Logs // by kafka binding name, created on first fetch
 
 	flights kafkaroute.Flights
 
@@ -60,7 +55,7 @@ func New(log *slog.Logger, kafka *kafkaroute.Kafka) *Handler {
 	if kafka == nil {
 		kafka = kafkaroute.New(nil)
 	}
-	return &Handler{log: log, kafka: kafka, logs: map[string]*kafkaio.Logs{}}
+	return &Handler{log: log, kafka: kafka}
 }
 
 // HandleGRPC answers one matched call.
@@ -77,7 +72,7 @@ func (h *Handler) HandleGRPC(ctx context.Context, call *capability.GRPCCall) cap
 			"grpc-kafka capability %s (topic %q) of %s/%s cannot run: kafka binding %q is not connected in this processor",
 			r.With.Capability, r.With.Topic.Raw, call.Service, call.Method, r.Exit))
 	case err != nil:
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("no producer for kafka binding %q: %v", r.Exit, err))
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("kafka binding %q cannot serve this route now: %v", r.Exit, err))
 	}
 	switch r.With.Capability {
 	case config.Fetch:
@@ -94,48 +89,13 @@ type Stats struct {
 	Lagged  int64 // fetch streams ended for their lag budget
 	Calls   int64 // produce calls in progress
 	Replays int64 // produce calls answered from stored replies
-	Logs    kafkaio.LogsStats
+	Logs    kafkaio.LogTailsStats
 }
 
-// Stats reports the handler's counters and the sizes of its log readers.
+// Stats reports the handler's counters and the sizes of the log tails.
 func (h *Handler) Stats() Stats {
-	st := Stats{Streams: h.streams.Load(), Lagged: h.lagged.Load(), Calls: h.calls.Load(), Replays: h.replays.Load()}
-	h.mu.Lock()
-	logs := make([]*kafkaio.Logs, 0, len(h.logs))
-	for _, l := range h.logs {
-		logs = append(logs, l)
-	}
-	h.mu.Unlock()
-	for _, l := range logs {
-		ls := l.Stats()
-		st.Logs.Topics += ls.Topics
-		st.Logs.Streams += ls.Streams
-		st.Logs.RingRecords += ls.RingRecords
-		st.Logs.RingBytes += ls.RingBytes
-		st.Logs.Readers += ls.Readers
-	}
-	return st
-}
-
-// logsOf returns the log readers of a cluster, creating them on first use
-// with the limits of the call that needs them.
-func (h *Handler) logsOf(exit string, cl *kafkaio.Cluster, limits config.Limits) (*kafkaio.Logs, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if l, ok := h.logs[exit]; ok {
-		return l, nil
-	}
-	l, err := kafkaio.NewLogs(cl.Client, kafkaio.LogsOptions{
-		KafkaTimeout: limits.KafkaTimeout,
-		RingRecords:  max(limits.StreamLagBudget, 1024),
-		TopicIdle:    limits.ViewIdle,
-		Logger:       h.log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	h.logs[exit] = l
-	return l, nil
+	return Stats{Streams: h.streams.Load(), Lagged: h.lagged.Load(), Calls: h.calls.Load(), Replays: h.replays.Load(),
+		Logs: h.kafka.LogTailsStats()}
 }
 
 func grpcOptions(b *config.Binding) *config.GRPCOptions {

@@ -51,7 +51,7 @@ limits: { max-wait: 20s, kafka-timeout: 10s }
 type fixture struct {
 	t      *testing.T
 	broker *embedded.Broker
-	client *kafkaio.Client
+	client *kafkaio.Views
 	cfg    *config.Config
 	prod   *kafka.Producer
 }
@@ -77,8 +77,8 @@ func newFixture(t *testing.T, partitions int32) *fixture {
 	return f
 }
 
-func (f *fixture) newClient() *kafkaio.Client {
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+func (f *fixture) newClient() *kafkaio.Views {
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": f.broker.Addr()}, KafkaTimeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -88,7 +88,7 @@ func (f *fixture) newClient() *kafkaio.Client {
 	return c
 }
 
-func (f *fixture) route(i int, c *kafkaio.Client) *httpkafka.Fetch {
+func (f *fixture) route(i int, c *kafkaio.Views) *httpkafka.Fetch {
 	return httpkafka.NewFetch(f.cfg.Bindings[0].Routes[i].With, c)
 }
 
@@ -374,7 +374,7 @@ bindings:
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second})
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 	case config.Fetch:
 		f, ok := h.fetches.Load(r.With)
 		if !ok {
-			f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, kr.Cluster))
+			f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, kr.Cluster.Views))
 		}
 		return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
 	case config.Produce:

@@ -92,8 +92,10 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 	kr := &Route{Exit: r.Exit, Cluster: c}
 	switch r.With.Capability {
 	case config.Fetch:
+		// A grpc-kafka fetch reads the cluster's log tails, which the
+		// cluster creates with the first stream.
 		if b.Type == config.HTTPKafka && r.With.Topic.Static() {
-			c.Warm(r.With.Topic.Raw)
+			c.Views.Warm(r.With.Topic.Raw)
 		}
 	case config.Produce:
 		if r.With.ReplyTo != "" {
@@ -106,6 +108,24 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 		kr.Producer = p
 	}
 	return kr, nil
+}
+
+// LogTailsStats sums the sizes of the log tails of every cluster.
+func (k *Kafka) LogTailsStats() kafkaio.LogTailsStats {
+	var st kafkaio.LogTailsStats
+	for _, c := range k.clusters {
+		l, ok := c.LogTailsIfAny()
+		if !ok {
+			continue
+		}
+		ls := l.Stats()
+		st.Topics += ls.Topics
+		st.Streams += ls.Streams
+		st.RingRecords += ls.RingRecords
+		st.RingBytes += ls.RingBytes
+		st.Readers += ls.Readers
+	}
+	return st
 }
 
 // correlationHeader is the correlation-id header of a binding's records.

@@ -31,7 +31,7 @@ type StreamOptions struct {
 // LogStream is one stream's reader: history, then the ring, until closed.
 // Next and Peek are for one goroutine; Lagged and Close for any.
 type LogStream struct {
-	l      *Logs
+	l      *LogTails
 	t      *logTopic
 	r      *ring
 	opts   StreamOptions
@@ -74,7 +74,7 @@ const (
 // ErrPartitionsChanged continues with no gap and no repeat: the id names the
 // partitions the topic had, and the new ones, which the id does not name,
 // start at the earliest offset.
-func (l *Logs) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
+func (l *LogTails) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
 	if o.LagBudget <= 0 {
 		o.LagBudget = l.opts.RingRecords
 	}
@@ -107,7 +107,7 @@ func (l *Logs) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
 // some partition (or names a partition the topic lacks): the topic was
 // recreated, and the stream restarts from the earliest offset. The end is
 // asked of the broker only when the ring has not seen that far.
-func (l *Logs) beyondEnd(t *logTopic, start map[int32]int64) bool {
+func (l *LogTails) beyondEnd(t *logTopic, start map[int32]int64) bool {
 	ends := t.ring.ends()
 	for p, off := range start {
 		if int(p) >= len(ends) {

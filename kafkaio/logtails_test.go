@@ -58,11 +58,11 @@ func decodeFrames(t *testing.T, chunk []byte, partitions int) []got {
 	return out
 }
 
-func newLogs(t *testing.T, addr string, opts kafkaio.LogsOptions) (*kafkaio.Logs, *kafkaio.Client) {
+func newLogTails(t *testing.T, addr string, opts kafkaio.LogTailsOptions) (*kafkaio.LogTails, *kafkaio.Views) {
 	t.Helper()
 	c := newClient(t, addr)
 	opts.KafkaTimeout = 5 * time.Second
-	l, err := kafkaio.NewLogs(c, opts)
+	l, err := kafkaio.NewLogTails(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func newLogs(t *testing.T, addr string, opts kafkaio.LogsOptions) (*kafkaio.Logs
 	return l, c
 }
 
-func openStream(t *testing.T, l *kafkaio.Logs, o kafkaio.StreamOptions) *kafkaio.LogStream {
+func openStream(t *testing.T, l *kafkaio.LogTails, o kafkaio.StreamOptions) *kafkaio.LogStream {
 	t.Helper()
 	if o.Framer == nil {
 		o.Framer = testFramer{}
@@ -152,7 +152,7 @@ func checkOrder(t *testing.T, frames []got, want []string, partitions int) {
 func TestLogStreamHistoryRingLive(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 2})
 	want := writeSeq(t, b.Addr(), "log", 2, 0, 40)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{RingRecords: 16, TopicIdle: time.Minute})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{RingRecords: 16, TopicIdle: time.Minute})
 
 	// The ring starts with the last 4 records of each partition; the budget
 	// grows it to hold the live burst below.
@@ -211,7 +211,7 @@ func partitionOf(v string) int {
 // several frames per chunk.
 func TestLogStreamsShareTailFrames(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	s1 := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
 	s2 := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
 	for _, s := range []*kafkaio.LogStream{s1, s2} {
@@ -242,7 +242,7 @@ func TestLogStreamsShareTailFrames(t *testing.T) {
 // once it took everything.
 func TestLogStreamBehind(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{BatchBytes: 1}) // one frame per Next
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{BatchBytes: 1}) // one frame per Next
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
 	if _, err := s.Peek(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestLogStreamBehind(t *testing.T) {
 // behind, and Next fails with ErrLagged; the client resumes by position.
 func TestLogStreamLagBudget(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{RingRecords: 100})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{RingRecords: 100})
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log", LagBudget: 5})
 	if _, err := s.Peek(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestLogStreamCompactedHistoryIsTheView(t *testing.T) {
 		rec{key: []byte("c"), value: []byte("c1")},
 		rec{key: []byte("c"), value: nil},
 	)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "snap", Compacted: true})
 	hs, err := s.Peek(ctxT(t))
 	if err != nil {
@@ -346,7 +346,7 @@ func TestLogStreamCompactedHistoryIsTheView(t *testing.T) {
 func TestLogStreamBeyondTheEndRestarts(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
 	want := writeSeq(t, b.Addr(), "log", 1, 0, 3)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	for _, start := range []map[int32]int64{{0: 99}, {0: 1, 7: 1}} {
 		s := openStream(t, l, kafkaio.StreamOptions{Topic: "log", Start: start})
 		if !s.Restarted() {
@@ -366,7 +366,7 @@ func TestLogStreamBeyondTheEndRestarts(t *testing.T) {
 
 func TestLogStreamUnknownTopic(t *testing.T) {
 	b := startBroker(t)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := l.Open(ctx, kafkaio.StreamOptions{Topic: "nope", Framer: testFramer{}}); !errors.Is(err, kafkaio.ErrUnknownTopic) {
@@ -380,7 +380,7 @@ func TestLogStreamUnknownTopic(t *testing.T) {
 // record once.
 func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
 	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{PartitionCheck: 50 * time.Millisecond})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{PartitionCheck: 50 * time.Millisecond})
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
 	if _, err := s.Peek(ctxT(t)); err != nil {
 		t.Fatal(err)
