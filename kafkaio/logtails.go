@@ -548,7 +548,21 @@ func (l *LogTails) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.P
 	if len(byTopic) == 0 && len(eofs) == 0 {
 		return eofs
 	}
+	rings := l.ringsOf(byTopic, eofs)
+	for name, msgs := range byTopic {
+		if r := rings[name]; r != nil {
+			r.append(msgs)
+		}
+		delete(byTopic, name)
+	}
+	return eofs
+}
+
+// ringsOf returns the rings of the topics a batch has records of, and
+// records the partition ends it reached.
+func (l *LogTails) ringsOf(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) map[string]*ring {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	rings := make(map[string]*ring, len(byTopic))
 	for name := range byTopic {
 		if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
@@ -563,14 +577,7 @@ func (l *LogTails) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.P
 			t.ring.sawEnd(e.Partition, int64(e.Offset))
 		}
 	}
-	l.mu.Unlock()
-	for name, msgs := range byTopic {
-		if r := rings[name]; r != nil {
-			r.append(msgs)
-		}
-		delete(byTopic, name)
-	}
-	return eofs
+	return rings
 }
 
 // watchPartitions checks every PartitionCheck whether topics with a tail

@@ -551,60 +551,39 @@ func (c *Views) catchUp(v *View) error {
 
 	topic := v.topic
 	n := v.Partitions()
-	end := make([]int64, n)
-	done := make([]bool, n)
-	remaining := 0
+	cu := &catchUp{v: v, end: make([]int64, n), done: make([]bool, n)}
 	var assign []kafka.TopicPartition
 	for p := 0; p < n; p++ {
 		lo, hi, err := cons.QueryWatermarkOffsets(topic, int32(p), int(c.opts.KafkaTimeout/time.Millisecond))
 		if err != nil {
 			return fmt.Errorf("reading the watermarks of %s[%d]: %w", topic, p, err)
 		}
-		end[p] = hi
+		cu.end[p] = hi
 		if lo >= hi {
-			done[p] = true
+			cu.done[p] = true
 			v.advance(int32(p), hi)
 			continue
 		}
-		remaining++
+		cu.remaining++
 		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
 	}
-	if remaining > 0 {
+	if cu.remaining > 0 {
 		if err := cons.Assign(assign); err != nil {
 			return fmt.Errorf("assigning %s to the catch-up consumer: %w", topic, err)
 		}
 	}
-	records := 0
-	for remaining > 0 {
+	for cu.remaining > 0 {
 		if c.ctx.Err() != nil {
 			return c.ctx.Err()
 		}
-		switch ev := cons.Poll(100).(type) {
-		case *kafka.Message:
-			p := ev.TopicPartition.Partition
-			if ev.TopicPartition.Error != nil || int(p) >= n || done[p] {
-				continue
-			}
-			v.apply(toRecord(ev))
-			records++
-			if int64(ev.TopicPartition.Offset)+1 >= end[p] {
-				done[p] = true
-				remaining--
-			}
-		case kafka.PartitionEOF:
-			p := ev.Partition
-			if int(p) >= n || done[p] {
-				continue
-			}
-			v.advance(p, int64(ev.Offset))
-			if int64(ev.Offset) >= end[p] {
-				done[p] = true
-				remaining--
-			}
-		case kafka.Error:
-			c.logger.Debug("catch-up consumer", "topic", topic, "err", ev)
+		ev := cons.Poll(100)
+		if kerr, ok := ev.(kafka.Error); ok {
+			c.logger.Debug("catch-up consumer", "topic", topic, "err", kerr)
+		} else {
+			cu.event(ev)
 		}
 	}
+	records := cu.records
 	handover := make([]kafka.TopicPartition, n)
 	for p := 0; p < n; p++ {
 		handover[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(v.Position(int32(p)))}
@@ -618,6 +597,44 @@ func (c *Views) catchUp(v *View) error {
 	v.markReady()
 	c.logger.Debug("view caught up", "topic", topic, "records", records, "took", time.Since(started))
 	return nil
+}
+
+// catchUp is the progress of a view's catch-up: per partition the end it
+// reads to and whether it is there.
+type catchUp struct {
+	v         *View
+	end       []int64
+	done      []bool
+	remaining int // partitions not done
+	records   int // records applied
+}
+
+// event folds one event of the catch-up consumer into the view.
+func (cu *catchUp) event(ev kafka.Event) {
+	n := len(cu.done)
+	switch ev := ev.(type) {
+	case *kafka.Message:
+		p := ev.TopicPartition.Partition
+		if ev.TopicPartition.Error != nil || int(p) >= n || cu.done[p] {
+			return
+		}
+		cu.v.apply(toRecord(ev))
+		cu.records++
+		if int64(ev.TopicPartition.Offset)+1 >= cu.end[p] {
+			cu.done[p] = true
+			cu.remaining--
+		}
+	case kafka.PartitionEOF:
+		p := ev.Partition
+		if int(p) >= n || cu.done[p] {
+			return
+		}
+		cu.v.advance(p, int64(ev.Offset))
+		if int64(ev.Offset) >= cu.end[p] {
+			cu.done[p] = true
+			cu.remaining--
+		}
+	}
 }
 
 // pollLive is the one goroutine that polls the live consumer and folds its

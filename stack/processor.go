@@ -96,13 +96,9 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	readiness := admin.NewReadiness()
-	guards, checker := opts.Guards, (*guard.Checker)(nil)
-	if guards == nil {
-		c, err := guard.New(opts.Config)
-		if err != nil {
-			return nil, err
-		}
-		guards, checker = c, c
+	guards, checker, err := guardsOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
@@ -111,40 +107,24 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		drain()
 		return nil, err
 	}
+	fail := func(err error) (*Processor, error) {
+		closeKafka(clients)
+		drain()
+		return nil, err
+	}
 	kc := newKafkaCollector(clients, opts.Config)
 	reg.MustRegister(kc)
 	httpk := httpkafka.New(logger, routes)
-	grpck := grpckafka.New(logger, routes)
-	registerCapabilityMetrics(reg, httpk, grpck)
-	var httpH capability.HTTPHandler = httpk
-	var grpcH capability.GRPCHandler = grpck
-	if opts.WrapHTTP != nil {
-		httpH = opts.WrapHTTP(httpH)
-	}
-	if opts.WrapGRPC != nil {
-		grpcH = opts.WrapGRPC(grpcH)
-	}
-	srv, err := processor.New(processor.Options{
-		Config:         opts.Config,
-		Logger:         logger,
-		Registerer:     reg,
-		Drain:          drainCtx,
-		Guards:         guards,
-		TracerProvider: opts.TracerProvider,
-		HTTP:           httpH,
-		GRPC:           grpcH,
-	})
+	httpH, grpcH := bindingHandlers(opts, reg, logger, httpk, routes)
+	srv, err := processor.New(processor.Options{Config: opts.Config, Logger: logger, Registerer: reg, Drain: drainCtx,
+		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH})
 	if err != nil {
-		closeKafka(clients)
-		drain()
-		return nil, fmt.Errorf("creating the processor: %w", err)
+		return fail(fmt.Errorf("creating the processor: %w", err))
 	}
 
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
-		closeKafka(clients)
-		drain()
-		return nil, fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err)
+		return fail(fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err))
 	}
 	p := &Processor{
 		Server:    srv,
@@ -165,32 +145,13 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	srv.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
-	readiness.Watch(func(ready bool) {
-		status := healthpb.HealthCheckResponse_NOT_SERVING
-		if ready {
-			status = healthpb.HealthCheckResponse_SERVING
-		}
-		p.health.SetServingStatus("", status)
-		p.health.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", status)
-	})
+	readiness.Watch(p.setServing)
 
 	if opts.Admin != "" {
-		alis, err := net.Listen("tcp", opts.Admin)
-		if err != nil {
+		if err := p.serveAdmin(opts.Admin); err != nil {
 			lis.Close()
-			closeKafka(clients)
-			drain()
-			return nil, fmt.Errorf("listening for admin on %s: %w", opts.Admin, err)
+			return fail(err)
 		}
-		p.adminLis = alis
-		p.admin = &http.Server{Handler: admin.Handler(reg, readiness), ReadHeaderTimeout: 10 * time.Second}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			if err := p.admin.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("admin server stopped", "err", err)
-			}
-		}()
 	}
 	p.wg.Add(1)
 	go func() {
@@ -200,6 +161,64 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		}
 	}()
 	return p, nil
+}
+
+// guardsOf is the options' guard checker, or one built from the
+// configuration (then also returned as checker, which reloads with it).
+func guardsOf(opts ProcessorOptions) (guards processor.GuardChecker, checker *guard.Checker, err error) {
+	if opts.Guards != nil {
+		return opts.Guards, nil, nil
+	}
+	c, err := guard.New(opts.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c, nil
+}
+
+// bindingHandlers builds the binding handlers over the routes' Kafka side,
+// registers their metrics, and applies the options' wrappers.
+func bindingHandlers(opts ProcessorOptions, reg prometheus.Registerer, logger *slog.Logger, httpk *httpkafka.Handler,
+	routes *kafkaroute.Kafka) (capability.HTTPHandler, capability.GRPCHandler) {
+	grpck := grpckafka.New(logger, routes)
+	registerCapabilityMetrics(reg, httpk, grpck)
+	var httpH capability.HTTPHandler = httpk
+	var grpcH capability.GRPCHandler = grpck
+	if opts.WrapHTTP != nil {
+		httpH = opts.WrapHTTP(httpH)
+	}
+	if opts.WrapGRPC != nil {
+		grpcH = opts.WrapGRPC(grpcH)
+	}
+	return httpH, grpcH
+}
+
+// setServing reports the readiness through gRPC health.
+func (p *Processor) setServing(ready bool) {
+	status := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		status = healthpb.HealthCheckResponse_SERVING
+	}
+	p.health.SetServingStatus("", status)
+	p.health.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", status)
+}
+
+// serveAdmin listens on addr and serves the admin endpoints.
+func (p *Processor) serveAdmin(addr string) error {
+	alis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening for admin on %s: %w", addr, err)
+	}
+	p.adminLis = alis
+	p.admin = &http.Server{Handler: admin.Handler(p.Registry, p.Readiness), ReadHeaderTimeout: 10 * time.Second}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.admin.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.logger.Error("admin server stopped", "err", err)
+		}
+	}()
+	return nil
 }
 
 // GRPCServerOptions are the options of the processor's gRPC server (TLS

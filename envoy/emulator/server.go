@@ -55,40 +55,8 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	d.grpc = r.ProtoMajor > 0 && isGRPCContentType(r.Header.Get("Content-Type"))
 
 	// HCM checks before the filter chain: the processor is never contacted.
-	if d.h1 && r.ProtoMinor == 0 {
-		// HTTP/1.0 without http_protocol_options.accept_http_10 -> 426
-		// (HCM LowVersion [code, HCM]).
-		d.writeReply(buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}))
-		return
-	}
-	if r.Method == http.MethodConnect {
-		// The HCM treats CONNECT as an upgrade; with no upgrade_configs it
-		// is refused with 403 and the HTTP/1 connection closes ([code, HCM
-		// createFilterChain / upgrade_failed]; DESIGN §4). For HTTP/2 the
-		// codec may reset the stream instead when allow_connect is off
-		// (UNVERIFIED).
-		rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
-		rep.CloseConnection = true
+	if rep, refused := d.hcmRefusal(); refused {
 		d.writeReply(rep)
-		return
-	}
-	if d.h1 && isUpgrade(r.Header) {
-		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "h2c") {
-			// Upgrade without upgrade_configs -> 403, connection close
-			// ([code, HCM upgrade_failed]; DESIGN §4).
-			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
-			rep.CloseConnection = true
-			d.writeReply(rep)
-			return
-		}
-		// Envoy's HTTP/1 codec strips an h2c upgrade (Upgrade, the
-		// Connection tokens, HTTP2-Settings) and serves the request as
-		// HTTP/1.1 ([code, http1 codec]; DESIGN §4). DownstreamHeaders
-		// drops those headers.
-	}
-	if r.Host == "" {
-		// Host is required (HCM MissingHost [code, HCM]).
-		d.writeReply(buildLocalReply(replyInput{code: 400, details: "missing_host_header", grpc: d.grpc, head: d.head}))
 		return
 	}
 
@@ -111,23 +79,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	actCtx, stopActs := context.WithCancel(r.Context())
 	acts := make(chan Action)
 	actsDone := make(chan struct{})
-	go func() {
-		defer close(actsDone)
-		for {
-			a, err := x.Next(actCtx)
-			if err != nil {
-				return
-			}
-			select {
-			case acts <- a:
-			case <-actCtx.Done():
-				return
-			}
-			if a.Terminal() {
-				return
-			}
-		}
-	}()
+	go relayActions(actCtx, x, acts, actsDone)
 	// Runs on return and on the panics that reset the stream: nothing of
 	// this request outlives the handler.
 	defer func() {
@@ -167,6 +119,64 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// resets the downstream stream (§4.8 [test
 		// FinishLocalResponseWithIncomplereRequestWithBodyDuplex]).
 		d.resetAfterResponse()
+	}
+}
+
+// hcmRefusal is the local reply of the HCM's checks that come before the
+// filter chain (the processor is never contacted), if the request fails one.
+func (d *downstream) hcmRefusal() (LocalReply, bool) {
+	if d.h1 && d.r.ProtoMinor == 0 {
+		// HTTP/1.0 without http_protocol_options.accept_http_10 -> 426
+		// (HCM LowVersion [code, HCM]).
+		return buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}), true
+	}
+	if d.r.Method == http.MethodConnect {
+		// The HCM treats CONNECT as an upgrade; with no upgrade_configs it
+		// is refused with 403 and the HTTP/1 connection closes ([code, HCM
+		// createFilterChain / upgrade_failed]; DESIGN §4). For HTTP/2 the
+		// codec may reset the stream instead when allow_connect is off
+		// (UNVERIFIED).
+		rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
+		rep.CloseConnection = true
+		return rep, true
+	}
+	if d.h1 && isUpgrade(d.r.Header) {
+		if !strings.EqualFold(strings.TrimSpace(d.r.Header.Get("Upgrade")), "h2c") {
+			// Upgrade without upgrade_configs -> 403, connection close
+			// ([code, HCM upgrade_failed]; DESIGN §4).
+			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
+			rep.CloseConnection = true
+			return rep, true
+		}
+		// Envoy's HTTP/1 codec strips an h2c upgrade (Upgrade, the
+		// Connection tokens, HTTP2-Settings) and serves the request as
+		// HTTP/1.1 ([code, http1 codec]; DESIGN §4). DownstreamHeaders
+		// drops those headers.
+	}
+	if d.r.Host == "" {
+		// Host is required (HCM MissingHost [code, HCM]).
+		return buildLocalReply(replyInput{code: 400, details: "missing_host_header", grpc: d.grpc, head: d.head}), true
+	}
+	return LocalReply{}, false
+}
+
+// relayActions hands the exchange's actions to the handler until the
+// terminal one, an error or ctx's end; done is closed when it returns.
+func relayActions(ctx context.Context, x *Exchange, acts chan<- Action, done chan<- struct{}) {
+	defer close(done)
+	for {
+		a, err := x.Next(ctx)
+		if err != nil {
+			return
+		}
+		select {
+		case acts <- a:
+		case <-ctx.Done():
+			return
+		}
+		if a.Terminal() {
+			return
+		}
 	}
 }
 

@@ -650,18 +650,7 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	if http {
 		where = "the with of an http-kafka " + capStr + " route"
 	}
-	allowed := []string{"capability", "topic", "topic-pattern"}
-	switch {
-	case w.Capability == Fetch && http:
-		allowed = append(allowed, "filters", "merge")
-	case w.Capability == Fetch:
-		allowed = append(allowed, "filters")
-	case http:
-		allowed = append(allowed, "acks", "key", "overrides", "reply-to", "async")
-	default:
-		allowed = append(allowed, "acks", "key", "overrides", "reply-to")
-	}
-	m := d.fields(entries, where, allowed...)
+	m := d.fields(entries, where, withFields(w.Capability, http)...)
 
 	// Per-request references each field may hold; see the table on Parse.
 	topicRefs := allowGuardIdentity
@@ -670,8 +659,34 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	} else {
 		topicRefs |= inGRPCRoute
 	}
-	keyRefs := topicRefs | allowIdempotencyKey
+	d.withTopic(node, m, w, topicRefs, rc)
+	switch w.Capability {
+	case Fetch:
+		d.withFetch(node, m, w, topicRefs, rc)
+	case Produce:
+		d.withProduce(m, w, topicRefs|allowIdempotencyKey, rc)
+	}
+	return w
+}
 
+// withFields are the fields a with of the capability may have.
+func withFields(c Capability, http bool) []string {
+	allowed := []string{"capability", "topic", "topic-pattern"}
+	switch {
+	case c == Fetch && http:
+		allowed = append(allowed, "filters", "merge")
+	case c == Fetch:
+		allowed = append(allowed, "filters")
+	case http:
+		allowed = append(allowed, "acks", "key", "overrides", "reply-to", "async")
+	default:
+		allowed = append(allowed, "acks", "key", "overrides", "reply-to")
+	}
+	return allowed
+}
+
+// withTopic decodes topic and topic-pattern.
+func (d *decoder) withTopic(node ast.Node, m map[string]*entry, w *With, topicRefs refSet, rc *routeCtx) {
 	if e := m["topic"]; e != nil {
 		if t, ok := d.use(e.v, "topic", topicRefs, rc); ok {
 			w.Topic = t
@@ -689,61 +704,64 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 			}
 		}
 	}
-	switch w.Capability {
-	case Fetch:
-		if e := m["filters"]; e != nil {
-			w.Filters = d.filters(e.v, topicRefs, rc)
-		}
-		if e := m["merge"]; e != nil {
-			w.Merge = d.merge(e.v)
-		}
-		if http && m["filters"] == nil && m["merge"] == nil {
-			d.errorf(node, "a fetch route needs filters (records selected by key or headers) or merge (all records as one JSON array)")
-		}
-	case Produce:
-		w.Acks = AcksInSyncReplicas
-		if e := m["acks"]; e != nil {
-			if s, ok := d.str(e.v, "acks"); ok {
-				switch a := Acks(s); a {
-				case AcksNone, AcksLeaderOnly, AcksInSyncReplicas:
-					w.Acks = a
-				default:
-					d.errorf(e.v, "unknown acks %q; allowed: none, leader_only, in_sync_replicas", s)
-				}
-			}
-		}
-		if e := m["key"]; e != nil {
-			if t, ok := d.use(e.v, "key", keyRefs, rc); ok {
-				if t.Raw == "" {
-					def := "records without a key"
-					if !http {
-						def = "the correlation id as key"
-					}
-					d.errorf(e.v, "key must not be empty: omit it for %s", def)
-				} else {
-					w.Key = &t
-				}
-			}
-		}
-		if e := m["overrides"]; e != nil {
-			w.Overrides = d.headerTemplates(e.v, "overrides", keyRefs, rc, false)
-		}
-		if e := m["reply-to"]; e != nil {
-			if s, ok := d.nonEmpty(e.v, "reply-to"); ok {
-				w.ReplyTo = s
-				d.checkTopic(e.v, Template{Raw: s, Parts: []TemplatePart{{Literal: s}}}, false)
-			}
-		}
-		if e := m["async"]; e != nil {
-			rc.hasAsync = true
-			d.async(e, w, rc)
-			if m["reply-to"] == nil {
-				d.errorf(e.kn, "async needs reply-to: the reply the client fetches later is read from that topic")
-			}
-		}
-		rc.hasReplyTo = m["reply-to"] != nil
+}
+
+// withFetch decodes the fields of a fetch route's with.
+func (d *decoder) withFetch(node ast.Node, m map[string]*entry, w *With, topicRefs refSet, rc *routeCtx) {
+	if e := m["filters"]; e != nil {
+		w.Filters = d.filters(e.v, topicRefs, rc)
 	}
-	return w
+	if e := m["merge"]; e != nil {
+		w.Merge = d.merge(e.v)
+	}
+	if rc.b.Type == HTTPKafka && m["filters"] == nil && m["merge"] == nil {
+		d.errorf(node, "a fetch route needs filters (records selected by key or headers) or merge (all records as one JSON array)")
+	}
+}
+
+// withProduce decodes the fields of a produce route's with.
+func (d *decoder) withProduce(m map[string]*entry, w *With, keyRefs refSet, rc *routeCtx) {
+	w.Acks = AcksInSyncReplicas
+	if e := m["acks"]; e != nil {
+		if s, ok := d.str(e.v, "acks"); ok {
+			switch a := Acks(s); a {
+			case AcksNone, AcksLeaderOnly, AcksInSyncReplicas:
+				w.Acks = a
+			default:
+				d.errorf(e.v, "unknown acks %q; allowed: none, leader_only, in_sync_replicas", s)
+			}
+		}
+	}
+	if e := m["key"]; e != nil {
+		if t, ok := d.use(e.v, "key", keyRefs, rc); ok {
+			if t.Raw == "" {
+				def := "records without a key"
+				if rc.b.Type != HTTPKafka {
+					def = "the correlation id as key"
+				}
+				d.errorf(e.v, "key must not be empty: omit it for %s", def)
+			} else {
+				w.Key = &t
+			}
+		}
+	}
+	if e := m["overrides"]; e != nil {
+		w.Overrides = d.headerTemplates(e.v, "overrides", keyRefs, rc, false)
+	}
+	if e := m["reply-to"]; e != nil {
+		if s, ok := d.nonEmpty(e.v, "reply-to"); ok {
+			w.ReplyTo = s
+			d.checkTopic(e.v, Template{Raw: s, Parts: []TemplatePart{{Literal: s}}}, false)
+		}
+	}
+	if e := m["async"]; e != nil {
+		rc.hasAsync = true
+		d.async(e, w, rc)
+		if m["reply-to"] == nil {
+			d.errorf(e.kn, "async needs reply-to: the reply the client fetches later is read from that topic")
+		}
+	}
+	rc.hasReplyTo = m["reply-to"] != nil
 }
 
 // use parses a template of a route and remembers it for the route's checks.

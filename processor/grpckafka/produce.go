@@ -223,7 +223,6 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 	if lead {
 		defer pc.h.flights.Leave(f) // the lead's reference: this call runs the flight itself
 	}
-	watch := f.Watch
 
 	attach := !lead
 	if lead && given {
@@ -236,7 +235,7 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 			}
 			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; retry shortly", replyTo, err))
 		}
-		attach = len(watch.Records()) > 0
+		attach = len(f.Watch.Records()) > 0
 	}
 
 	events := make(chan progress, 4)
@@ -245,26 +244,12 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 	var wg sync.WaitGroup
 	defer wg.Wait() // nothing the call started outlives it
 	defer stop()
-	var timer *time.Timer
-	var timeout <-chan time.Time
-	arm := func() {
-		if timer == nil {
-			timer = time.NewTimer(pc.limits.ReplyTimeout)
-			timeout = timer.C
-			return
-		}
-		timer.Reset(pc.limits.ReplyTimeout)
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	waitingEnd := false // the request stream ended: every silence counts
+	rw := &replyWait{pc: pc, watch: f.Watch}
+	defer rw.stop()
 	if attach {
 		pc.h.replays.Add(1)
-		waitingEnd = true
-		arm()
+		rw.waitingEnd = true
+		rw.arm()
 	} else {
 		wg.Add(1)
 		go func() {
@@ -272,47 +257,90 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 			pc.produceRequests(pctx, ctx, events, failed)
 		}()
 	}
+	return rw.run(ctx, events, failed, replyTo, idemName)
+}
 
-	sent := 0
-	headers := false
+// replyWait relays a call's replies and bounds the silence between them by
+// limits.reply-timeout.
+type replyWait struct {
+	pc      *produceCall
+	watch   *kafkaio.ReplyWatch
+	sent    int  // reply records relayed
+	headers bool // the response headers went out
+	// waitingEnd: the request stream ended, so every silence counts.
+	waitingEnd bool
+	timer      *time.Timer
+	timeout    <-chan time.Time
+}
+
+// arm starts (or restarts) the reply timeout.
+func (rw *replyWait) arm() {
+	if rw.timer == nil {
+		rw.timer = time.NewTimer(rw.pc.limits.ReplyTimeout)
+		rw.timeout = rw.timer.C
+		return
+	}
+	rw.timer.Reset(rw.pc.limits.ReplyTimeout)
+}
+
+func (rw *replyWait) stop() {
+	if rw.timer != nil {
+		rw.timer.Stop()
+	}
+}
+
+// run relays replies until the terminal one, a failure, the timeout or the
+// call's end.
+func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-chan error, replyTo, idemName string) capability.Status {
+	pc := rw.pc
 	for {
-		recs, _, changed := watch.State()
-		for ; sent < len(recs); sent++ {
-			r := recs[sent]
-			if r.Value == nil {
-				return terminalStatus(r)
-			}
-			if !headers {
-				headers = true
-				if err := pc.call.Out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
-					return capability.NewStatus(codes.Canceled, "the call ended")
-				}
-			}
-			if err := pc.call.Out.Send(ctx, r.Value); err != nil {
-				return capability.NewStatus(codes.Canceled, "the call ended")
-			}
-			if waitingEnd {
-				arm()
-			} else if timer != nil {
-				timer.Stop() // the client may think: the clock restarts when it sends
-			}
+		recs, _, changed := rw.watch.State()
+		if st, done := rw.relay(ctx, recs); done {
+			return st
 		}
 		select {
 		case <-changed:
 		case ev := <-events:
 			if ev == halfClosed {
-				waitingEnd = true
+				rw.waitingEnd = true
 			}
-			arm()
+			rw.arm()
 		case err := <-failed:
 			return produceStatus(err, pc.topic, pc.static, idemName)
-		case <-timeout:
+		case <-rw.timeout:
 			return capability.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
 				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q?", pc.limits.ReplyTimeout, replyTo, pc.topic))
 		case <-ctx.Done():
 			return capability.NewStatus(codes.Canceled, "the call ended")
 		}
 	}
+}
+
+// relay sends the reply records not sent yet; done once the terminal one
+// came or a send failed.
+func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capability.Status, bool) {
+	out := rw.pc.call.Out
+	for ; rw.sent < len(recs); rw.sent++ {
+		r := recs[rw.sent]
+		if r.Value == nil {
+			return terminalStatus(r), true
+		}
+		if !rw.headers {
+			rw.headers = true
+			if err := out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
+				return capability.NewStatus(codes.Canceled, "the call ended"), true
+			}
+		}
+		if err := out.Send(ctx, r.Value); err != nil {
+			return capability.NewStatus(codes.Canceled, "the call ended"), true
+		}
+		if rw.waitingEnd {
+			rw.arm()
+		} else if rw.timer != nil {
+			rw.timer.Stop() // the client may think: the clock restarts when it sends
+		}
+	}
+	return capability.Status{}, false
 }
 
 // produceRequests writes a record per request message and the terminal

@@ -114,19 +114,9 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	sel := f.selection(refs.Resolve)
 
 	view, err := f.source.HoldView(ctx, topic, req.Limits.KafkaTimeout)
-	switch {
-	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
-		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
-	case errors.Is(err, kafkaio.ErrTooManyViews):
-		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
-	case errors.Is(err, kafkaio.ErrUnknownTopic):
-		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
-	case err != nil && ctx.Err() != nil:
-		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
-	case err != nil:
-		return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
+	if err != nil {
+		return f.viewFailure(ctx, err, topic)
 	}
-
 	defer view.Release()
 
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
@@ -137,12 +127,33 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 		wait = min(prefs.Wait, req.Limits.MaxWait)
 		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
 	}
-	deadline := time.Now().Add(wait)
 
 	// A tag ahead of this replica (another replica answered the client):
 	// wait, bounded, until this view has read what the client has seen.
 	f.waitUntilCaughtUp(ctx, drain, view, inm, req.Limits.KafkaTimeout)
+	return f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, time.Now().Add(wait), topic)
+}
 
+// viewFailure answers a request whose topic's view cannot be held.
+func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capability.HTTPResponse {
+	switch {
+	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
+		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, kafkaio.ErrTooManyViews):
+		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
+	case errors.Is(err, kafkaio.ErrUnknownTopic):
+		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+	case ctx.Err() != nil:
+		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
+	}
+	return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
+}
+
+// answerOrWait answers from the view, or, while the answer is what the
+// client has (its if-none-match, or a missing record it waits for), waits
+// for a change until deadline, ctx or drain.
+func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel selection, inm httphdr.IfNoneMatch,
+	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {
 	for {
 		ans := f.answer(view, sel)
 		waiting := ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline)
@@ -151,7 +162,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 			if !waiting {
 				return notModified(ans, applied)
 			}
-		case ans.status == http.StatusNotFound && prefs.WaitSet:
+		case ans.status == http.StatusNotFound && waitSet:
 			if !waiting {
 				return notFound(topic, applied)
 			}
