@@ -117,7 +117,7 @@ func TestRdkafkaStatisticsAndLag(t *testing.T) {
 		e.put("items", 0, "k", []byte("v"))
 	}
 	for _, path := range []string{"/items/k", "/t/t-a/x", "/t/t-b/x"} {
-		if r, body := e.do(e.h1, "GET", path, ""); r.StatusCode != 200 {
+		if r, body := e.request(e.h1, "GET", path, ""); r.StatusCode != 200 {
 			t.Fatalf("GET %s: %d %s", path, r.StatusCode, body)
 		}
 	}
