@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -22,4 +23,13 @@ func newConsumer(binding string, props map[string]string, kafkaTimeout time.Dura
 		return nil, nil, fmt.Errorf("creating the admin handle of the %s of kafka binding %q: %w", what, binding, err)
 	}
 	return cons, admin, nil
+}
+
+// bindingLogger is the logger of a kafka binding's clients (slog's default
+// when nil), naming the binding on every line.
+func bindingLogger(logger *slog.Logger, binding string) *slog.Logger {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return logger.With("kafka", binding)
 }

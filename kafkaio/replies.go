@@ -148,13 +148,8 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 	if opts.PartitionCheck <= 0 {
 		opts.PartitionCheck = defaultPartitionCheck
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger = logger.With("kafka", opts.Name)
-	groupID := "kafka-ext-proc-replies-" + uuid.NewString()
-	cons, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, groupID, "reply consumer")
+	logger := bindingLogger(opts.Logger, opts.Name)
+	cons, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, "kafka-ext-proc-replies-"+uuid.NewString(), "reply consumer")
 	if err != nil {
 		return nil, err
 	}

@@ -97,11 +97,7 @@ func NewViews(opts ViewsOptions) (*Views, error) {
 	if opts.PartitionCheck <= 0 {
 		opts.PartitionCheck = defaultPartitionCheck
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger = logger.With("kafka", opts.Name)
+	logger := bindingLogger(opts.Logger, opts.Name)
 	groupID := "kafka-ext-proc-" + uuid.NewString()
 	live, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, groupID, "live consumer")
 	if err != nil {
