@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -28,39 +27,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// Helpers of the hostile-input audit (audit_test.go). Their names start with
-// audit so they never collide with the helpers of other suites.
+// Helpers of the hostile-input audit (audit_test.go). It shares the
+// suites' helpers (userGuard, switched, request); these are its own.
 
-// auditUsers is a test guard: the identity is the x-user header (or gRPC
-// metadata), as a verified token's subject would be. The audit is about
-// what the processor does with an identity, so it can be anything.
-type auditUsers struct{}
-
-func (auditUsers) Check(_ context.Context, _ string, h route.Headers, _ map[string]*structpb.Struct) (route.Identity, error) {
-	if u, ok := h.Lookup("x-user"); ok && u != "" {
-		return route.Identity{Subject: u}, nil
-	}
-	// Any bytes, as a token's sub claim may hold ("\u0000" is valid JSON).
-	if u, ok := h.Lookup("x-user-bin"); ok {
-		if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(u, "=")); err == nil && len(b) > 0 {
-			return route.Identity{Subject: string(b)}, nil
-		}
-	}
-	return route.Identity{}, errors.New("no x-user")
-}
-
-// withAuditUsers installs auditUsers and lets the broker create topics on
+// withAuditUsers installs userGuard and lets the broker create topics on
 // metadata requests, as a careless production cluster does: a request that
 // asked for one would get it, so its absence proves nothing asked.
 func withAuditUsers(o *stack.DevOptions) {
-	o.Guards = auditUsers{}
+	o.Guards = userGuard{}
 	o.BrokerOptions.Extra = append(o.BrokerOptions.Extra, kfake.AllowAutoTopicCreation())
 }
 
@@ -342,55 +321,6 @@ func auditGRPCRaw(t *testing.T, e *env, path string, body []byte, hdr ...string)
 		msg = m
 	}
 	return codes.Code(n), msg
-}
-
-// auditSwitch is the embedded broker's listener with an off switch: off, it
-// stops listening and drops every connection, as a broker that went away.
-type auditSwitch struct {
-	net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	off   bool
-}
-
-func (l *auditSwitch) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.off {
-		_ = c.Close()
-		return nil, net.ErrClosed
-	}
-	l.conns[c] = struct{}{}
-	return c, nil
-}
-
-// down takes the broker away for good (until the env closes).
-func (l *auditSwitch) down() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.off = true
-	_ = l.Listener.Close()
-	for c := range l.conns {
-		_ = c.Close()
-	}
-}
-
-// withAuditSwitch gives the embedded broker an auditSwitch.
-func withAuditSwitch(dst **auditSwitch) func(*stack.DevOptions) {
-	return func(o *stack.DevOptions) {
-		o.BrokerOptions.Extra = append(o.BrokerOptions.Extra, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-			ln, err := net.Listen(network, addr)
-			if err != nil {
-				return nil, err
-			}
-			*dst = &auditSwitch{Listener: ln, conns: map[net.Conn]struct{}{}}
-			return *dst, nil
-		}))
-	}
 }
 
 // auditPeer is an ext_proc peer that forwards every header as given (an

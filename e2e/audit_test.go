@@ -149,7 +149,7 @@ func startAudit(t *testing.T) *env {
 func auditSeen(t *testing.T, e *env, path string) {
 	t.Helper()
 	for i := 0; i < 10; i++ {
-		if resp, _ := e.do(e.h1, "GET", path, "", "prefer", "wait=2"); resp.StatusCode == http.StatusOK {
+		if resp, _ := e.request(e.h1, "GET", path, "", "prefer", "wait=2"); resp.StatusCode == http.StatusOK {
 			return
 		}
 	}
@@ -161,18 +161,18 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 	e := startAudit(t)
 
 	t.Run("no route", func(t *testing.T) {
-		resp, body := e.do(e.h1, "PATCH", "/nowhere", "x")
+		resp, body := e.request(e.h1, "PATCH", "/nowhere", "x")
 		auditProblem(t, "no route", resp, body, http.StatusNotFound, "no route matches PATCH /nowhere")
 	})
 
 	t.Run("malformed input", func(t *testing.T) {
 		for _, key := range []string{"not valid!", strings.Repeat("k", 129), "ключ"} {
-			resp, body := e.do(e.h1, "POST", "/items", "x", "idempotency-key", key)
+			resp, body := e.request(e.h1, "POST", "/items", "x", "idempotency-key", key)
 			auditProblem(t, "idempotency key "+key[:min(len(key), 12)], resp, body, http.StatusBadRequest, "idempotency-key", "1 to 128 characters")
 		}
-		resp, body := e.do(e.h1, "POST", "/items", "x", "idempotency-key", "a", "idempotency-key", "b")
+		resp, body := e.request(e.h1, "POST", "/items", "x", "idempotency-key", "a", "idempotency-key", "b")
 		auditProblem(t, "two idempotency keys", resp, body, http.StatusBadRequest, "send one idempotency-key")
-		resp, body = e.do(e.h1, "POST", "/keyless", "x")
+		resp, body = e.request(e.h1, "POST", "/keyless", "x")
 		auditProblem(t, "no key for a compacted topic", resp, body, http.StatusBadRequest, `topic "items" is compacted`, "with.key")
 	})
 
@@ -183,7 +183,7 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 			{"POST", "/any/_internal", `topic "_internal" is not allowed`},
 			{"GET", "/any/_schemas/k", `topic "_schemas" is not allowed`},
 		} {
-			resp, body := e.do(e.h1, c.method, c.path, "x")
+			resp, body := e.request(e.h1, c.method, c.path, "x")
 			auditProblem(t, c.method+" "+c.path, resp, body, http.StatusBadRequest, c.says)
 		}
 	})
@@ -206,7 +206,7 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 			{"POST", "/t/t-a%2Fb", `"t-a/b"`},
 			{"GET", "/t/t-a%2Fb/k", `"t-a/b"`},
 		} {
-			resp, body := e.do(e.h1, c.method, c.path, "x")
+			resp, body := e.request(e.h1, c.method, c.path, "x")
 			if c.path == "/t/t-.." { // a legal name ("." and ".." alone are not)
 				auditProblem(t, c.method+" "+c.path, resp, body, http.StatusNotFound, `topic "t-.." does not exist`)
 				continue
@@ -225,7 +225,7 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 				path += "/k"
 			}
 			start := time.Now()
-			resp, body := e.do(e.h1, method, path, "x")
+			resp, body := e.request(e.h1, method, path, "x")
 			auditProblem(t, method+" "+path, resp, body, http.StatusNotFound, `topic "t-missing" does not exist`)
 			if took := time.Since(start); took > 2*time.Second+500*time.Millisecond {
 				t.Errorf("%s %s: answered after %v, want within the Kafka timeout", method, path, took)
@@ -235,7 +235,7 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 
 	t.Run("body over max-body", func(t *testing.T) {
 		for _, c := range []*http.Client{e.h1, e.h2c} {
-			resp, body := e.do(c, "POST", "/t/t-exists", strings.Repeat("x", 1025))
+			resp, body := e.request(c, "POST", "/t/t-exists", strings.Repeat("x", 1025))
 			auditProblem(t, "body of 1025 bytes", resp, body, http.StatusRequestEntityTooLarge, "limits.max-body (1024 bytes)")
 		}
 	})
@@ -244,7 +244,7 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 		// Produce: 503 + retry-after (the route's own topic: the service's
 		// problem, not the caller's). Fetch of a missing static topic:
 		// TestFetchWhileTheTopicIsMissing (the view is not ready: 503).
-		resp, body := e.do(e.h1, "POST", "/ghost", "x")
+		resp, body := e.request(e.h1, "POST", "/ghost", "x")
 		auditProblem(t, "POST /ghost", resp, body, http.StatusServiceUnavailable, `topic "ghost" does not exist`)
 		if resp.Header.Get("retry-after") == "" {
 			t.Errorf("POST /ghost: 503 without retry-after")
@@ -252,15 +252,15 @@ func TestAuditErrorTableHTTP(t *testing.T) {
 	})
 
 	t.Run("broker rejected", func(t *testing.T) {
-		resp, body := e.do(e.h1, "POST", "/t/t-small", strings.Repeat("x", 1000))
+		resp, body := e.request(e.h1, "POST", "/t/t-small", strings.Repeat("x", 1000))
 		auditProblem(t, "record over the topic's max.message.bytes", resp, body, http.StatusBadGateway, `Kafka refused the record for topic "t-small"`, "too large")
 	})
 
 	t.Run("reply timeout", func(t *testing.T) {
 		start := time.Now()
-		resp, body := e.do(e.h1, "POST", "/sync", "x", "idempotency-key", "audit-sync-1")
+		resp, body := e.request(e.h1, "POST", "/sync", "x", "idempotency-key", "audit-sync-1")
 		auditProblem(t, "sync without a reply", resp, body, http.StatusGatewayTimeout, "limits.reply-timeout (1s)", "same idempotency-key")
-		resp, body = e.do(e.h1, "POST", "/requests", "x")
+		resp, body = e.request(e.h1, "POST", "/requests", "x")
 		if resp.StatusCode != http.StatusAccepted || !strings.HasPrefix(resp.Header.Get("location"), "/requests;cid=") {
 			t.Errorf("async route without a reply: %d %q %v, want 202 + location", resp.StatusCode, body, resp.Header)
 		}
@@ -431,9 +431,9 @@ limits: { kafka-timeout: 4s }
 // retry-after / UNAVAILABLE). Each answer comes within the Kafka timeout.
 // (TestProduceBrokerFaults shows that every 2xx was written and no 503.)
 func TestAuditKafkaFaults(t *testing.T) {
-	var sw *auditSwitch
+	var sw *switchedListener
 	var logs auditLog
-	e := startEnv(t, auditFaultsConfig, withAuditUsers, withAuditSwitch(&sw), func(o *stack.DevOptions) {
+	e := startEnv(t, auditFaultsConfig, withAuditUsers, switched(&sw), func(o *stack.DevOptions) {
 		o.Logger = logs.logger()
 		o.BrokerOptions.Logger = slog.New(slog.DiscardHandler)
 	})
@@ -445,7 +445,7 @@ func TestAuditKafkaFaults(t *testing.T) {
 	if _, err := auditUnary(e, "/audit.Events/Put", []byte("warm")); err != nil {
 		t.Fatalf("gRPC produce before the faults: %v", err)
 	}
-	if resp, body := e.do(e.h1, "POST", "/events/warm", "warm"); resp.StatusCode != http.StatusNoContent {
+	if resp, body := e.request(e.h1, "POST", "/events/warm", "warm"); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("HTTP produce before the faults: %d %s", resp.StatusCode, body)
 	}
 	within := func(what string, start time.Time) {
@@ -478,7 +478,7 @@ func TestAuditKafkaFaults(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			resp, body := e.do(e.h1, "POST", "/events/late", "late")
+			resp, body := e.request(e.h1, "POST", "/events/late", "late")
 			auditProblem(t, "HTTP", resp, body, http.StatusGatewayTimeout, "did not acknowledge", "may or may not")
 			within("HTTP", start)
 		}()
@@ -496,7 +496,7 @@ func TestAuditKafkaFaults(t *testing.T) {
 
 	t.Run("broker gone", func(t *testing.T) {
 		gone := logs.on("no broker reachable", "acks=leader")
-		sw.down()
+		sw.set(t, false)
 		auditWaitFor(t, "the producer to see the broker go", gone)
 		var wg sync.WaitGroup
 		run := func(f func()) {
@@ -508,7 +508,7 @@ func TestAuditKafkaFaults(t *testing.T) {
 		}
 		run(func() {
 			start := time.Now()
-			resp, body := e.do(e.h1, "POST", "/events/down", "down")
+			resp, body := e.request(e.h1, "POST", "/events/down", "down")
 			auditProblem(t, "HTTP produce", resp, body, http.StatusServiceUnavailable, "was not written to Kafka", "retrying is safe")
 			if resp.Header.Get("retry-after") == "" {
 				t.Error("HTTP produce: 503 without retry-after")
@@ -517,7 +517,7 @@ func TestAuditKafkaFaults(t *testing.T) {
 		})
 		run(func() {
 			start := time.Now()
-			resp, body := e.do(e.h1, "GET", "/t/t-never-opened/k", "")
+			resp, body := e.request(e.h1, "GET", "/t/t-never-opened/k", "")
 			auditProblem(t, "HTTP fetch of a new view", resp, body, http.StatusServiceUnavailable, `the view of topic "t-never-opened" is not ready`)
 			if resp.Header.Get("retry-after") == "" {
 				t.Error("HTTP fetch: 503 without retry-after")
@@ -556,7 +556,7 @@ func TestAuditHeaderDenyList(t *testing.T) {
 	for i, c := range []*http.Client{e.h1, e.h2c} {
 		key := "deny-client-" + strconv.Itoa(i)
 		hdr := append([]string{"idempotency-key", key, "x-kept", "yes", "content-type", "text/plain"}, denied...)
-		resp, body := e.do(c, "POST", "/requests", "body", hdr...)
+		resp, body := e.request(c, "POST", "/requests", "body", hdr...)
 		if resp.StatusCode != http.StatusAccepted {
 			t.Fatalf("HTTP/%d: %d %q, want 202", resp.ProtoMajor, resp.StatusCode, body)
 		}
@@ -665,11 +665,11 @@ limits: { kafka-timeout: 3s }
 		"proxy-authorization", "Basic " + proxyCred, "prefer", "respond-async", "idempotency-key", "secrets-1"}
 	var answers strings.Builder
 	for _, c := range []*http.Client{e.h1, e.h2c} {
-		resp, body := e.do(c, "POST", "/requests", "body", hdr...)
+		resp, body := e.request(c, "POST", "/requests", "body", hdr...)
 		if resp.StatusCode != http.StatusAccepted {
 			t.Fatalf("with a valid token: %d %q, want 202", resp.StatusCode, body)
 		}
-		resp, body = e.do(c, "POST", "/requests", "body", "authorization", "Bearer "+expired, "cookie", "session="+cookie)
+		resp, body = e.request(c, "POST", "/requests", "body", "authorization", "Bearer "+expired, "cookie", "session="+cookie)
 		auditProblem(t, "expired token", resp, body, http.StatusUnauthorized, "expired")
 		fmt.Fprintln(&answers, resp.Header, body)
 	}
@@ -727,7 +727,7 @@ func TestAuditHostileRequests(t *testing.T) {
 	e.put("items", 0, "..", []byte("dots"))
 	auditSeen(t, e, "/items/a%2Fb")
 	auditSeen(t, e, "/items/..")
-	resp, _ := e.do(e.h1, "GET", "/items/k", "")
+	resp, _ := e.request(e.h1, "GET", "/items/k", "")
 	etag := resp.Header.Get("etag")
 	if resp.StatusCode != http.StatusOK || etag == "" {
 		t.Fatalf("GET /items/k: %d", resp.StatusCode)
@@ -771,7 +771,7 @@ func TestAuditHostileRequests(t *testing.T) {
 			{"a 100 KiB header", []string{"x-big", strings.Repeat("a", 100<<10)}, http.StatusRequestHeaderFieldsTooLarge},
 			{"10000 headers", many(10000), http.StatusRequestHeaderFieldsTooLarge},
 		} {
-			resp, body := e.do(e.h1, "GET", "/items/k", "", c.hdr...)
+			resp, body := e.request(e.h1, "GET", "/items/k", "", c.hdr...)
 			if resp.StatusCode != c.status || c.status == http.StatusOK && body != "v" {
 				t.Errorf("%s: %d %.80q, want %d", c.name, resp.StatusCode, body, c.status)
 			}
@@ -845,14 +845,14 @@ func TestAuditHostileRequests(t *testing.T) {
 		// ignored (RFC 7240): the answer is immediate, nothing applied.
 		for _, w := range []string{"wait=99999999999999999999", "wait=" + strings.Repeat("9", 4000), "wait=-1", "wait=1e9", "wait=0x10", "wait="} {
 			start := time.Now()
-			resp, body := e.do(e.h1, "GET", "/items/k", "", "prefer", w, "if-none-match", etag)
+			resp, body := e.request(e.h1, "GET", "/items/k", "", "prefer", w, "if-none-match", etag)
 			if resp.StatusCode != http.StatusNotModified || resp.Header.Get("preference-applied") != "" || time.Since(start) > time.Second {
 				t.Errorf("prefer %.30s: %d %q %v after %v, want an immediate 304", w, resp.StatusCode, body, resp.Header, time.Since(start))
 			}
 		}
 		// The largest valid value is clamped to limits.max-wait (2s).
 		start := time.Now()
-		resp, _ := e.do(e.h1, "GET", "/items/k", "", "prefer", "wait=4294967295", "if-none-match", etag)
+		resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=4294967295", "if-none-match", etag)
 		took := time.Since(start)
 		if resp.StatusCode != http.StatusNotModified || resp.Header.Get("preference-applied") != "wait=2" || took < 2*time.Second || took > 4*time.Second {
 			t.Errorf("prefer wait=4294967295: %d %v after %v, want 304 + preference-applied: wait=2 after 2s", resp.StatusCode, resp.Header, took)
@@ -868,7 +868,7 @@ func TestAuditHostileRequests(t *testing.T) {
 			{strings.Repeat(`"x", `, 5000), 200}, {"ü", 200}, {`*, garbage`, 304}, {etag + `, "x`, 304},
 			{`"` + strings.Repeat("9.", 2000) + `"`, 200},
 		} {
-			resp, body := e.do(e.h1, "GET", "/items/k", "", "if-none-match", c.inm)
+			resp, body := e.request(e.h1, "GET", "/items/k", "", "if-none-match", c.inm)
 			want := "v"
 			if c.status == 304 {
 				want = ""
@@ -924,7 +924,7 @@ func TestAuditHostileRequests(t *testing.T) {
 	})
 
 	// Still serving, and nothing left behind.
-	if resp, body := e.do(e.h2c, "GET", "/items/k", ""); resp.StatusCode != http.StatusOK || body != "v" {
+	if resp, body := e.request(e.h2c, "GET", "/items/k", ""); resp.StatusCode != http.StatusOK || body != "v" {
 		t.Errorf("after the hostile requests: %d %q", resp.StatusCode, body)
 	}
 	e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)

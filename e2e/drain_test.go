@@ -59,7 +59,7 @@ func TestDrainEndsEveryKindOfWaitAsDesigned(t *testing.T) {
 	defer release()
 
 	e.put("items", 0, "k", []byte("v"))
-	resp, _ := e.do(e.h1, "GET", "/items/k", "", "prefer", "wait=10")
+	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=10")
 	etag := resp.Header.Get("etag")
 
 	type answer struct {
@@ -68,15 +68,15 @@ func TestDrainEndsEveryKindOfWaitAsDesigned(t *testing.T) {
 	}
 	poll, async, sync := make(chan answer, 1), make(chan answer, 1), make(chan answer, 1)
 	go func() {
-		r, b := e.do(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=60")
+		r, b := e.request(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=60")
 		poll <- answer{r, b}
 	}()
 	go func() {
-		r, b := e.do(e.h1, "POST", "/orders/1", `{"n":1}`, "prefer", "respond-async, wait=60")
+		r, b := e.request(e.h1, "POST", "/orders/1", `{"n":1}`, "prefer", "respond-async, wait=60")
 		async <- answer{r, b}
 	}()
 	go func() {
-		r, b := e.do(e.h1, "POST", "/sync/2", `{"n":2}`)
+		r, b := e.request(e.h1, "POST", "/sync/2", `{"n":2}`)
 		sync <- answer{r, b}
 	}()
 	stream, err := example.NewFanoutClient(e.grpcConn()).Subscribe(context.Background(), &emptypb.Empty{})

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -127,30 +128,42 @@ func (e *env) waitGauge(name string, want float64) {
 	}
 }
 
-// do sends a request and returns the response with its body read.
-func (e *env) do(c *http.Client, method, path string, body string, hdr ...string) (*http.Response, string) {
-	e.t.Helper()
+// sendReq sends one HTTP request through the front: hdr are name, value
+// pairs, "host" setting the request's Host (so :authority), which two
+// fronts must share for a replay to match. It returns the body read.
+func (e *env) sendReq(ctx context.Context, c *http.Client, method, path, body string, hdr ...string) (*http.Response, string, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, e.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, e.base+path, rd)
 	if err != nil {
-		e.t.Fatal(err)
+		return nil, "", err
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "host") {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// request is sendReq that fails the test on a transport error.
+func (e *env) request(c *http.Client, method, path, body string, hdr ...string) (*http.Response, string) {
+	e.t.Helper()
+	resp, b, err := e.sendReq(context.Background(), c, method, path, body, hdr...)
 	if err != nil {
-		e.t.Fatalf("%s %s: reading the body: %v", method, path, err)
+		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	return resp, string(b)
+	return resp, b
 }
 
 // grpcConn is a grpc-go connection to the front.

@@ -123,7 +123,7 @@ func TestRequestsReachTheProcessorEncodedAsEnvoyDoes(t *testing.T) {
 		proto  int
 	}{{"HTTP/1.1", e.h1, 1}, {"h2c", e.h2c, 2}} {
 		t.Run(c.name, func(t *testing.T) {
-			resp, body := e.do(c.client, "POST", "/things/7?x=1", `{"a":1}`,
+			resp, body := e.request(c.client, "POST", "/things/7?x=1", `{"a":1}`,
 				"X-Custom", "Mixed Case Value", "X-Multi", "one", "X-Multi", "two", "content-type", "application/json")
 			if resp.ProtoMajor != c.proto {
 				t.Fatalf("spoke HTTP/%d", resp.ProtoMajor)
@@ -163,7 +163,7 @@ func TestRequestsReachTheProcessorEncodedAsEnvoyDoes(t *testing.T) {
 
 func TestNoRoute(t *testing.T) {
 	e := startEnv(t, exchangeConfig)
-	resp, body := e.do(e.h1, "DELETE", "/nowhere", "")
+	resp, body := e.request(e.h1, "DELETE", "/nowhere", "")
 	var p capability.Problem
 	if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != 404 || p.Status != 404 || p.Detail == "" ||
 		resp.Header.Get("content-type") != "application/problem+json" {
@@ -198,7 +198,7 @@ func TestBodyOverTheLimit(t *testing.T) {
 		o.WrapGRPC = func(capability.GRPCHandler) capability.GRPCHandler { return draining{} }
 	})
 	for _, c := range []*http.Client{e.h1, e.h2c} {
-		resp, body := e.do(c, "POST", "/things/1", strings.Repeat("x", 2048))
+		resp, body := e.request(c, "POST", "/things/1", strings.Repeat("x", 2048))
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "1KiB") && !strings.Contains(body, "1024") {
 			t.Errorf("HTTP/%d: %d %q", resp.ProtoMajor, resp.StatusCode, body)
 		}
@@ -219,7 +219,7 @@ func TestBodyOverTheLimit(t *testing.T) {
 func TestClientDisconnectEndsTheExchange(t *testing.T) {
 	e := startEnv(t, exchangeConfig)
 	e.put("items", 0, "k", []byte("v"))
-	resp, _ := e.do(e.h2c, "GET", "/items/k", "", "prefer", "wait=10")
+	resp, _ := e.request(e.h2c, "GET", "/items/k", "", "prefer", "wait=10")
 	if resp.StatusCode != 200 {
 		t.Fatalf("warm-up: %d", resp.StatusCode)
 	}

@@ -51,7 +51,7 @@ func twoPartitions(o *stack.DevOptions) {
 // learns that this replica has read a write.
 func (e *env) changed(path, etag string) (*http.Response, string) {
 	e.t.Helper()
-	resp, body := e.do(e.h2c, "GET", path, "", "if-none-match", etag, "prefer", "wait=20")
+	resp, body := e.request(e.h2c, "GET", path, "", "if-none-match", etag, "prefer", "wait=20")
 	if resp.StatusCode == http.StatusNotModified {
 		e.t.Fatalf("GET %s did not change from %s", path, etag)
 	}
@@ -71,41 +71,41 @@ func TestFetchEndToEnd(t *testing.T) {
 	e.put("items", 0, "sync0", []byte("0"))
 	e.put("items", 1, "sync1", []byte("1"))
 	for _, k := range []string{"sync0", "sync1"} {
-		if resp, _ := e.do(e.h1, "GET", "/items/"+k, "", "prefer", "wait=20"); resp.StatusCode != 200 {
+		if resp, _ := e.request(e.h1, "GET", "/items/"+k, "", "prefer", "wait=20"); resp.StatusCode != 200 {
 			t.Fatalf("sentinel %s: %d", k, resp.StatusCode)
 		}
 	}
 
 	for _, c := range []*http.Client{e.h1, e.h2c} {
-		resp, body := e.do(c, "GET", "/items/p0", "")
+		resp, body := e.request(c, "GET", "/items/p0", "")
 		if resp.StatusCode != 200 || body != `{"n":"zero"}` || resp.Header.Get("content-type") != "application/json" || resp.Header.Get("etag") == "" {
 			t.Fatalf("HTTP/%d key: %d %q %v", resp.ProtoMajor, resp.StatusCode, body, resp.Header)
 		}
 		etag := resp.Header.Get("etag")
-		if resp, body := e.do(c, "HEAD", "/items/p0", ""); resp.StatusCode != 200 || body != "" || resp.Header.Get("etag") != etag || resp.Header.Get("content-type") != "application/json" {
+		if resp, body := e.request(c, "HEAD", "/items/p0", ""); resp.StatusCode != 200 || body != "" || resp.Header.Get("etag") != etag || resp.Header.Get("content-type") != "application/json" {
 			t.Errorf("HTTP/%d HEAD: %d %q %v", resp.ProtoMajor, resp.StatusCode, body, resp.Header)
 		}
-		if resp, body := e.do(c, "GET", "/items/p0", "", "if-none-match", etag); resp.StatusCode != 304 || body != "" || resp.Header.Get("etag") != etag {
+		if resp, body := e.request(c, "GET", "/items/p0", "", "if-none-match", etag); resp.StatusCode != 304 || body != "" || resp.Header.Get("etag") != etag {
 			t.Errorf("HTTP/%d conditional: %d %q %v", resp.ProtoMajor, resp.StatusCode, body, resp.Header)
 		}
 	}
-	if resp, body := e.do(e.h1, "GET", "/items/empty", ""); resp.StatusCode != 204 || body != "" || resp.Header.Get("etag") == "" {
+	if resp, body := e.request(e.h1, "GET", "/items/empty", ""); resp.StatusCode != 204 || body != "" || resp.Header.Get("etag") == "" {
 		t.Errorf("empty value: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
-	if resp, body := e.do(e.h1, "GET", "/items/nope", ""); resp.StatusCode != 404 || resp.Header.Get("content-type") != "application/problem+json" {
+	if resp, body := e.request(e.h1, "GET", "/items/nope", ""); resp.StatusCode != 404 || resp.Header.Get("content-type") != "application/problem+json" {
 		t.Errorf("missing key: %d %q", resp.StatusCode, body)
 	}
-	if resp, body := e.do(e.h1, "GET", "/by-colour/green", ""); resp.StatusCode != 200 || body != "not json" || resp.Header.Get("content-type") != "text/plain" {
+	if resp, body := e.request(e.h1, "GET", "/by-colour/green", ""); resp.StatusCode != 200 || body != "not json" || resp.Header.Get("content-type") != "text/plain" {
 		t.Errorf("header filter: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
-	if resp, _ := e.do(e.h1, "GET", "/both/p0/red", ""); resp.StatusCode != 200 {
+	if resp, _ := e.request(e.h1, "GET", "/both/p0/red", ""); resp.StatusCode != 200 {
 		t.Errorf("key and header filter: %d", resp.StatusCode)
 	}
-	if resp, _ := e.do(e.h1, "GET", "/both/p0/blue", ""); resp.StatusCode != 404 {
+	if resp, _ := e.request(e.h1, "GET", "/both/p0/blue", ""); resp.StatusCode != 404 {
 		t.Errorf("key and a header that does not match: %d", resp.StatusCode)
 	}
 	// Merge: (partition, offset) order; tombstoned, empty and non-JSON values left out.
-	resp, body := e.do(e.h2c, "GET", "/items", "")
+	resp, body := e.request(e.h2c, "GET", "/items", "")
 	if want := `[{"n":"zero"},0,{"n":"one"},1]`; resp.StatusCode != 200 || body != want || resp.Header.Get("content-type") != "application/json" {
 		t.Errorf("merge: %d %q, want %s", resp.StatusCode, body, want)
 	}
@@ -115,29 +115,29 @@ func TestFetchETagsAcrossWritesAndReplicas(t *testing.T) {
 	e := startEnv(t, fetchConfig)
 	e.put("items", 0, "a", []byte(`"a"`), "colour", "red")
 	e.put("items", 0, "b", []byte(`"b"`), "colour", "blue")
-	resp, _ := e.do(e.h1, "GET", "/items/b", "", "prefer", "wait=20")
+	resp, _ := e.request(e.h1, "GET", "/items/b", "", "prefer", "wait=20")
 	btag := resp.Header.Get("etag")
-	resp, _ = e.do(e.h1, "GET", "/items/a", "")
+	resp, _ = e.request(e.h1, "GET", "/items/a", "")
 	atag := resp.Header.Get("etag")
-	resp, _ = e.do(e.h1, "GET", "/red", "")
+	resp, _ = e.request(e.h1, "GET", "/red", "")
 	redTag := resp.Header.Get("etag")
 
 	e.put("items", 0, "b", []byte(`"b2"`), "colour", "blue")
 	e.changed("/items/b", btag)
-	if resp, _ := e.do(e.h1, "GET", "/items/a", "", "if-none-match", atag); resp.StatusCode != 304 {
+	if resp, _ := e.request(e.h1, "GET", "/items/a", "", "if-none-match", atag); resp.StatusCode != 304 {
 		t.Errorf("filtered route: a write to another key changed the answer (%d)", resp.StatusCode)
 	}
-	if resp, _ := e.do(e.h1, "GET", "/red", "", "if-none-match", redTag); resp.StatusCode != 304 {
+	if resp, _ := e.request(e.h1, "GET", "/red", "", "if-none-match", redTag); resp.StatusCode != 304 {
 		t.Errorf("filtered merge: a write to another key changed the answer (%d)", resp.StatusCode)
 	}
 
 	// A second processor replica, started after compaction, gives the same tags.
 	e.dev.Broker.Cluster().Compact()
 	other, _ := e.replica()
-	if resp, body := other.do(e.h1, "GET", "/items/a", "", "if-none-match", atag); resp.StatusCode != 304 || resp.Header.Get("etag") != atag {
+	if resp, body := other.request(e.h1, "GET", "/items/a", "", "if-none-match", atag); resp.StatusCode != 304 || resp.Header.Get("etag") != atag {
 		t.Errorf("second replica, filtered: %d %q etag %s, want 304 %s", resp.StatusCode, body, resp.Header.Get("etag"), atag)
 	}
-	if resp, _ := other.do(e.h1, "GET", "/red", "", "if-none-match", redTag); resp.StatusCode != 304 || resp.Header.Get("etag") != redTag {
+	if resp, _ := other.request(e.h1, "GET", "/red", "", "if-none-match", redTag); resp.StatusCode != 304 || resp.Header.Get("etag") != redTag {
 		t.Errorf("second replica, merged: %d etag %s, want 304 %s", resp.StatusCode, resp.Header.Get("etag"), redTag)
 	}
 }
@@ -145,18 +145,18 @@ func TestFetchETagsAcrossWritesAndReplicas(t *testing.T) {
 func TestLongPollEndToEnd(t *testing.T) {
 	e := startEnv(t, fetchConfig)
 	e.put("items", 0, "k", []byte(`"v1"`))
-	resp, _ := e.do(e.h1, "GET", "/items/k", "", "prefer", "wait=20")
+	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=20")
 	etag := resp.Header.Get("etag")
 
 	// Nothing changes: 304 once the wait is over, saying how long it waited.
-	resp, _ = e.do(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=1")
+	resp, _ = e.request(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=1")
 	if resp.StatusCode != 304 || resp.Header.Get("preference-applied") != "wait=1" {
 		t.Errorf("expired wait: %d %v", resp.StatusCode, resp.Header)
 	}
 	// The wait is clamped to limits.max-wait.
 	answered := make(chan *http.Response, 1)
 	go func() {
-		r, _ := e.do(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=3600")
+		r, _ := e.request(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=3600")
 		answered <- r
 	}()
 	e.waitGauge("kafka_ext_proc_fetch_waiters", 1)
@@ -166,7 +166,7 @@ func TestLongPollEndToEnd(t *testing.T) {
 	}
 	// A key that does not exist yet: the wait ends when it appears.
 	go func() {
-		r, _ := e.do(e.h1, "GET", "/items/later", "", "prefer", "wait=20")
+		r, _ := e.request(e.h1, "GET", "/items/later", "", "prefer", "wait=20")
 		answered <- r
 	}()
 	e.waitGauge("kafka_ext_proc_fetch_waiters", 1)
@@ -179,9 +179,9 @@ func TestLongPollEndToEnd(t *testing.T) {
 func TestThousandWaitersEndToEnd(t *testing.T) {
 	e := startEnv(t, fetchConfig)
 	e.put("items", 0, "k", []byte(`"v1"`))
-	resp, _ := e.do(e.h1, "GET", "/items/k", "", "prefer", "wait=20")
+	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=20")
 	stag := resp.Header.Get("etag")
-	resp, _ = e.do(e.h1, "GET", "/items", "")
+	resp, _ = e.request(e.h1, "GET", "/items", "")
 	mtag := resp.Header.Get("etag")
 
 	const n = 1000
@@ -191,12 +191,12 @@ func TestThousandWaitersEndToEnd(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			r, b := e.do(e.h1, "GET", "/items/k", "", "if-none-match", stag, "prefer", "wait=30")
+			r, b := e.request(e.h1, "GET", "/items/k", "", "if-none-match", stag, "prefer", "wait=30")
 			results <- fmt.Sprintf("single %d %s", r.StatusCode, b)
 		}()
 		go func() {
 			defer wg.Done()
-			r, b := e.do(e.h1, "GET", "/items", "", "if-none-match", mtag, "prefer", "wait=30")
+			r, b := e.request(e.h1, "GET", "/items", "", "if-none-match", mtag, "prefer", "wait=30")
 			results <- fmt.Sprintf("merged %d %s", r.StatusCode, b)
 		}()
 	}
@@ -240,7 +240,7 @@ func TestFetchWhileTheTopicIsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, p2 := e.replica()
-	resp, body := other.do(e.h1, "GET", "/ghost/x", "")
+	resp, body := other.request(e.h1, "GET", "/ghost/x", "")
 	if resp.StatusCode != 503 || resp.Header.Get("retry-after") == "" || !strings.Contains(body, "ghost") {
 		t.Fatalf("missing topic: %d %q %v, want 503 with retry-after", resp.StatusCode, body, resp.Header)
 	}
@@ -257,7 +257,7 @@ func TestFetchWhileTheTopicIsMissing(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if resp, _ := other.do(e.h1, "GET", "/ghost/x", ""); resp.StatusCode != 404 {
+	if resp, _ := other.request(e.h1, "GET", "/ghost/x", ""); resp.StatusCode != 404 {
 		t.Fatalf("after creating the topic: %d, want 404 (no record)", resp.StatusCode)
 	}
 }

@@ -77,7 +77,7 @@ func TestGRPCFetchQuietStreamCustomFieldAndDrain(t *testing.T) {
 	st := subscribe(ctx, t, e.grpcConn(), "/example.Fanout/Subscribe")
 
 	// An HTTP long poll on the same front is cut by the HCM idle timeout...
-	resp, _ := e.do(e.h2c, "GET", "/items/missing", "", "prefer", "wait=5")
+	resp, _ := e.request(e.h2c, "GET", "/items/missing", "", "prefer", "wait=5")
 	if resp.StatusCode != 504 {
 		t.Fatalf("HTTP long poll: %d, want the idle timeout's 504", resp.StatusCode)
 	}

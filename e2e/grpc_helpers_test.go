@@ -77,15 +77,6 @@ func (e *env) endOffsets(topic string) int64 {
 	return sum
 }
 
-func header(m *kafka.Message, name string) (string, bool) {
-	for _, h := range m.Headers {
-		if h.Key == name {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
 // putBatch writes records to explicit partitions in one batch and waits for
 // every acknowledgement.
 func (e *env) putBatch(topic string, recs []kafka.Message) {

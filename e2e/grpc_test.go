@@ -372,7 +372,7 @@ func TestGRPCProduceCallShapes(t *testing.T) {
 	byCall := map[string][]*kafka.Message{}
 	var order []string
 	for _, m := range e.readTopic("echo-requests") {
-		cid, ok := header(m, "gateway:correlation-id")
+		cid, ok := recHeader(m, "gateway:correlation-id")
 		if !ok {
 			t.Fatalf("record without correlation id: %v", m.Headers)
 		}
@@ -415,7 +415,7 @@ func TestGRPCProduceCallShapes(t *testing.T) {
 			}
 			for name, v := range map[string]string{"x-origin": "e2e", "gateway:service": "example.Echo", "gateway:method": w.method,
 				"gateway:reply-to": "replies", "meta:custom": "v1", "meta:trace-bin": "AAE"} {
-				if got, _ := header(m, name); got != v {
+				if got, _ := recHeader(m, name); got != v {
 					t.Fatalf("%s record %d: %s = %q, want %q (headers %v)", w.method, j, name, got, v, names)
 				}
 			}
@@ -517,7 +517,7 @@ func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 	cancel1()
 	pollUntil(t, "the first call's records", func() bool { return e.endOffsets("status-requests") == 2 })
 	written = e.endOffsets("status-requests")
-	cid, _ := header(e.readTopic("status-requests")[0], "gateway:correlation-id")
+	cid, _ := recHeader(e.readTopic("status-requests")[0], "gateway:correlation-id")
 
 	st2, err := e.grpcConn().NewStream(pctx, bidi, "/example.Status/Call", grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {

@@ -127,25 +127,25 @@ func TestGuardsHTTP(t *testing.T) {
 	// The views read the records shortly after their acknowledgement:
 	// long-poll for them rather than guess when.
 	for _, p := range []string{"/items/2", "/docs/d"} {
-		if resp, body := e.do(e.h1, "GET", p, "", append(auth(is.token("scope", "read:items admin")), "prefer", "wait=20")...); resp.StatusCode != 200 {
+		if resp, body := e.request(e.h1, "GET", p, "", append(auth(is.token("scope", "read:items admin")), "prefer", "wait=20")...); resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %d %s", p, resp.StatusCode, body)
 		}
 	}
-	if resp, body := e.do(e.h1, "GET", "/docs/d", "", "prefer", "wait=20"); resp.StatusCode != 200 || body != "public doc" {
+	if resp, body := e.request(e.h1, "GET", "/docs/d", "", "prefer", "wait=20"); resp.StatusCode != 200 || body != "public doc" {
 		t.Fatalf("GET /docs/d: %d %s", resp.StatusCode, body)
 	}
 	spy.take()
 
 	t.Run("valid token with the role reaches the handler", func(t *testing.T) {
 		for _, c := range []*http.Client{e.h1, e.h2c} {
-			resp, body := e.do(c, "GET", "/items/1", "", auth(reader)...)
+			resp, body := e.request(c, "GET", "/items/1", "", auth(reader)...)
 			if resp.StatusCode != 200 || body != `{"n":"one"}` {
 				t.Fatalf("HTTP/%d: %d %s", resp.ProtoMajor, resp.StatusCode, body)
 			}
 			spy.one(t, "GET /items/1", 0, "jwt0", "alice")
 		}
 		// Roles from an array claim: the ops guard reads groups.
-		resp, body := e.do(e.h1, "GET", "/ops/1", "", auth(is.token("aud", []string{guardAudience, guardOpsAudience}, "groups", []string{"ops"}))...)
+		resp, body := e.request(e.h1, "GET", "/ops/1", "", auth(is.token("aud", []string{guardAudience, guardOpsAudience}, "groups", []string{"ops"}))...)
 		if resp.StatusCode != 200 || body != `{"n":"one"}` {
 			t.Fatalf("GET /ops/1: %d %s", resp.StatusCode, body)
 		}
@@ -155,7 +155,7 @@ func TestGuardsHTTP(t *testing.T) {
 	t.Run("invalid or missing credentials: 401", func(t *testing.T) {
 		for _, r := range refusals(is) {
 			for _, c := range []*http.Client{e.h1, e.h2c} {
-				resp, body := e.do(c, "GET", "/items/1", "", auth(r.token)...)
+				resp, body := e.request(c, "GET", "/items/1", "", auth(r.token)...)
 				if resp.StatusCode != 401 || resp.Header.Get("www-authenticate") != "Bearer" || resp.Header.Get("content-type") != "application/problem+json" {
 					t.Errorf("%s, HTTP/%d: %d %v %s", r.name, resp.ProtoMajor, resp.StatusCode, resp.Header, body)
 					continue
@@ -172,7 +172,7 @@ func TestGuardsHTTP(t *testing.T) {
 	})
 
 	t.Run("missing role: 403", func(t *testing.T) {
-		resp, body := e.do(e.h1, "GET", "/items/1", "", auth(is.token("scope", "write:items"))...)
+		resp, body := e.request(e.h1, "GET", "/items/1", "", auth(is.token("scope", "write:items"))...)
 		if resp.StatusCode != 403 || resp.Header.Get("www-authenticate") != "" {
 			t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
 		}
@@ -180,14 +180,14 @@ func TestGuardsHTTP(t *testing.T) {
 			t.Errorf("detail %q", d)
 		}
 		// No roles at all.
-		if resp, _ := e.do(e.h1, "GET", "/items/1", "", auth(is.token("scope", nil))...); resp.StatusCode != 403 {
+		if resp, _ := e.request(e.h1, "GET", "/items/1", "", auth(is.token("scope", nil))...); resp.StatusCode != 403 {
 			t.Errorf("no scope: %d", resp.StatusCode)
 		}
 		spy.none(t, "missing role")
 	})
 
 	t.Run("a guarded and an unguarded route on one path pick by roles", func(t *testing.T) {
-		resp, body := e.do(e.h1, "GET", "/docs/d", "", auth(is.token("scope", "admin"))...)
+		resp, body := e.request(e.h1, "GET", "/docs/d", "", auth(is.token("scope", "admin"))...)
 		if resp.StatusCode != 200 || body != "admin doc" {
 			t.Errorf("admin: %d %s", resp.StatusCode, body)
 		}
@@ -196,7 +196,7 @@ func TestGuardsHTTP(t *testing.T) {
 			{"reader", reader}, {"no token", ""}, {"expired admin", is.token("scope", "admin", "exp", time.Now().Add(-time.Hour).Unix())},
 			{"forged admin", is.hmacWithPublicKey()},
 		} {
-			resp, body := e.do(e.h1, "GET", "/docs/d", "", auth(tc.token)...)
+			resp, body := e.request(e.h1, "GET", "/docs/d", "", auth(tc.token)...)
 			if resp.StatusCode != 200 || body != "public doc" {
 				t.Errorf("%s: %d %s", tc.name, resp.StatusCode, body)
 			}
@@ -217,7 +217,7 @@ func TestGuardsHTTP(t *testing.T) {
 			{"ops role missing", is.token("aud", both), 403, `role(s) ops required by guard "ops"`},
 			{"jwt0 role missing", is.token("aud", both, "scope", "other", "groups", []string{"ops"}), 403, `role(s) read:items required by guard "jwt0"`},
 		} {
-			resp, body := e.do(e.h1, "GET", "/ops/1", "", auth(tc.token)...)
+			resp, body := e.request(e.h1, "GET", "/ops/1", "", auth(tc.token)...)
 			if resp.StatusCode != tc.status || !strings.Contains(problemDetail(t, body), tc.detail) {
 				t.Errorf("%s: %d %s, want %d with %q", tc.name, resp.StatusCode, body, tc.status, tc.detail)
 			}
@@ -226,11 +226,11 @@ func TestGuardsHTTP(t *testing.T) {
 	})
 
 	t.Run("identity in a filter", func(t *testing.T) {
-		resp, body := e.do(e.h1, "GET", "/mine", "", auth(reader)...)
+		resp, body := e.request(e.h1, "GET", "/mine", "", auth(reader)...)
 		if resp.StatusCode != 200 || body != `[{"n":"one"}]` {
 			t.Errorf("alice: %d %s", resp.StatusCode, body)
 		}
-		resp, body = e.do(e.h1, "GET", "/mine", "", auth(is.token("sub", "bob"))...)
+		resp, body = e.request(e.h1, "GET", "/mine", "", auth(is.token("sub", "bob"))...)
 		if resp.StatusCode != 200 || body != `[{"n":"two"}]` {
 			t.Errorf("bob: %d %s", resp.StatusCode, body)
 		}
@@ -348,7 +348,7 @@ guards:
 
 	get := func(token string, hdr ...string) (*http.Response, string) {
 		t.Helper()
-		return e.do(e.h1, "GET", "/items/1", "", append(auth(token), hdr...)...)
+		return e.request(e.h1, "GET", "/items/1", "", append(auth(token), hdr...)...)
 	}
 	if resp, body := get(is.token(), "prefer", "wait=20"); resp.StatusCode != 200 || body != `{"n":"one"}` {
 		t.Fatalf("verified payload with the role: %d %s", resp.StatusCode, body)

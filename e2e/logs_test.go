@@ -71,13 +71,13 @@ func TestOneLogLinePerFailedExchange(t *testing.T) {
 		if c.token != "" {
 			hdr = append(hdr, "authorization", "Bearer "+c.token)
 		}
-		if r, body := e.do(e.h1, c.method, c.path, c.body, hdr...); r.StatusCode != c.status {
+		if r, body := e.request(e.h1, c.method, c.path, c.body, hdr...); r.StatusCode != c.status {
 			t.Fatalf("%s: %d %s, want %d", c.id, r.StatusCode, body, c.status)
 		}
 	}
 	// Kafka gone: the processor's own failure.
 	e.dev.Broker.Close()
-	if r, body := e.do(e.h1, "POST", "/events/2", secretBody, "x-request-id", "req-broker-down"); r.StatusCode < 500 {
+	if r, body := e.request(e.h1, "POST", "/events/2", secretBody, "x-request-id", "req-broker-down"); r.StatusCode < 500 {
 		t.Fatalf("produce with the broker down: %d %s", r.StatusCode, body)
 	}
 	cases = append(cases, struct {

@@ -118,7 +118,7 @@ func TestRdkafkaStatisticsAndLag(t *testing.T) {
 	}
 	for _, path := range []string{"/items/k", "/t/t-a/x", "/t/t-b/x"} {
 		// The live view may not have read the record yet: wait for it.
-		if r, body := e.do(e.h1, "GET", path, "", "prefer", "wait=10"); r.StatusCode != 200 {
+		if r, body := e.request(e.h1, "GET", path, "", "prefer", "wait=10"); r.StatusCode != 200 {
 			t.Fatalf("GET %s: %d %s", path, r.StatusCode, body)
 		}
 	}

@@ -122,17 +122,17 @@ func series(mfs map[string]*dto.MetricFamily) map[string]bool {
 func TestMetricsCountExactly(t *testing.T) {
 	e := startEnv(t, opsConfig, withAdmin)
 	e.put("items", 0, "k", []byte("v"))
-	if r, _ := e.do(e.h1, "GET", "/items/k", "", "prefer", "wait=10"); r.StatusCode != 200 {
+	if r, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=10"); r.StatusCode != 200 {
 		t.Fatalf("warm-up: %d", r.StatusCode)
 	}
 	before := e.scrape()
 	for i := 0; i < 3; i++ {
-		e.do(e.h1, "GET", "/items/missing", "")
+		e.request(e.h1, "GET", "/items/missing", "")
 	}
 	for i := 0; i < 2; i++ {
-		e.do(e.h2c, "GET", "/items/k", "")
+		e.request(e.h2c, "GET", "/items/k", "")
 	}
-	e.do(e.h1, "GET", "/nowhere", "")
+	e.request(e.h1, "GET", "/nowhere", "")
 	after := e.scrape()
 	delta := func(status string, binding string) float64 {
 		l := map[string]string{"kind": "http", "status": status, "binding": binding}
@@ -177,10 +177,10 @@ func TestMetricsCountExactly(t *testing.T) {
 // Labels are bounded: 10,000 distinct paths and templated topics add no series.
 func TestMetricSeriesStayBounded(t *testing.T) {
 	e := startEnv(t, strings.Replace(opsConfig, `"localhost:9092"`, `"localhost:9092", statistics.interval.ms: "100"`, 1), withAdmin)
-	e.do(e.h2c, "GET", "/items/warm", "")
-	e.do(e.h2c, "GET", "/t/t-warm/x", "")
-	e.do(e.h2c, "GET", "/t/bad/x", "")
-	e.do(e.h2c, "GET", "/nowhere/warm", "")
+	e.request(e.h2c, "GET", "/items/warm", "")
+	e.request(e.h2c, "GET", "/t/t-warm/x", "")
+	e.request(e.h2c, "GET", "/t/bad/x", "")
+	e.request(e.h2c, "GET", "/nowhere/warm", "")
 	// The series of librdkafka's statistics appear with their first event.
 	e.waitScrape("the first statistics of the views' and replies' consumers", func(m map[string]*dto.MetricFamily) bool {
 		return has(m, "kafka_ext_proc_consumer_lag_records", map[string]string{"client": "views", "topic": "items"}) &&
@@ -200,13 +200,13 @@ func TestMetricSeriesStayBounded(t *testing.T) {
 			for i := range work {
 				switch i % 4 {
 				case 0:
-					e.do(e.h2c, "GET", fmt.Sprintf("/items/key-%d", i), "")
+					e.request(e.h2c, "GET", fmt.Sprintf("/items/key-%d", i), "")
 				case 1:
-					e.do(e.h2c, "GET", fmt.Sprintf("/t/t-%d/x", i), "")
+					e.request(e.h2c, "GET", fmt.Sprintf("/t/t-%d/x", i), "")
 				case 2:
-					e.do(e.h2c, "GET", fmt.Sprintf("/t/other-%d/x", i), "")
+					e.request(e.h2c, "GET", fmt.Sprintf("/t/other-%d/x", i), "")
 				default:
-					e.do(e.h2c, "GET", fmt.Sprintf("/nowhere/%d", i), "")
+					e.request(e.h2c, "GET", fmt.Sprintf("/nowhere/%d", i), "")
 				}
 			}
 		}()
@@ -265,7 +265,7 @@ func TestReadinessFollowsCatchUpAndBrokers(t *testing.T) {
 	other, p2 := e.replica()
 	e.waitReadiness(p2, false, "view items")
 	e.waitReadiness(p2, true, "")
-	if r, _ := other.do(e.h1, "GET", "/items/key-019999", ""); r.StatusCode != 200 {
+	if r, _ := other.request(e.h1, "GET", "/items/key-019999", ""); r.StatusCode != 200 {
 		t.Fatalf("after catch-up: %d", r.StatusCode)
 	}
 	e.dev.Broker.Close()
@@ -277,11 +277,11 @@ func TestReadinessFollowsCatchUpAndBrokers(t *testing.T) {
 func TestReloadKeepsWaitersAndRefusesBadConfigs(t *testing.T) {
 	e := startEnv(t, opsConfig)
 	e.put("items", 0, "k", []byte("v1"))
-	resp, _ := e.do(e.h1, "GET", "/items/k", "", "prefer", "wait=10")
+	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=10")
 	etag := resp.Header.Get("etag")
 	held := make(chan *http.Response, 1)
 	go func() {
-		r, _ := e.do(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=30")
+		r, _ := e.request(e.h1, "GET", "/items/k", "", "if-none-match", etag, "prefer", "wait=30")
 		held <- r
 	}()
 	e.waitGauge("kafka_ext_proc_fetch_waiters", 1)
@@ -293,10 +293,10 @@ func TestReloadKeepsWaitersAndRefusesBadConfigs(t *testing.T) {
 	if err := e.dev.Processor.Reload(stack.PointAt(next, e.dev.Broker.Addr())); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := e.do(e.h1, "GET", "/v2/items/k", ""); r.StatusCode != 200 {
+	if r, _ := e.request(e.h1, "GET", "/v2/items/k", ""); r.StatusCode != 200 {
 		t.Errorf("new route after reload: %d", r.StatusCode)
 	}
-	if r, _ := e.do(e.h1, "GET", "/items/k", ""); r.StatusCode != 404 {
+	if r, _ := e.request(e.h1, "GET", "/items/k", ""); r.StatusCode != 404 {
 		t.Errorf("old route after reload: %d, want 404", r.StatusCode)
 	}
 	e.put("items", 0, "k", []byte("v2"))
@@ -308,7 +308,7 @@ func TestReloadKeepsWaitersAndRefusesBadConfigs(t *testing.T) {
 	if err := e.dev.Processor.Reload(changedKafka); err == nil || !strings.Contains(err.Error(), "restart") {
 		t.Errorf("reload with other kafka options: %v, want a refusal saying restart", err)
 	}
-	if r, _ := e.do(e.h1, "GET", "/v2/items/k", ""); r.StatusCode != 200 {
+	if r, _ := e.request(e.h1, "GET", "/v2/items/k", ""); r.StatusCode != 200 {
 		t.Errorf("after a refused reload: %d", r.StatusCode)
 	}
 }

@@ -46,7 +46,7 @@ func TestTopicsGainingPartitions(t *testing.T) {
 		withTopics(embedded.Topic{Name: "grow-items", Compact: true}, embedded.Topic{Name: "grow-log"}),
 		func(o *stack.DevOptions) { o.PartitionCheck = 100 * time.Millisecond })
 	e.put("grow-items", 0, "a", []byte("a1"))
-	if resp, body := e.do(e.h1, "GET", "/grow/a", "", "prefer", "wait=10"); resp.StatusCode != http.StatusOK || body != "a1" {
+	if resp, body := e.request(e.h1, "GET", "/grow/a", "", "prefer", "wait=10"); resp.StatusCode != http.StatusOK || body != "a1" {
 		t.Fatalf("GET /grow/a: %d %q", resp.StatusCode, body)
 	}
 	e.put("grow-log", 0, "k", []byte("m1"))
@@ -98,7 +98,7 @@ func TestTopicsGainingPartitions(t *testing.T) {
 	}
 
 	// The view reads the added partition from its start.
-	if resp, body := e.do(e.h1, "GET", "/grow/z", "", "prefer", "wait=10"); resp.StatusCode != http.StatusOK || body != "z1" {
+	if resp, body := e.request(e.h1, "GET", "/grow/z", "", "prefer", "wait=10"); resp.StatusCode != http.StatusOK || body != "z1" {
 		t.Fatalf("GET /grow/z, written to an added partition: %d %q", resp.StatusCode, body)
 	}
 

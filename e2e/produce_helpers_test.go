@@ -2,9 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,43 +25,6 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
-
-// sendReq is e.do with a context, and with "host" setting the request's Host
-// (so :authority), which two fronts must share for a replay to match.
-func (e *env) sendReq(ctx context.Context, c *http.Client, method, path, body string, hdr ...string) (*http.Response, string, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.base+path, rd)
-	if err != nil {
-		return nil, "", err
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp, string(b), err
-}
-
-// request is sendReq that fails the test on a transport error.
-func (e *env) request(c *http.Client, method, path, body string, hdr ...string) (*http.Response, string) {
-	e.t.Helper()
-	resp, b, err := e.sendReq(context.Background(), c, method, path, body, hdr...)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return resp, b
-}
 
 // readTopic reads a topic from the beginning up to its end offsets now, with
 // a consumer of its own, in (partition, offset) order.
@@ -130,13 +93,21 @@ func recordsWith(ms []*kafka.Message, name, value string) []*kafka.Message {
 	return out
 }
 
-// userGuard is a test GuardChecker: the identity is the x-user header (a
-// real deployment verifies a token; the processor only sees the identity).
+// userGuard is a test GuardChecker: the identity is the x-user header (or
+// gRPC metadata), as a verified token's subject would be (a real deployment
+// verifies a token; the processor only sees the identity). x-user-bin, in
+// base64, gives an identity of any bytes, as a token's sub claim may hold
+// ("\u0000" is valid JSON).
 type userGuard struct{}
 
 func (userGuard) Check(_ context.Context, _ string, h route.Headers, _ map[string]*structpb.Struct) (route.Identity, error) {
-	if u := h.Get("x-user"); u != "" {
+	if u, ok := h.Lookup("x-user"); ok && u != "" {
 		return route.Identity{Subject: u}, nil
+	}
+	if u, ok := h.Lookup("x-user-bin"); ok {
+		if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(u, "=")); err == nil && len(b) > 0 {
+			return route.Identity{Subject: string(b)}, nil
+		}
 	}
 	return route.Identity{}, errors.New("no x-user header")
 }
@@ -309,19 +280,23 @@ func (a *acksSeen) of(topic string) []int16 {
 // address again and clients reconnect. The broker's accept loop never sees
 // the gap.
 type switchedListener struct {
-	mu    sync.Mutex
-	ln    net.Listener
-	addr  string
-	off   bool
-	on    chan struct{} // closed when switched on again
-	conns map[net.Conn]struct{}
+	mu     sync.Mutex
+	ln     net.Listener
+	addr   string
+	off    bool
+	on     chan struct{} // closed when switched on again
+	conns  map[net.Conn]struct{}
+	closed bool // the broker stopped: Accept ends, even while off
 }
 
 func (l *switchedListener) Accept() (net.Conn, error) {
 	for {
 		l.mu.Lock()
-		ln, on := l.ln, l.on
+		ln, on, closed := l.ln, l.on, l.closed
 		l.mu.Unlock()
+		if closed {
+			return nil, net.ErrClosed
+		}
 		if ln == nil {
 			<-on
 			continue
@@ -350,7 +325,11 @@ func (l *switchedListener) Accept() (net.Conn, error) {
 func (l *switchedListener) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil // the broker closes its listener again once Accept failed
+	}
 	l.off = false
+	l.closed = true
 	if l.ln == nil {
 		close(l.on)
 		return nil

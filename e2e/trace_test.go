@@ -23,7 +23,7 @@ func inMemoryTracing(t *testing.T) (*tracetest.InMemoryExporter, func(*stack.Dev
 func TestExchangeSpanContinuesTheRequestTrace(t *testing.T) {
 	exp, tracing := inMemoryTracing(t)
 	e := startEnv(t, fetchConfig, tracing)
-	resp, _ := e.do(e.h1, "GET", "/items/nope", "", "traceparent", traceParent)
+	resp, _ := e.request(e.h1, "GET", "/items/nope", "", "traceparent", traceParent)
 	if resp.StatusCode != 404 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -55,7 +55,7 @@ func TestExchangeSpanContinuesTheRequestTrace(t *testing.T) {
 func TestRecordsCarryTheTraceContext(t *testing.T) {
 	exp, tracing := inMemoryTracing(t)
 	e := startEnv(t, exchangeConfig, tracing)
-	resp, _ := e.do(e.h1, "POST", "/things/1", `{"a":1}`, "traceparent", traceParent, "content-type", "application/json")
+	resp, _ := e.request(e.h1, "POST", "/things/1", `{"a":1}`, "traceparent", traceParent, "content-type", "application/json")
 	if resp.StatusCode != 204 {
 		t.Fatalf("oneway produce: %d", resp.StatusCode)
 	}

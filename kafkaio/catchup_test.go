@@ -9,6 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
 // catchUpBound is the most a catch-up of 200,000 records may delay a wake-up
@@ -23,11 +24,11 @@ func TestLargeCatchUpDoesNotDelayLiveWakeUps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 200,000 records")
 	}
-	b := startBroker(t, embedded.Topic{Name: "live", Compact: true}, embedded.Topic{Name: "big", Partitions: 2, Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "live", Compact: true}, embedded.Topic{Name: "big", Partitions: 2, Compact: true})
 	bigProducer(t, b.Addr(), "big", 200_000)
 
-	c := newClient(t, b.Addr())
-	ctx := ctxT(t)
+	c := newViews(t, b.Addr())
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	live, err := c.View(ctx, "live")
 	if err != nil {
 		t.Fatal(err)

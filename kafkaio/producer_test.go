@@ -18,21 +18,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
 // These tests are internal (package kafkaio) so they can reach a producer's
 // librdkafka instance and a reply index's clock; their helpers are named
 // so as not to collide with the package's own identifiers.
-
-func testBroker(t *testing.T, topics []embedded.Topic, extra ...kfake.Opt) *embedded.Broker {
-	t.Helper()
-	b, err := embedded.Start(embedded.Options{Topics: topics, Extra: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b
-}
 
 func testProducer(t *testing.T, addr string, acks Acks, timeout time.Duration, logger *slog.Logger) *Producer {
 	t.Helper()
@@ -45,12 +36,6 @@ func testProducer(t *testing.T, addr string, acks Acks, timeout time.Duration, l
 	}
 	t.Cleanup(p.Close)
 	return p
-}
-
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // readBack reads the record at (topic, partition, offset) with a consumer
@@ -121,7 +106,7 @@ func TestProduceEachAcksMode(t *testing.T) {
 	for _, m := range modes {
 		topics = append(topics, embedded.Topic{Name: "acks-" + m.acks.String()})
 	}
-	b := testBroker(t, topics)
+	b := kafkatest.BrokerWith(t, topics)
 	obs := observeProduce(b)
 	for _, m := range modes {
 		t.Run(m.acks.String(), func(t *testing.T) {
@@ -135,7 +120,7 @@ func TestProduceEachAcksMode(t *testing.T) {
 			}
 			value := []byte(`{"acks":"` + m.acks.String() + `"}`)
 			start := time.Now()
-			part, off, err := p.Produce(testCtx(t, 10*time.Second), &Record{
+			part, off, err := p.Produce(kafkatest.Ctx(t, 10*time.Second), &Record{
 				Topic: topic, Key: []byte("key-1"), Value: value, Headers: headers,
 			})
 			if err != nil {
@@ -183,9 +168,9 @@ func TestProduceEachAcksMode(t *testing.T) {
 
 // A null header value and a null record value (tombstone) survive too.
 func TestProduceNullsRoundTrip(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "nulls"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "nulls"}})
 	p := testProducer(t, b.Addr(), AcksAll, 5*time.Second, nil)
-	part, off, err := p.Produce(testCtx(t, 10*time.Second), &Record{
+	part, off, err := p.Produce(kafkatest.Ctx(t, 10*time.Second), &Record{
 		Topic: "nulls", Key: []byte("k"), Value: nil, Headers: []Header{{Key: "null", Value: nil}},
 	})
 	if err != nil {
@@ -203,7 +188,7 @@ func TestProduceNullsRoundTrip(t *testing.T) {
 // An unknown topic fails at once, and no request creates it even on a
 // broker that auto-creates topics for clients that ask.
 func TestProduceUnknownTopicFailsFastAndCreatesNothing(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "exists"}}, kfake.AllowAutoTopicCreation())
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "exists"}}, kfake.AllowAutoTopicCreation())
 	var mu sync.Mutex
 	askedToCreate, metadataRequests := 0, 0
 	b.Cluster().ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -220,7 +205,7 @@ func TestProduceUnknownTopicFailsFastAndCreatesNothing(t *testing.T) {
 	p.negTopicTT = 50 * time.Millisecond
 	for i := 0; i < 3; i++ {
 		start := time.Now()
-		_, _, err := p.Produce(testCtx(t, 10*time.Second), &Record{Topic: "missing", Value: []byte("x")})
+		_, _, err := p.Produce(kafkatest.Ctx(t, 10*time.Second), &Record{Topic: "missing", Value: []byte("x")})
 		took := time.Since(start)
 		t.Logf("attempt %d: unknown topic failed in %v: %v", i, took, err)
 		if !errors.Is(err, ErrNotEnqueued) || !errors.Is(err, ErrUnknownTopic) {
@@ -246,7 +231,7 @@ func TestProduceUnknownTopicFailsFastAndCreatesNothing(t *testing.T) {
 	if err := b.CreateTopics(embedded.Topic{Name: "missing"}); err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	for {
 		_, _, err := p.Produce(ctx, &Record{Topic: "missing", Value: []byte("x")})
 		if err == nil {
@@ -274,7 +259,7 @@ func TestProduceNoBrokerNotEnqueued(t *testing.T) {
 	const timeout = 2 * time.Second
 	p := testProducer(t, addr, AcksAll, timeout, nil)
 	start := time.Now()
-	_, _, err = p.Produce(testCtx(t, 10*time.Second), &Record{Topic: "t", Value: []byte("x")})
+	_, _, err = p.Produce(kafkatest.Ctx(t, 10*time.Second), &Record{Topic: "t", Value: []byte("x")})
 	took := time.Since(start)
 	t.Logf("no broker: failed in %v: %v", took, err)
 	if !errors.Is(err, ErrNotEnqueued) {
@@ -288,10 +273,10 @@ func TestProduceNoBrokerNotEnqueued(t *testing.T) {
 // A broker that went away after the producer knew the topic: the record
 // is queued but never sent, so it is not enqueued as far as Kafka goes.
 func TestProduceBrokerGoneNotEnqueued(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "t"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t"}})
 	const timeout = 3 * time.Second
 	p := testProducer(t, b.Addr(), AcksLeader, timeout, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if _, _, err := p.Produce(ctx, &Record{Topic: "t", Value: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,10 +304,10 @@ func TestProduceBrokerGoneNotEnqueued(t *testing.T) {
 // A broker that takes the ProduceRequest and never answers: the record may
 // have been written, so the outcome is unknown.
 func TestProduceNoAnswerUnacknowledged(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "t"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t"}})
 	const timeout = 2 * time.Second
 	p := testProducer(t, b.Addr(), AcksAll, timeout, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	// Warm up: the idempotent producer's first record waits for its
 	// producer id, which on a busy machine can take longer than this
 	// short timeout's record timeout (about 0.7 s); only then is the broker
@@ -365,12 +350,12 @@ func TestProduceNoAnswerUnacknowledged(t *testing.T) {
 }
 
 func TestProduceTooLargeRejected(t *testing.T) {
-	b := testBroker(t, nil)
+	b := kafkatest.BrokerWith(t, nil)
 	if err := b.Cluster().CreateTopic("small", 1, map[string]string{"max.message.bytes": "1000"}); err != nil {
 		t.Fatal(err)
 	}
 	p := testProducer(t, b.Addr(), AcksAll, 5*time.Second, nil)
-	ctx := testCtx(t, 10*time.Second)
+	ctx := kafkatest.Ctx(t, 10*time.Second)
 
 	// The broker refuses a batch above the topic's max.message.bytes.
 	_, _, err := p.Produce(ctx, &Record{Topic: "small", Value: bytes.Repeat([]byte("x"), 5000)})
@@ -401,9 +386,9 @@ func TestProduceTooLargeRejected(t *testing.T) {
 
 // An ACL refusal (injected as a kfake fault) is final: the broker's reason.
 func TestProduceNotAuthorizedRejected(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "t"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t"}})
 	p := testProducer(t, b.Addr(), AcksLeader, 5*time.Second, nil)
-	ctx := testCtx(t, 10*time.Second)
+	ctx := kafkatest.Ctx(t, 10*time.Second)
 	if _, _, err := p.Produce(ctx, &Record{Topic: "t", Value: []byte("allowed")}); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +403,7 @@ func TestProduceNotAuthorizedRejected(t *testing.T) {
 }
 
 func TestProduceCanceledContext(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "t"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t"}})
 	p := testProducer(t, b.Addr(), AcksAll, 5*time.Second, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -470,10 +455,10 @@ func (s *logSink) count(sub string) int {
 // A fatal error of the idempotent producer retires it; the next produce
 // goes to a new instance.
 func TestProduceFatalErrorReplacesProducer(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "t"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t"}})
 	sink := &logSink{}
 	p := testProducer(t, b.Addr(), AcksAll, 5*time.Second, slog.New(sink))
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if _, _, err := p.Produce(ctx, &Record{Topic: "t", Value: []byte("one")}); err != nil {
 		t.Fatal(err)
 	}
@@ -503,9 +488,9 @@ func TestProduceFatalErrorReplacesProducer(t *testing.T) {
 
 // Many concurrent requests share one producer and its one events loop.
 func TestProduceConcurrentRequests(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "t", Partitions: 3}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t", Partitions: 3}})
 	p := testProducer(t, b.Addr(), AcksAll, 5*time.Second, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	const n = 300
 	type pos struct {
 		part int32

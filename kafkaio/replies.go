@@ -137,7 +137,7 @@ func NewReplyIndex(opts ReplyIndexOptions) (*ReplyIndex, error) {
 
 func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, error) {
 	if opts.KafkaTimeout <= 0 {
-		opts.KafkaTimeout = 5 * time.Second
+		opts.KafkaTimeout = DefaultKafkaTimeout
 	}
 	if opts.Retention <= 0 {
 		opts.Retention = 10 * time.Minute
@@ -148,20 +148,10 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 	if opts.PartitionCheck <= 0 {
 		opts.PartitionCheck = defaultPartitionCheck
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger = logger.With("kafka", opts.Name)
-	groupID := "kafka-ext-proc-replies-" + uuid.NewString()
-	cons, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, groupID))
+	logger := bindingLogger(opts.Logger, opts.Name)
+	cons, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, "kafka-ext-proc-replies-"+uuid.NewString(), "reply consumer")
 	if err != nil {
-		return nil, fmt.Errorf("creating the reply consumer of kafka binding %q: %w", opts.Name, err)
-	}
-	admin, err := kafka.NewAdminClientFromConsumer(cons)
-	if err != nil {
-		_ = cons.Close()
-		return nil, fmt.Errorf("creating the admin handle of the reply consumer of kafka binding %q: %w", opts.Name, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &ReplyIndex{
@@ -281,56 +271,14 @@ func (x *ReplyIndex) start(t *replyTopic) {
 // in between is at or after the start offset: it is read, and the topic is
 // caught up once every partition reached the end seen first.
 func (x *ReplyIndex) assign(t *replyTopic) error {
-	ms := int(x.opts.KafkaTimeout / time.Millisecond)
 	topic := t.name
-	md, err := x.cons.GetMetadata(&topic, false, ms)
+	n, err := x.partitionCount(topic)
 	if err != nil {
-		return fmt.Errorf("reading the metadata of reply topic %s: %w", topic, err)
+		return err
 	}
-	tm, ok := md.Topics[topic]
-	if !ok {
-		return fmt.Errorf("reading the metadata of reply topic %s: not in the answer", topic)
-	}
-	switch tm.Error.Code() {
-	case kafka.ErrNoError:
-	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
-	default:
-		return fmt.Errorf("reading the metadata of reply topic %s: %w", topic, tm.Error)
-	}
-	n := len(tm.Partitions)
-	if n == 0 {
-		return fmt.Errorf("reply topic %s has no partitions yet", topic)
-	}
-	end := make([]int64, n)
-	for p := 0; p < n; p++ {
-		if x.ctx.Err() != nil {
-			return x.ctx.Err()
-		}
-		_, hi, err := x.cons.QueryWatermarkOffsets(topic, int32(p), ms)
-		if err != nil {
-			return fmt.Errorf("reading the end offset of %s[%d]: %w", topic, p, err)
-		}
-		end[p] = hi
-	}
-	since := kafka.Offset(x.now().Add(-x.opts.Retention).UnixMilli())
-	query := make([]kafka.TopicPartition, n)
-	for p := range query {
-		query[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: since}
-	}
-	found, err := x.cons.OffsetsForTimes(query, ms)
+	start, end, err := x.startAndEnd(topic, n)
 	if err != nil {
-		return fmt.Errorf("looking up the offsets of %s since %v: %w", topic, x.opts.Retention, err)
-	}
-	start := make([]int64, n)
-	copy(start, end) // no record since then: start at the end
-	for _, f := range found {
-		if f.Error != nil {
-			return fmt.Errorf("looking up the offset of %s[%d] since %v: %w", topic, f.Partition, x.opts.Retention, f.Error)
-		}
-		if int(f.Partition) < n && f.Offset >= 0 {
-			start[f.Partition] = int64(f.Offset)
-		}
+		return err
 	}
 
 	assign := make([]kafka.TopicPartition, n)
@@ -370,6 +318,68 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 		x.caughtUp(t)
 	}
 	return nil
+}
+
+// partitionCount reads the number of partitions of a reply topic.
+func (x *ReplyIndex) partitionCount(topic string) (int, error) {
+	ms := int(x.opts.KafkaTimeout / time.Millisecond)
+	md, err := x.cons.GetMetadata(&topic, false, ms)
+	if err != nil {
+		return 0, fmt.Errorf("reading the metadata of reply topic %s: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return 0, fmt.Errorf("reading the metadata of reply topic %s: not in the answer", topic)
+	}
+	switch tm.Error.Code() {
+	case kafka.ErrNoError:
+	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		return 0, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	default:
+		return 0, fmt.Errorf("reading the metadata of reply topic %s: %w", topic, tm.Error)
+	}
+	if len(tm.Partitions) == 0 {
+		return 0, fmt.Errorf("reply topic %s has no partitions yet", topic)
+	}
+	return len(tm.Partitions), nil
+}
+
+// startAndEnd reads the end offsets of a reply topic's n partitions, then
+// the offsets of now - Retention: where the index starts reading each
+// partition (the end where nothing is that recent).
+func (x *ReplyIndex) startAndEnd(topic string, n int) (start, end []int64, err error) {
+	ms := int(x.opts.KafkaTimeout / time.Millisecond)
+	end = make([]int64, n)
+	for p := 0; p < n; p++ {
+		if x.ctx.Err() != nil {
+			return nil, nil, x.ctx.Err()
+		}
+		_, hi, err := x.cons.QueryWatermarkOffsets(topic, int32(p), ms)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the end offset of %s[%d]: %w", topic, p, err)
+		}
+		end[p] = hi
+	}
+	since := kafka.Offset(x.now().Add(-x.opts.Retention).UnixMilli())
+	query := make([]kafka.TopicPartition, n)
+	for p := range query {
+		query[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: since}
+	}
+	found, err := x.cons.OffsetsForTimes(query, ms)
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking up the offsets of %s since %v: %w", topic, x.opts.Retention, err)
+	}
+	start = make([]int64, n)
+	copy(start, end) // no record since then: start at the end
+	for _, f := range found {
+		if f.Error != nil {
+			return nil, nil, fmt.Errorf("looking up the offset of %s[%d] since %v: %w", topic, f.Partition, x.opts.Retention, f.Error)
+		}
+		if int(f.Partition) < n && f.Offset >= 0 {
+			start[f.Partition] = int64(f.Offset)
+		}
+	}
+	return start, end, nil
 }
 
 // followPartitions looks for partitions added to the started reply topics

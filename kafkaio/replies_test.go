@@ -14,6 +14,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
 const cidHeader = "gateway:correlation-id"
@@ -98,10 +99,10 @@ func waitRecords(t *testing.T, ctx context.Context, w *ReplyWatch, n int) []*Rec
 }
 
 func TestReplyWatchWakesOnReply(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
 	x.Add("replies", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestReplyWatchWakesOnReply(t *testing.T) {
 // A second index (another replica, or a restart) finds a reply written
 // before it started, and not one older than the retention.
 func TestReplyWrittenBeforeTheIndexIsFoundAfterCatchUp(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 3}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies", Partitions: 3}})
 	now := time.Now()
 	writeReplies(t, b.Addr(), "replies",
 		testReply{id: "too-old", value: []byte("stale"), partition: 0, ts: now.Add(-20 * time.Minute)},
@@ -189,7 +190,7 @@ func TestReplyWrittenBeforeTheIndexIsFoundAfterCatchUp(t *testing.T) {
 	)
 	first := testIndex(t, b.Addr(), ReplyIndexOptions{Retention: 10 * time.Minute}, nil)
 	first.Add("replies", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	w := first.Watch("replies", "live")
 	defer w.Close()
 	writeReplies(t, b.Addr(), "replies", testReply{id: "live", value: []byte("first index saw it"), partition: 2})
@@ -219,7 +220,7 @@ func TestReplyWrittenBeforeTheIndexIsFoundAfterCatchUp(t *testing.T) {
 
 // Caught up means every record present when indexing began is indexed.
 func TestReplyCaughtUpMeansEverythingRead(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 3}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies", Partitions: 3}})
 	const n = 3000
 	rs := make([]testReply, n)
 	for i := range rs {
@@ -229,7 +230,7 @@ func TestReplyCaughtUpMeansEverythingRead(t *testing.T) {
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
 	x.Add("replies", cidHeader)
 	start := time.Now()
-	if err := x.WaitCaughtUp(testCtx(t, 20*time.Second), "replies"); err != nil {
+	if err := x.WaitCaughtUp(kafkatest.Ctx(t, 20*time.Second), "replies"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d replies indexed in %v", n, time.Since(start))
@@ -240,10 +241,10 @@ func TestReplyCaughtUpMeansEverythingRead(t *testing.T) {
 
 // gRPC: replies with values, then a null-value record that ends the call.
 func TestReplyTerminalRecord(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
 	x.Add("replies", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +282,11 @@ func TestReplyTerminalRecord(t *testing.T) {
 }
 
 func TestReplyMaxBytesEvictsOldestUnpinned(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	const maxBytes = 8 << 10
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{MaxBytes: maxBytes}, nil)
 	x.Add("replies", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
 		t.Fatal(err)
 	}
@@ -343,12 +344,12 @@ func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestReplyRetentionExpiry(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	clock := &fakeClock{}
 	clock.ns.Store(time.Now().UnixNano())
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{Retention: time.Minute}, clock.now)
 	x.Add("replies", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
 		t.Fatal(err)
 	}
@@ -380,11 +381,11 @@ func TestReplyRetentionExpiry(t *testing.T) {
 }
 
 func TestReplySplitAcrossPartitionsIsCounted(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
 	sink := &logSink{}
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{Logger: slog.New(sink)}, nil)
 	x.Add("replies", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	w := x.Watch("replies", "cid")
 	defer w.Close()
 	writeReplies(t, b.Addr(), "replies", testReply{id: "cid", value: []byte("p0"), partition: 0})
@@ -402,12 +403,12 @@ func TestReplySplitAcrossPartitionsIsCounted(t *testing.T) {
 // Each topic is indexed by its own header name (HTTP and gRPC bindings may
 // name it differently).
 func TestReplyHeaderNamePerTopic(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "http-replies"}, {Name: "grpc-replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "http-replies"}, {Name: "grpc-replies"}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
 	x.Add("http-replies", cidHeader)
 	x.Add("grpc-replies", "zilla:correlation-id")
 	x.Add("grpc-replies", "zilla:correlation-id") // idempotent
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	for _, topic := range []string{"http-replies", "grpc-replies"} {
 		if err := x.WaitCaughtUp(ctx, topic); err != nil {
 			t.Fatal(err)
@@ -451,12 +452,12 @@ func (r *readinessLog) get(name string) string {
 }
 
 func TestReplyReadinessAndMissingTopic(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	r := &readinessLog{last: map[string]string{}, ch: make(chan struct{}, 1)}
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{Readiness: r}, nil)
 	x.Add("replies", cidHeader)
 	x.Add("later", cidHeader)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 
 	start := time.Now()
 	err := x.WaitCaughtUp(ctx, "later")
@@ -499,10 +500,10 @@ func TestReplyReadinessAndMissingTopic(t *testing.T) {
 // Many waiters of one id and a stream of its records: every waiter sees
 // every record, with no lock held across the wait.
 func TestReplyConcurrentWaiters(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
 	x.Add("replies", cidHeader)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
 	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +561,7 @@ func TestReplyConcurrentWaiters(t *testing.T) {
 
 // An id watched and released with no reply leaves nothing behind.
 func TestReplyWatchWithoutReplyHoldsNothing(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies"}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
 	x.Add("replies", cidHeader)
 	w1, w2 := x.Watch("replies", "nothing"), x.Watch("replies", "nothing")
@@ -584,12 +585,12 @@ func TestReplyWatchWithoutReplyHoldsNothing(t *testing.T) {
 // Partitions added to reply topics after the index started are read from
 // their first record, and the topics stay caught up.
 func TestReplyPartitionsAddedAreFollowed(t *testing.T) {
-	b := testBroker(t, []embedded.Topic{{Name: "replies", Partitions: 1}, {Name: "other", Partitions: 1}})
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies", Partitions: 1}, {Name: "other", Partitions: 1}})
 	sink := &logSink{}
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{PartitionCheck: 50 * time.Millisecond, Logger: slog.New(sink)}, nil)
 	x.Add("replies", cidHeader)
 	x.Add("other", cidHeader)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
 	for _, topic := range []string{"replies", "other"} {
 		if err := x.WaitCaughtUp(ctx, topic); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 // Package kafkaio is everything that touches librdkafka: client settings,
-// shared consumers, views of compacted topics, and (later) producers and
-// reply indexes. It knows nothing of HTTP, gRPC or Envoy.
+// and per cluster (Cluster) the views of compacted topics (Views), the reply
+// index, the log tails gRPC fetch streams read (LogTails), and the
+// producers. librdkafka's own log lines are forwarded to slog
+// (librdkafka_logs.go). It knows nothing of HTTP, gRPC or Envoy.
 package kafkaio
 
 import (
@@ -8,6 +10,11 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
+
+// DefaultKafkaTimeout bounds Kafka calls of a client given no KafkaTimeout.
+// The processor always passes its limits.kafka-timeout; this serves callers
+// of the package on their own (the responder, tests).
+const DefaultKafkaTimeout = 5 * time.Second
 
 // Settings we own on every client (DESIGN §7). User properties pass through
 // unless they collide with these.
@@ -21,7 +28,7 @@ func baseConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.Conf
 	cm["allow.auto.create.topics"] = false
 	ms := int(kafkaTimeout / time.Millisecond)
 	if ms <= 0 {
-		ms = 5000
+		ms = int(DefaultKafkaTimeout / time.Millisecond)
 	}
 	cm["topic.metadata.propagation.max.ms"] = ms
 	// Brokers log and quota by client id; librdkafka's default is "rdkafka".

@@ -12,7 +12,7 @@ import (
 // one DescribeConfigs request, bounded by the Kafka timeout and ctx. A topic
 // that does not exist fails with ErrUnknownTopic. Callers cache the answer:
 // this is a broker round trip.
-func (c *Client) TopicConfig(ctx context.Context, topic string) (map[string]string, error) {
+func (c *Views) TopicConfig(ctx context.Context, topic string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.KafkaTimeout)
 	defer cancel()
 	res, err := c.admin.DescribeConfigs(ctx, []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: topic}})

@@ -120,7 +120,7 @@ type View struct {
 	readyOnce sync.Once
 
 	// Holding is on every fetch's path, so it takes no lock: holders is
-	// raised only under the client's read lock (Client.HoldView) and the
+	// raised only under the client's read lock (Views.HoldView) and the
 	// eviction reads it under the client's write lock, so no view is evicted
 	// from under a new holder.
 	holders atomic.Int64 // callers using the view now
@@ -142,7 +142,7 @@ func newView(topic string, id [16]byte, partitions int, window time.Duration) *V
 	return v
 }
 
-// Release lets go of a view taken with Client.HoldView, once per HoldView:
+// Release lets go of a view taken with Views.HoldView, once per HoldView:
 // an idle-view eviction never takes a view from under a request (a long poll
 // holds it for its whole wait).
 func (v *View) Release() {

@@ -9,7 +9,7 @@ import (
 )
 
 // Benchmarks of the view's read paths, without Kafka: the view is filled
-// through apply, as the live consumer fills it. Sizes are those of issue 9:
+// through apply, as the live consumer fills it. Sizes are those of the fetch targets (BENCHMARKS.md):
 // 1,000 and 100,000 keys of 200-byte JSON values, on 12 partitions.
 
 var viewSizes = []int{1_000, 100_000}
@@ -181,7 +181,7 @@ func BenchmarkViewWatchKey(b *testing.B) {
 // (Client.HoldView of an open, caught-up view, then View.Release).
 func BenchmarkHoldView(b *testing.B) {
 	v := benchView(b, 1_000)
-	c := &Client{views: map[string]*viewSlot{"items": {done: make(chan struct{}), view: v, pinned: true}}}
+	c := &Views{views: map[string]*viewSlot{"items": {done: make(chan struct{}), view: v, pinned: true}}}
 	close(c.views["items"].done)
 	ctx := context.Background()
 	got, err := c.HoldView(ctx, "items", time.Second)
@@ -223,7 +223,7 @@ func BenchmarkHoldView(b *testing.B) {
 func BenchmarkSingleKeyFetchLocks(b *testing.B) {
 	v := benchView(b, 100_000)
 	keys := benchKeys(100_000)
-	c := &Client{views: map[string]*viewSlot{"items": {done: make(chan struct{}), view: v, pinned: true}}}
+	c := &Views{views: map[string]*viewSlot{"items": {done: make(chan struct{}), view: v, pinned: true}}}
 	close(c.views["items"].done)
 	ctx := context.Background()
 	fetch := func(key string) bool {
@@ -268,7 +268,7 @@ func BenchmarkSingleKeyFetchLocks(b *testing.B) {
 func BenchmarkClientView(b *testing.B) {
 	v := newView("items", [16]byte{1}, 1, time.Millisecond)
 	v.markReady()
-	c := &Client{views: map[string]*viewSlot{"items": {done: make(chan struct{}), view: v, pinned: true}}}
+	c := &Views{views: map[string]*viewSlot{"items": {done: make(chan struct{}), view: v, pinned: true}}}
 	close(c.views["items"].done)
 	ctx := context.Background()
 	if got, err := c.View(ctx, "items"); err != nil || got != v {

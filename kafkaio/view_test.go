@@ -1,7 +1,6 @@
 package kafkaio_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,22 +10,13 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
 type rec struct {
 	key, value []byte
 	headers    []kafka.Header
 	partition  int32
-}
-
-func startBroker(t *testing.T, topics ...embedded.Topic) *embedded.Broker {
-	t.Helper()
-	b, err := embedded.Start(embedded.Options{Topics: topics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b
 }
 
 // produce writes records and waits for every acknowledgement.
@@ -59,9 +49,9 @@ func produce(t *testing.T, addr, topic string, recs ...rec) {
 	}
 }
 
-func newClient(t *testing.T, addr string) *kafkaio.Client {
+func newViews(t *testing.T, addr string) *kafkaio.Views {
 	t.Helper()
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -71,14 +61,8 @@ func newClient(t *testing.T, addr string) *kafkaio.Client {
 	return c
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestViewAppliesCompactionSemantics(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
 	produce(t, b.Addr(), "items",
 		rec{key: []byte("a"), value: []byte("a1"), partition: 0},
 		rec{key: []byte("b"), value: []byte("b1"), partition: 1},
@@ -87,8 +71,8 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 		rec{key: nil, value: []byte("no key"), partition: 0}, // not part of the view
 		rec{key: []byte("e"), value: []byte{}, partition: 1}, // empty, not a tombstone
 	)
-	c := newClient(t, b.Addr())
-	v, err := c.View(ctxT(t), "items")
+	c := newViews(t, b.Addr())
+	v, err := c.View(kafkatest.Ctx(t, 20*time.Second), "items")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +100,10 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 }
 
 func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
-	c := newClient(t, b.Addr())
-	ctx := ctxT(t)
+	c := newViews(t, b.Addr())
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	v, err := c.View(ctx, "items")
 	if err != nil {
 		t.Fatal(err)
@@ -152,9 +136,9 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 }
 
 func TestViewOfUnknownTopic(t *testing.T) {
-	b := startBroker(t)
-	c := newClient(t, b.Addr())
-	_, err := c.View(ctxT(t), "nope")
+	b := kafkatest.Broker(t)
+	c := newViews(t, b.Addr())
+	_, err := c.View(kafkatest.Ctx(t, 20*time.Second), "nope")
 	if !errors.Is(err, kafkaio.ErrUnknownTopic) {
 		t.Fatalf("err = %v, want ErrUnknownTopic", err)
 	}
@@ -164,15 +148,15 @@ func TestViewOfUnknownTopic(t *testing.T) {
 }
 
 func TestViewCatchUpOfManyRecords(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "big", Partitions: 3, Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "big", Partitions: 3, Compact: true})
 	const n = 30000
 	recs := make([]rec, n)
 	for i := range recs {
 		recs[i] = rec{key: []byte(fmt.Sprintf("k%d", i%10000)), value: []byte(fmt.Sprint(i)), partition: int32(i % 3)}
 	}
 	produce(t, b.Addr(), "big", recs...)
-	c := newClient(t, b.Addr())
-	v, err := c.View(ctxT(t), "big")
+	c := newViews(t, b.Addr())
+	v, err := c.View(kafkatest.Ctx(t, 20*time.Second), "big")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +180,9 @@ func (r readiness) Set(name string, ready bool, reason string) {
 // A warmed view reports not-ready until caught up; a missing topic stays
 // not ready with the reason, and becomes ready once the topic is created.
 func TestWarmReportsReadiness(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	r := readiness{ch: make(chan string, 100)}
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()},
 		KafkaTimeout: 2 * time.Second, Readiness: r,
 	})
@@ -207,7 +191,7 @@ func TestWarmReportsReadiness(t *testing.T) {
 	}
 	defer c.Close()
 	c.Warm("items", "later")
-	ctx := ctxT(t)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	seen := map[string]bool{}
 	created := false
 	for !seen["kafka kafka0 view items ready=true "] || !seen["kafka kafka0 view later ready=true "] {
@@ -232,8 +216,8 @@ func TestWarmReportsReadiness(t *testing.T) {
 // On-demand views are capped in number and evicted when idle; warmed views
 // and held views are never evicted.
 func TestViewLimitsAndEviction(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "static"}, embedded.Topic{Name: "t1"}, embedded.Topic{Name: "t2"}, embedded.Topic{Name: "t3"})
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	b := kafkatest.Broker(t, embedded.Topic{Name: "static"}, embedded.Topic{Name: "t1"}, embedded.Topic{Name: "t2"}, embedded.Topic{Name: "t3"})
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 		MaxViews: 3, ViewIdle: 200 * time.Millisecond,
 	})
@@ -241,7 +225,7 @@ func TestViewLimitsAndEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxT(t)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	c.Warm("static")
 	if _, err := c.View(ctx, "static"); err != nil {
 		t.Fatal(err)
@@ -300,7 +284,7 @@ func addPartitions(t *testing.T, addr, topic string, n int) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	res, err := a.CreatePartitions(ctxT(t), []kafka.PartitionsSpecification{{Topic: topic, IncreaseTo: n}})
+	res, err := a.CreatePartitions(kafkatest.Ctx(t, 20*time.Second), []kafka.PartitionsSpecification{{Topic: topic, IncreaseTo: n}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +296,9 @@ func addPartitions(t *testing.T, addr, topic string, n int) {
 }
 
 func TestViewFollowsAddedPartitions(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "items", Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 		PartitionCheck: 50 * time.Millisecond,
 	})
@@ -322,7 +306,7 @@ func TestViewFollowsAddedPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx := ctxT(t)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	v, err := c.View(ctx, "items")
 	if err != nil {
 		t.Fatal(err)

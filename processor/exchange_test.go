@@ -22,7 +22,9 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -931,14 +933,18 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("no config accepted")
 	}
+	if _, err := New(Options{Config: testConfig(t)}); err == nil {
+		t.Fatal("no handlers accepted")
+	}
+	h, g := httpkafka.New(nil, nil), grpckafka.New(nil, nil)
 	reg := prometheus.NewRegistry()
-	if _, err := New(Options{Config: testConfig(t), Registerer: reg}); err != nil {
+	if _, err := New(Options{Config: testConfig(t), Registerer: reg, HTTP: h, GRPC: g}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Options{Config: testConfig(t), Registerer: reg}); err == nil {
+	if _, err := New(Options{Config: testConfig(t), Registerer: reg, HTTP: h, GRPC: g}); err == nil {
 		t.Fatal("two servers on one registry")
 	}
-	if _, err := New(Options{Config: testConfig(t)}); err != nil {
+	if _, err := New(Options{Config: testConfig(t), HTTP: h, GRPC: g}); err != nil {
 		t.Fatalf("private registry: %v", err)
 	}
 }

@@ -120,7 +120,7 @@ func FuzzExchange(f *testing.F) {
 	h := newHarness(f, testConfig(f), func(o *Options) {
 		o.Logger = slog.New(slog.DiscardHandler) // f.Log is not allowed inside the fuzz target
 		o.HTTP = fuzzHTTP{httpkafka.New(nil, nil)}
-		o.GRPC = fuzzGRPC{grpckafka.New(nil)}
+		o.GRPC = fuzzGRPC{grpckafka.New(nil, nil)}
 	})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		msgs := decodeFuzz(data)

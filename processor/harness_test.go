@@ -19,6 +19,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
 // harness runs a Server on an in-memory gRPC connection and drives it with a
@@ -34,7 +36,7 @@ type harness struct {
 func newHarness(t testing.TB, cfg *config.Config, opts ...func(*Options)) *harness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	o := Options{Config: cfg, Registerer: reg, Logger: testLogger(t)}
+	o := Options{Config: cfg, Registerer: reg, Logger: testLogger(t), HTTP: httpkafka.New(nil, nil), GRPC: grpckafka.New(nil, nil)}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -34,8 +34,6 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -63,8 +61,9 @@ type Options struct {
 	Drain context.Context
 	// Guards checks guarded routes; nil: guarded routes fail closed (401).
 	Guards GuardChecker
-	// HTTP and GRPC answer matched routes; nil: the httpkafka and grpckafka
-	// handlers.
+	// HTTP and GRPC answer matched routes (required: the bindings, e.g.
+	// httpkafka and grpckafka, are the caller's choice, so this package
+	// depends on none of them).
 	HTTP capability.HTTPHandler
 	GRPC capability.GRPCHandler
 	// TracerProvider makes a span per exchange (nil: no tracing).
@@ -116,11 +115,8 @@ func New(opts Options) (*Server, error) {
 	if s.drain == nil {
 		s.drain = context.Background()
 	}
-	if s.http == nil {
-		s.http = httpkafka.New(s.log, nil)
-	}
-	if s.grpc == nil {
-		s.grpc = grpckafka.New(s.log)
+	if s.http == nil || s.grpc == nil {
+		return nil, errors.New("creating the processor: Options.HTTP and Options.GRPC are required")
 	}
 	if s.closeWait <= 0 {
 		s.closeWait = defaultCloseWait
@@ -157,46 +153,9 @@ func (s *Server) Swap(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("swapping routes: %w", err)
 	}
-	s.snap.Store(&snapshot{table: t, limits: withDefaults(cfg.Limits)})
+	s.snap.Store(&snapshot{table: t, limits: cfg.Limits.WithDefaults()})
 	s.log.Info("routes installed", "source", cfg.Source, "bindings", len(cfg.Bindings))
 	return nil
-}
-
-// withDefaults fills limits left at zero (configurations built by hand) with
-// the loader's defaults.
-func withDefaults(l config.Limits) config.Limits {
-	d := config.DefaultLimits()
-	if l.MaxBody <= 0 {
-		l.MaxBody = d.MaxBody
-	}
-	if l.MaxWait <= 0 {
-		l.MaxWait = d.MaxWait
-	}
-	if l.ReplyTimeout <= 0 {
-		l.ReplyTimeout = d.ReplyTimeout
-	}
-	if l.ReplyRetention <= 0 {
-		l.ReplyRetention = d.ReplyRetention
-	}
-	if l.KafkaTimeout <= 0 {
-		l.KafkaTimeout = d.KafkaTimeout
-	}
-	if l.MaxViewBytes <= 0 {
-		l.MaxViewBytes = d.MaxViewBytes
-	}
-	if l.ReplyIndexBytes <= 0 {
-		l.ReplyIndexBytes = d.ReplyIndexBytes
-	}
-	if l.MaxViews <= 0 {
-		l.MaxViews = d.MaxViews
-	}
-	if l.ViewIdle <= 0 {
-		l.ViewIdle = d.ViewIdle
-	}
-	if l.StreamLagBudget <= 0 {
-		l.StreamLagBudget = d.StreamLagBudget
-	}
-	return l
 }
 
 // Process runs one exchange: one HTTP or gRPC request.

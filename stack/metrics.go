@@ -165,7 +165,7 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), name)
 	}
 	for name, cl := range c.clusters {
-		vs := cl.Stats()
+		vs := cl.Views.Stats()
 		gauge(c.views, float64(vs.Views), name)
 		gauge(c.viewsReady, float64(vs.Ready), name)
 		gauge(c.keys, float64(vs.Keys), name)

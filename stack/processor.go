@@ -33,6 +33,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
 
 // ProcessorOptions configure StartProcessor.
@@ -73,6 +74,7 @@ type Processor struct {
 	lis       net.Listener
 	adminLis  net.Listener
 	kafka     map[string]*kafkaio.Cluster
+	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
@@ -94,55 +96,35 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 	readiness := admin.NewReadiness()
-	guards, checker := opts.Guards, (*guard.Checker)(nil)
-	if guards == nil {
-		c, err := guard.New(opts.Config)
-		if err != nil {
-			return nil, err
-		}
-		guards, checker = c, c
+	guards, checker, err := guardsOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
 	if err != nil {
+		drain()
+		return nil, err
+	}
+	fail := func(err error) (*Processor, error) {
+		closeKafka(clients)
 		drain()
 		return nil, err
 	}
 	kc := newKafkaCollector(clients, opts.Config)
 	reg.MustRegister(kc)
-	httpk := httpkafka.New(logger, clients)
-	grpck := grpckafka.New(logger, grpckafka.Clusters(clients))
-	registerCapabilityMetrics(reg, httpk, grpck)
-	var httpH capability.HTTPHandler = httpk
-	var grpcH capability.GRPCHandler = grpck
-	if opts.WrapHTTP != nil {
-		httpH = opts.WrapHTTP(httpH)
-	}
-	if opts.WrapGRPC != nil {
-		grpcH = opts.WrapGRPC(grpcH)
-	}
-	srv, err := processor.New(processor.Options{
-		Config:         opts.Config,
-		Logger:         logger,
-		Registerer:     reg,
-		Drain:          drainCtx,
-		Guards:         guards,
-		TracerProvider: opts.TracerProvider,
-		HTTP:           httpH,
-		GRPC:           grpcH,
-	})
+	httpk := httpkafka.New(logger, routes)
+	httpH, grpcH := bindingHandlers(opts, reg, logger, httpk, routes)
+	srv, err := processor.New(processor.Options{Config: opts.Config, Logger: logger, Registerer: reg, Drain: drainCtx,
+		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH})
 	if err != nil {
-		closeKafka(clients)
-		drain()
-		return nil, fmt.Errorf("creating the processor: %w", err)
+		return fail(fmt.Errorf("creating the processor: %w", err))
 	}
 
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
-		closeKafka(clients)
-		drain()
-		return nil, fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err)
+		return fail(fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err))
 	}
 	p := &Processor{
 		Server:    srv,
@@ -153,6 +135,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		health:    health.NewServer(),
 		lis:       lis,
 		kafka:     clients,
+		routes:    routes,
 		collector: kc,
 		httpk:     httpk,
 		drain:     drain,
@@ -163,32 +146,13 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	checkKafka(drainCtx, opts.Config, readiness, logger, &p.wg)
 	srv.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
-	readiness.Watch(func(ready bool) {
-		status := healthpb.HealthCheckResponse_NOT_SERVING
-		if ready {
-			status = healthpb.HealthCheckResponse_SERVING
-		}
-		p.health.SetServingStatus("", status)
-		p.health.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", status)
-	})
+	readiness.Watch(p.setServing)
 
 	if opts.Admin != "" {
-		alis, err := net.Listen("tcp", opts.Admin)
-		if err != nil {
+		if err := p.serveAdmin(opts.Admin); err != nil {
 			lis.Close()
-			closeKafka(clients)
-			drain()
-			return nil, fmt.Errorf("listening for admin on %s: %w", opts.Admin, err)
+			return fail(err)
 		}
-		p.adminLis = alis
-		p.admin = &http.Server{Handler: admin.Handler(reg, readiness), ReadHeaderTimeout: 10 * time.Second}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			if err := p.admin.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("admin server stopped", "err", err)
-			}
-		}()
 	}
 	p.wg.Add(1)
 	go func() {
@@ -198,6 +162,64 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		}
 	}()
 	return p, nil
+}
+
+// guardsOf is the options' guard checker, or one built from the
+// configuration (then also returned as checker, which reloads with it).
+func guardsOf(opts ProcessorOptions) (guards processor.GuardChecker, checker *guard.Checker, err error) {
+	if opts.Guards != nil {
+		return opts.Guards, nil, nil
+	}
+	c, err := guard.New(opts.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c, nil
+}
+
+// bindingHandlers builds the binding handlers over the routes' Kafka side,
+// registers their metrics, and applies the options' wrappers.
+func bindingHandlers(opts ProcessorOptions, reg prometheus.Registerer, logger *slog.Logger, httpk *httpkafka.Handler,
+	routes *kafkaroute.Kafka) (capability.HTTPHandler, capability.GRPCHandler) {
+	grpck := grpckafka.New(logger, routes)
+	registerCapabilityMetrics(reg, httpk, grpck)
+	var httpH capability.HTTPHandler = httpk
+	var grpcH capability.GRPCHandler = grpck
+	if opts.WrapHTTP != nil {
+		httpH = opts.WrapHTTP(httpH)
+	}
+	if opts.WrapGRPC != nil {
+		grpcH = opts.WrapGRPC(grpcH)
+	}
+	return httpH, grpcH
+}
+
+// setServing reports the readiness through gRPC health.
+func (p *Processor) setServing(ready bool) {
+	status := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		status = healthpb.HealthCheckResponse_SERVING
+	}
+	p.health.SetServingStatus("", status)
+	p.health.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", status)
+}
+
+// serveAdmin listens on addr and serves the admin endpoints.
+func (p *Processor) serveAdmin(addr string) error {
+	alis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening for admin on %s: %w", addr, err)
+	}
+	p.adminLis = alis
+	p.admin = &http.Server{Handler: admin.Handler(p.Registry, p.Readiness), ReadHeaderTimeout: 10 * time.Second}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.admin.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.logger.Error("admin server stopped", "err", err)
+		}
+	}()
+	return nil
 }
 
 // GRPCServerOptions are the options of the processor's gRPC server (TLS
@@ -231,7 +253,7 @@ func (p *Processor) Reload(cfg *config.Config) error {
 	if err := sameKafka(p.cfg, cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
-	if err := prepareKafka(cfg, p.kafka); err != nil {
+	if err := p.routes.Prepare(cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
 	// Guards first: in the moment between the two swaps a request can only
@@ -290,62 +312,30 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
-			Logger: logger, Readiness: readiness, PartitionCheck: partitionCheck,
+			// A ring holds at least a stream's lag budget, so a stream within
+			// its budget resumes from the ring.
+			LogRingRecords: max(cfg.Limits.StreamLagBudget, 1024),
+			Logger:         logger, Readiness: readiness, PartitionCheck: partitionCheck,
 		})
 		if err != nil {
 			closeKafka(clusters)
-			return nil, err
+			return nil, nil, err
 		}
 		clusters[name] = c
 	}
-	if err := prepareKafka(cfg, clusters); err != nil {
+	routes := kafkaroute.New(clusters)
+	if err := routes.Prepare(cfg); err != nil {
 		closeKafka(clusters)
-		return nil, err
+		return nil, nil, err
 	}
-	return clusters, nil
-}
-
-// prepareKafka warms the views of the static topics http-kafka fetch routes
-// read, indexes every reply-to topic with its binding's correlation header
-// and creates the producers the routes use, so that readiness means all of
-// it is caught up. Each step is idempotent: a reload runs it again.
-func prepareKafka(cfg *config.Config, clusters map[string]*kafkaio.Cluster) error {
-	for _, b := range cfg.Bindings {
-		correlation := config.CorrelationHeaders{}
-		switch {
-		case b.HTTP != nil:
-			correlation = b.HTTP.Correlation
-		case b.GRPC != nil:
-			correlation = b.GRPC.Correlation
-		}
-		for _, r := range b.Routes {
-			c, ok := clusters[r.Exit]
-			if !ok || r.With == nil {
-				continue
-			}
-			switch r.With.Capability {
-			case config.Fetch:
-				if b.Type == config.HTTPKafka && r.With.Topic.Static() {
-					c.Warm(r.With.Topic.Raw)
-				}
-			case config.Produce:
-				if r.With.ReplyTo != "" {
-					c.Replies.Add(r.With.ReplyTo, correlation.CorrelationID)
-				}
-				if _, err := c.Producer(kafkaio.AcksFromName(string(r.With.Acks))); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return clusters, routes, nil
 }
 
 // sameKafka reports why a new configuration's kafka bindings differ from the

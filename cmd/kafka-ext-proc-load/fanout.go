@@ -17,7 +17,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/bufpool"
 )
 
-// gRPC fan-out (issue 9 target 4): N streams of the Fanout fetch route on
+// gRPC fan-out (BENCHMARKS.md target 4): N streams of the Fanout fetch route on
 // one topic, records written at R records/s for D, each record carrying its
 // sequence number and the time of its produce call. Every stream must
 // receive every record; lag is the receive time minus the produce-call

@@ -146,7 +146,7 @@ type fetchResult struct {
 	BodyBytes int    `json:"body_bytes"`
 	Processor rate   `json:"processor"`
 	Noop      rate   `json:"noop"`
-	// Ratio is processor req/s ÷ no-op req/s; Target is issue 9's bound.
+	// Ratio is processor req/s ÷ no-op req/s; Target is the bound BENCHMARKS.md measures it against.
 	Ratio  float64 `json:"ratio"`
 	Target float64 `json:"target_ratio"`
 	// AllocRatio and CPURatio are processor ÷ no-op per request over every
@@ -159,7 +159,7 @@ type fetchResult struct {
 	ExtraAllocsPerReq float64 `json:"extra_allocs_per_req"`
 	ExtraCPUusPerReq  float64 `json:"extra_cpu_us_per_req"`
 	// ServerAllocRatio and ServerCPURatio are the same ratios in the server
-	// process alone (-split only): issue 9 target 5 is ServerAllocRatio ≤ 2.
+	// process alone (-split only): the allocation target (BENCHMARKS.md target 5) is ServerAllocRatio ≤ 2.
 	ServerAllocRatio float64 `json:"server_alloc_ratio,omitempty"`
 	ServerCPURatio   float64 `json:"server_cpu_ratio,omitempty"`
 	// Background is what the measured processes (the server process alone
@@ -224,7 +224,7 @@ func (fetchResult) isResult() {}
 func runFetch(ctx context.Context, e *env, o *options, scenario string) (result, error) {
 	var path string
 	var want []byte
-	var target float64 // issue 9 target 1
+	var target float64 // BENCHMARKS.md target 1: the fetch rate against the no-op's
 	switch scenario {
 	case scenarioSingle:
 		key := "single"

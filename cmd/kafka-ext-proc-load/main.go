@@ -44,7 +44,7 @@ const (
 	scenarioSingle   = "fetch-single"
 	scenarioMerged   = "fetch-merged"
 	scenarioLongPoll = "longpoll"
-	// scenarioRequestReply and scenarioFanout are issue 9 targets 3 and 4.
+	// scenarioRequestReply and scenarioFanout measure the request-reply and fan-out targets (BENCHMARKS.md, targets 3 and 4).
 	scenarioRequestReply = "request-reply"
 	scenarioFanout       = "grpc-fanout"
 	scenarioAll          = "all"
@@ -285,7 +285,7 @@ func startProfiles(p profiles) (func() error, error) {
 	}
 	if p.Mutex != "" {
 		// Sample every contention event: the question is which mutexes
-		// show up at all (issue 9 target 5), not their exact share.
+		// show up at all (the contention target, BENCHMARKS.md target 5), not their exact share.
 		prev := runtime.SetMutexProfileFraction(1)
 		stops = append(stops, func() error {
 			defer runtime.SetMutexProfileFraction(prev)

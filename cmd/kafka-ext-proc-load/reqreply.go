@@ -18,7 +18,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 )
 
-// Request-reply (issue 9 target 3): POST /orders/{id} through the
+// Request-reply (BENCHMARKS.md target 3): POST /orders/{id} through the
 // processor's produce route with reply-to, answered by the demo responder,
 // against the raw librdkafka round trip on the same broker with the same
 // responder: produce a request record with a correlation id, wait for the

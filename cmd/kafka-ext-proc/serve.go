@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -67,15 +68,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	logger.Info("serving", "ext_proc", p.Addr(), "admin", p.AdminAddr(), "config", *cfgPath)
+	return serveUntilDone(ctx, p, logger, *cfgPath, *watch, *grace)
+}
 
+// serveUntilDone reloads the configuration on SIGHUP or a change of its
+// file (checked every watch; 0: only on SIGHUP), and drains when ctx ends.
+func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger, cfgPath string, watch, grace time.Duration) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	fileChanged := make(chan struct{}, 1)
-	if *watch > 0 {
+	if watch > 0 {
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
-		go stack.WatchFile(wctx, *cfgPath, *watch, func() {
+		go stack.WatchFile(wctx, cfgPath, watch, func() {
 			select {
 			case fileChanged <- struct{}{}:
 			default:
@@ -83,15 +89,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		})
 	}
 	reload := func() {
-		next, err := config.Load(*cfgPath)
+		next, err := config.Load(cfgPath)
 		if err == nil {
 			err = p.Reload(next)
 		}
 		if err != nil {
-			logger.Error("reload refused; the previous configuration keeps serving", "config", *cfgPath, "err", err)
+			logger.Error("reload refused; the previous configuration keeps serving", "config", cfgPath, "err", err)
 			return
 		}
-		logger.Info("configuration reloaded", "config", *cfgPath)
+		logger.Info("configuration reloaded", "config", cfgPath)
 	}
 	for {
 		select {
@@ -100,8 +106,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		case <-fileChanged:
 			reload()
 		case <-ctx.Done():
-			logger.Info("draining", "grace", *grace)
-			gctx, cancel := context.WithTimeout(context.Background(), *grace)
+			logger.Info("draining", "grace", grace)
+			gctx, cancel := context.WithTimeout(context.Background(), grace)
 			p.Shutdown(gctx)
 			cancel()
 			logger.Info("stopped")

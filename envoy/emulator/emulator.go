@@ -93,24 +93,32 @@ func Validate(s envoy.Settings) error {
 		bad("HCM stream_idle_timeout %v is negative", s.StreamIdleTimeout)
 	}
 	for i, r := range s.Routes {
-		name := fmt.Sprintf("route %d (%q)", i, r.Name)
-		if (r.Prefix == "") == (r.Path == "") {
-			bad("%s: exactly one of prefix and path must be set", name)
-		}
-		if (r.DirectResponseStatus != 0) == (r.Cluster != "") {
-			bad("%s: exactly one of direct_response and a cluster must be set", name)
-		}
-		if r.DirectResponseStatus != 0 && (r.DirectResponseStatus < 100 || r.DirectResponseStatus > 599) {
-			bad("%s: direct_response status %d out of range", name, r.DirectResponseStatus)
-		}
-		if r.IdleTimeout < 0 || r.Timeout < 0 {
-			bad("%s: negative timeout", name)
-		}
+		errs = append(errs, routeErrors(i, r)...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("emulator: settings not emulated: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// routeErrors reports what the emulator cannot do with route i.
+func routeErrors(i int, r envoy.Route) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	name := fmt.Sprintf("route %d (%q)", i, r.Name)
+	if (r.Prefix == "") == (r.Path == "") {
+		bad("%s: exactly one of prefix and path must be set", name)
+	}
+	if (r.DirectResponseStatus != 0) == (r.Cluster != "") {
+		bad("%s: exactly one of direct_response and a cluster must be set", name)
+	}
+	if r.DirectResponseStatus != 0 && (r.DirectResponseStatus < 100 || r.DirectResponseStatus > 599) {
+		bad("%s: direct_response status %d out of range", name, r.DirectResponseStatus)
+	}
+	if r.IdleTimeout < 0 || r.Timeout < 0 {
+		bad("%s: negative timeout", name)
+	}
+	return errs
 }
 
 // Handler returns the HTTP handler. It serves HTTP/1.1 and, on a server

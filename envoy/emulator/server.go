@@ -55,53 +55,9 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.grpc = r.ProtoMajor > 0 && isGRPCContentType(r.Header.Get("Content-Type"))
 
-	if headersOverLimit(r, e.headerLimit()) {
-		// The codec refuses the request before the HCM sees it: the
-		// processor is never contacted.
-		if !d.h1 {
-			d.log.Debug("request headers over max_request_headers_kb: reset")
-			d.reset()
-		}
-		rep := buildLocalReply(replyInput{code: 431, body: []byte("Request Header Fields Too Large"), details: "http1.headers_too_large", grpc: d.grpc, head: d.head})
-		rep.CloseConnection = true
-		d.writeReply(rep)
-		return
-	}
 	// HCM checks before the filter chain: the processor is never contacted.
-	if d.h1 && r.ProtoMinor == 0 {
-		// [rule http10-426] HTTP/1.0 without accept_http_10 is refused with
-		// 426 before the filters run.
-		// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
-		// envoy-test: none
-		// ours: TestUpgradeRefused
-		d.writeReply(buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}))
-		return
-	}
-	if d.h1 && isUpgrade(r.Header) {
-		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "h2c") {
-			// [rule upgrade-403] An Upgrade request (other than h2c) that
-			// matched a route, with no upgrade_configs, gets 403 and the
-			// connection closes; the processor is never contacted. (Every
-			// path matches envoy.yaml's prefix "/" routes; a CONNECT has no
-			// path and is not refused, see connect-has-no-path.)
-			// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
-			// envoy-test: none
-			// ours: TestUpgradeRefused
-			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
-			rep.CloseConnection = true
-			d.writeReply(rep)
-			return
-		}
-		// [rule h2c-upgrade-stripped] An h2c Upgrade is stripped (Upgrade,
-		// the Connection tokens, HTTP2-Settings) and the request is served
-		// as HTTP/1.1; DownstreamHeaders drops those headers.
-		// source: source/common/http/http1/codec_impl.cc ConnectionImpl::onHeadersComplete
-		// envoy-test: none
-		// ours: TestUpgradeH2CIsStripped
-	}
-	if r.Host == "" {
-		// Host is required (HCM MissingHost [code, HCM]).
-		d.writeReply(buildLocalReply(replyInput{code: 400, details: "missing_host_header", grpc: d.grpc, head: d.head}))
+	if rep, refused := d.hcmRefusal(e.headerLimit()); refused {
+		d.writeReply(rep)
 		return
 	}
 
@@ -131,23 +87,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	actCtx, stopActs := context.WithCancel(r.Context())
 	acts := make(chan Action)
 	actsDone := make(chan struct{})
-	go func() {
-		defer close(actsDone)
-		for {
-			a, err := x.Next(actCtx)
-			if err != nil {
-				return
-			}
-			select {
-			case acts <- a:
-			case <-actCtx.Done():
-				return
-			}
-			if a.Terminal() {
-				return
-			}
-		}
-	}()
+	go relayActions(actCtx, x, acts, actsDone)
 	// Runs on return and on the panics that reset the stream: nothing of
 	// this request outlives the handler.
 	defer func() {
@@ -187,6 +127,76 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// resets the downstream stream (§4.8 [test
 		// FinishLocalResponseWithIncomplereRequestWithBodyDuplex]).
 		d.resetAfterResponse()
+	}
+}
+
+// hcmRefusal is the local reply of the HCM's checks that come before the
+// filter chain (the processor is never contacted), if the request fails one.
+func (d *downstream) hcmRefusal(headerLimit int) (LocalReply, bool) {
+	r := d.r
+	if headersOverLimit(r, headerLimit) {
+		// The codec refuses the request before the HCM sees it.
+		if !d.h1 {
+			d.log.Debug("request headers over max_request_headers_kb: reset")
+			d.reset()
+		}
+		rep := buildLocalReply(replyInput{code: 431, body: []byte("Request Header Fields Too Large"), details: "http1.headers_too_large", grpc: d.grpc, head: d.head})
+		rep.CloseConnection = true
+		return rep, true
+	}
+	if d.h1 && r.ProtoMinor == 0 {
+		// [rule http10-426] HTTP/1.0 without accept_http_10 is refused with
+		// 426 before the filters run.
+		// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
+		// envoy-test: none
+		// ours: TestUpgradeRefused
+		return buildLocalReply(replyInput{code: 426, details: "low_version", grpc: d.grpc, head: d.head}), true
+	}
+	if d.h1 && isUpgrade(r.Header) {
+		if !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "h2c") {
+			// [rule upgrade-403] An Upgrade request (other than h2c) that
+			// matched a route, with no upgrade_configs, gets 403 and the
+			// connection closes; the processor is never contacted. (Every
+			// path matches envoy.yaml's prefix "/" routes; a CONNECT has no
+			// path and is not refused, see connect-has-no-path.)
+			// source: source/common/http/conn_manager_impl.cc ActiveStream::decodeHeaders
+			// envoy-test: none
+			// ours: TestUpgradeRefused
+			rep := buildLocalReply(replyInput{code: 403, details: "upgrade_failed", grpc: d.grpc, head: d.head})
+			rep.CloseConnection = true
+			return rep, true
+		}
+		// [rule h2c-upgrade-stripped] An h2c Upgrade is stripped (Upgrade,
+		// the Connection tokens, HTTP2-Settings) and the request is served
+		// as HTTP/1.1; DownstreamHeaders drops those headers.
+		// source: source/common/http/http1/codec_impl.cc ConnectionImpl::onHeadersComplete
+		// envoy-test: none
+		// ours: TestUpgradeH2CIsStripped
+	}
+	if r.Host == "" {
+		// Host is required (HCM MissingHost [code, HCM]).
+		return buildLocalReply(replyInput{code: 400, details: "missing_host_header", grpc: d.grpc, head: d.head}), true
+	}
+	return LocalReply{}, false
+}
+
+// relayActions hands the exchange's actions to the handler until the
+// terminal one, an error or ctx's end; done is closed when it returns.
+func relayActions(ctx context.Context, x *Exchange, acts chan<- Action, done chan<- struct{}) {
+	defer close(done)
+	for {
+		a, err := x.Next(ctx)
+		if err != nil {
+			return
+		}
+		select {
+		case acts <- a:
+		case <-ctx.Done():
+			return
+		}
+		if a.Terminal() {
+			return
+		}
 	}
 }
 

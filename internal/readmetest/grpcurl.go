@@ -67,45 +67,11 @@ func parseGrpcurl(words []string) (grpcurlCmd, error) {
 			i++
 			return words[i], nil
 		}
-		var err error
-		var v string
-		switch name {
-		case "plaintext":
+		if name == "plaintext" {
 			plaintext = true
-		case "emit-defaults":
-			g.emitDefaults = true
-		case "proto":
-			v, err = arg()
-			g.protos = append(g.protos, v)
-		case "import-path":
-			v, err = arg()
-			g.importPaths = append(g.importPaths, v)
-		case "d":
-			g.data, err = arg()
-			g.hasData = true
-		case "H", "rpc-header":
-			v, err = arg()
-			k, val, ok := strings.Cut(v, ":")
-			if err == nil && !ok {
-				err = fmt.Errorf("header %q has no ':'", v)
-			}
-			g.headers = append(g.headers, [2]string{strings.ToLower(strings.TrimSpace(k)), strings.TrimLeft(val, " ")})
-		case "format":
-			g.format, err = arg()
-			if err == nil && g.format != "json" && g.format != "text" {
-				err = fmt.Errorf("-format %q: json or text", g.format)
-			}
-		case "max-time":
-			v, err = arg()
-			if err == nil {
-				var s float64
-				s, err = strconv.ParseFloat(v, 64)
-				g.maxTime = time.Duration(s * float64(time.Second))
-			}
-		default:
-			return g, fmt.Errorf("grpcurl flag %s is not supported by the test", w)
+			continue
 		}
-		if err != nil {
+		if err := g.flag(name, w, arg); err != nil {
 			return g, err
 		}
 	}
@@ -126,6 +92,47 @@ func parseGrpcurl(words []string) (grpcurlCmd, error) {
 	}
 	g.service, g.method = sym[:i], sym[i+1:]
 	return g, nil
+}
+
+// flag applies one flag other than -plaintext; arg reads its value.
+func (g *grpcurlCmd) flag(name, word string, arg func() (string, error)) error {
+	var err error
+	var v string
+	switch name {
+	case "emit-defaults":
+		g.emitDefaults = true
+	case "proto":
+		v, err = arg()
+		g.protos = append(g.protos, v)
+	case "import-path":
+		v, err = arg()
+		g.importPaths = append(g.importPaths, v)
+	case "d":
+		g.data, err = arg()
+		g.hasData = true
+	case "H", "rpc-header":
+		v, err = arg()
+		k, val, ok := strings.Cut(v, ":")
+		if err == nil && !ok {
+			err = fmt.Errorf("header %q has no ':'", v)
+		}
+		g.headers = append(g.headers, [2]string{strings.ToLower(strings.TrimSpace(k)), strings.TrimLeft(val, " ")})
+	case "format":
+		g.format, err = arg()
+		if err == nil && g.format != "json" && g.format != "text" {
+			err = fmt.Errorf("-format %q: json or text", g.format)
+		}
+	case "max-time":
+		v, err = arg()
+		if err == nil {
+			var s float64
+			s, err = strconv.ParseFloat(v, 64)
+			g.maxTime = time.Duration(s * float64(time.Second))
+		}
+	default:
+		return fmt.Errorf("grpcurl flag %s is not supported by the test", word)
+	}
+	return err
 }
 
 // method finds the method among the files compiled into the test binary
@@ -187,39 +194,9 @@ func (r *runner) grpcurl(ctx context.Context, g grpcurlCmd, s Step, vars Vars) (
 	if g.addr != r.front {
 		return output{}, fmt.Errorf("address %s: the README's front is %s", g.addr, FrontAddr)
 	}
-	var reqs []*dynamicpb.Message
-	switch {
-	case g.hasData && g.format == "text":
-		// grpcurl reads -d in the output's format: text-format messages
-		// separated by ASCII record separators ('' is one empty message).
-		for _, t := range strings.Split(g.data, "\x1e") {
-			m := dynamicpb.NewMessage(md.Input())
-			if err := prototext.Unmarshal([]byte(t), m); err != nil {
-				return output{}, fmt.Errorf("-d (text format, as -format text reads it): %v", err)
-			}
-			reqs = append(reqs, m)
-		}
-	case g.hasData:
-		dec := json.NewDecoder(strings.NewReader(g.data))
-		for {
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err == io.EOF {
-				break
-			} else if err != nil {
-				return output{}, fmt.Errorf("-d: %v", err)
-			}
-			m := dynamicpb.NewMessage(md.Input())
-			if err := protojson.Unmarshal(raw, m); err != nil {
-				return output{}, fmt.Errorf("-d: %v", err)
-			}
-			reqs = append(reqs, m)
-		}
-	}
-	if len(reqs) == 0 && !md.IsStreamingClient() {
-		reqs = append(reqs, dynamicpb.NewMessage(md.Input()))
-	}
-	if len(reqs) > 1 && !md.IsStreamingClient() {
-		return output{}, fmt.Errorf("-d has %d messages for a method that takes one", len(reqs))
+	reqs, err := g.requests(md)
+	if err != nil {
+		return output{}, err
 	}
 	conn, err := r.grpcConn()
 	if err != nil {
@@ -236,20 +213,6 @@ func (r *runner) grpcurl(ctx context.Context, g grpcurlCmd, s Step, vars Vars) (
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	render := func(m protoreflect.Message) (string, error) {
-		if g.format == "text" {
-			return renderText(m), nil
-		}
-		b, err := protojson.MarshalOptions{EmitUnpopulated: g.emitDefaults}.Marshal(m.Interface())
-		if err != nil {
-			return "", err
-		}
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, b, "", "  "); err != nil {
-			return "", err
-		}
-		return buf.String(), nil
-	}
 	var out strings.Builder
 	finish := func(st *status.Status) output {
 		if st.Code() != codes.OK {
@@ -257,7 +220,6 @@ func (r *runner) grpcurl(ctx context.Context, g grpcurlCmd, s Step, vars Vars) (
 		}
 		return output{text: out.String()}
 	}
-
 	full := "/" + g.service + "/" + g.method
 	st, err := conn.NewStream(ctx, &grpc.StreamDesc{StreamName: g.method, ServerStreams: md.IsStreamingServer(), ClientStreams: md.IsStreamingClient()}, full)
 	if err != nil {
@@ -271,33 +233,106 @@ func (r *runner) grpcurl(ctx context.Context, g grpcurlCmd, s Step, vars Vars) (
 	if err := st.CloseSend(); err != nil {
 		return finish(status.Convert(err)), nil
 	}
+	// Once -max-time passes with nothing more, grpcurl prints this.
 	deadline := status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+	expired := func() bool {
+		return g.maxTime > 0 && s.HasOutput && Match(NormalizeSpace(s.Output), NormalizeSpace(out.String()+grpcStatusBlock(deadline)), maps.Clone(vars))
+	}
+	end, err := g.receive(st, md, &out, expired)
+	if err != nil {
+		return output{}, err
+	}
+	if end == nil {
+		cancel()
+		end = deadline
+	}
+	return finish(end), nil
+}
+
+// requests are the messages -d gives (one empty message for a method that
+// takes one and -d gives none).
+func (g grpcurlCmd) requests(md protoreflect.MethodDescriptor) ([]*dynamicpb.Message, error) {
+	var reqs []*dynamicpb.Message
+	switch {
+	case g.hasData && g.format == "text":
+		// grpcurl reads -d in the output's format: text-format messages
+		// separated by ASCII record separators ('' is one empty message).
+		for _, t := range strings.Split(g.data, "\x1e") {
+			m := dynamicpb.NewMessage(md.Input())
+			if err := prototext.Unmarshal([]byte(t), m); err != nil {
+				return nil, fmt.Errorf("-d (text format, as -format text reads it): %v", err)
+			}
+			reqs = append(reqs, m)
+		}
+	case g.hasData:
+		dec := json.NewDecoder(strings.NewReader(g.data))
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err == io.EOF {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("-d: %v", err)
+			}
+			m := dynamicpb.NewMessage(md.Input())
+			if err := protojson.Unmarshal(raw, m); err != nil {
+				return nil, fmt.Errorf("-d: %v", err)
+			}
+			reqs = append(reqs, m)
+		}
+	}
+	if len(reqs) == 0 && !md.IsStreamingClient() {
+		reqs = append(reqs, dynamicpb.NewMessage(md.Input()))
+	}
+	if len(reqs) > 1 && !md.IsStreamingClient() {
+		return nil, fmt.Errorf("-d has %d messages for a method that takes one", len(reqs))
+	}
+	return reqs, nil
+}
+
+// receive writes the responses to out as grpcurl prints them, until the
+// call's status (returned), or nil once expired says the output is what
+// the README shows when -max-time ends the call.
+func (g grpcurlCmd) receive(st grpc.ClientStream, md protoreflect.MethodDescriptor, out *strings.Builder, expired func() bool) (*status.Status, error) {
 	for n := 0; ; n++ {
 		m := dynamicpb.NewMessage(md.Output())
 		err := st.RecvMsg(m)
 		if errors.Is(err, io.EOF) {
-			return finish(status.New(codes.OK, "")), nil
+			return status.New(codes.OK, ""), nil
 		}
 		if err != nil {
-			return finish(status.Convert(err)), nil
+			return status.Convert(err), nil
 		}
-		text, err := render(m)
+		text, err := g.render(m)
 		if err != nil {
-			return output{}, err
+			return nil, err
 		}
 		if n > 0 && g.format == "text" {
 			out.WriteByte('\x1e') // grpcurl's record separator
 		}
 		out.WriteString(text + "\n")
 		if !md.IsStreamingServer() {
-			return finish(status.New(codes.OK, "")), nil
+			return status.New(codes.OK, ""), nil
 		}
-		if g.maxTime > 0 && s.HasOutput && Match(NormalizeSpace(s.Output), NormalizeSpace(out.String()+grpcStatusBlock(deadline)), maps.Clone(vars)) {
-			// What grpcurl prints when -max-time passes with nothing more.
-			cancel()
-			return finish(deadline), nil
+		if expired() {
+			return nil, nil
 		}
 	}
+}
+
+// render prints a response message in the command's format.
+func (g grpcurlCmd) render(m protoreflect.Message) (string, error) {
+	if g.format == "text" {
+		return renderText(m), nil
+	}
+	b, err := protojson.MarshalOptions{EmitUnpopulated: g.emitDefaults}.Marshal(m.Interface())
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
 }
 
 // renderText renders a message in the protobuf text format as grpcurl

@@ -35,42 +35,18 @@ func parseKcat(words []string) (kcatCmd, error) {
 			i++
 			return words[i], nil
 		}
-		var err error
-		var v string
 		switch w {
 		case "-P", "-C":
 			if mode != "" {
 				return k, fmt.Errorf("both -P and -C")
 			}
 			mode = w
-		case "-b":
-			k.broker, err = arg()
-		case "-t":
-			k.topic, err = arg()
-		case "-k":
-			v, err = arg()
-			k.key = &v
-		case "-H":
-			v, err = arg()
-			name, value, ok := strings.Cut(v, "=")
-			if err == nil && !ok {
-				err = fmt.Errorf("-H %q: want name=value", v)
-			}
-			k.headers = append(k.headers, [2]string{name, value})
-		case "-f":
-			k.format, err = arg()
-		case "-o":
-			if v, err = arg(); err == nil && v != "beginning" {
-				err = fmt.Errorf("-o %s: only beginning is supported", v)
-			}
 		case "-e":
 			exit = true
-		case "-q":
 		default:
-			return k, fmt.Errorf("kcat flag %s is not supported by the test", w)
-		}
-		if err != nil {
-			return k, err
+			if err := k.option(w, arg); err != nil {
+				return k, err
+			}
 		}
 	}
 	switch {
@@ -85,6 +61,38 @@ func parseKcat(words []string) (kcatCmd, error) {
 	}
 	k.produce = mode == "-P"
 	return k, nil
+}
+
+// option applies one flag other than -P, -C and -e; arg reads its value.
+func (k *kcatCmd) option(w string, arg func() (string, error)) error {
+	var err error
+	var v string
+	switch w {
+	case "-b":
+		k.broker, err = arg()
+	case "-t":
+		k.topic, err = arg()
+	case "-k":
+		v, err = arg()
+		k.key = &v
+	case "-H":
+		v, err = arg()
+		name, value, ok := strings.Cut(v, "=")
+		if err == nil && !ok {
+			err = fmt.Errorf("-H %q: want name=value", v)
+		}
+		k.headers = append(k.headers, [2]string{name, value})
+	case "-f":
+		k.format, err = arg()
+	case "-o":
+		if v, err = arg(); err == nil && v != "beginning" {
+			err = fmt.Errorf("-o %s: only beginning is supported", v)
+		}
+	case "-q":
+	default:
+		return fmt.Errorf("kcat flag %s is not supported by the test", w)
+	}
+	return err
 }
 
 func (r *runner) checkBroker(addr string) error {

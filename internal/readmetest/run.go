@@ -159,47 +159,14 @@ func (r *runner) exec(ctx context.Context, cmd string, s Step, vars Vars) (outpu
 	if err != nil {
 		return output{}, err
 	}
-	var stages [][]string
-	cur := []string{}
-	for _, w := range words {
-		if w == "|" {
-			stages = append(stages, cur)
-			cur = []string{}
-			continue
-		}
-		if w == "&" {
-			return output{}, fmt.Errorf("& inside a line")
-		}
-		cur = append(cur, w)
+	stages, err := pipeline(words)
+	if err != nil {
+		return output{}, err
 	}
-	stages = append(stages, cur)
-	for _, st := range stages {
-		if len(st) == 0 {
-			return output{}, fmt.Errorf("an empty pipeline stage")
-		}
+	if len(stages) == 1 {
+		return r.execOne(ctx, cmd, stages[0], s, vars)
 	}
 	switch {
-	case len(stages) == 1 && stages[0][0] == "curl":
-		c, err := parseCurlWords(cmd, stages[0])
-		if err != nil {
-			return output{}, err
-		}
-		return r.curl(ctx, c)
-	case len(stages) == 1 && stages[0][0] == "grpcurl":
-		g, err := parseGrpcurl(stages[0])
-		if err != nil {
-			return output{}, err
-		}
-		return r.grpcurl(ctx, g, s, vars)
-	case len(stages) == 1 && stages[0][0] == "kcat":
-		k, err := parseKcat(stages[0])
-		if err != nil {
-			return output{}, err
-		}
-		if k.produce {
-			return output{}, fmt.Errorf("kcat -P reads its records from a pipe (echo '...' | kcat -P)")
-		}
-		return r.consume(ctx, k)
 	case len(stages) == 2 && stages[0][0] == "echo" && stages[1][0] == "kcat":
 		if len(stages[0]) != 2 {
 			return output{}, fmt.Errorf("echo takes one quoted argument here")
@@ -221,6 +188,58 @@ func (r *runner) exec(ctx context.Context, cmd string, s Step, vars Vars) (outpu
 			return output{}, err
 		}
 		return output{text: base64Lines(b)}, nil
+	}
+	return output{}, fmt.Errorf("the test does not know how to run this command")
+}
+
+// pipeline splits a command's words into the stages of its pipeline.
+func pipeline(words []string) ([][]string, error) {
+	var stages [][]string
+	cur := []string{}
+	for _, w := range words {
+		if w == "|" {
+			stages = append(stages, cur)
+			cur = []string{}
+			continue
+		}
+		if w == "&" {
+			return nil, fmt.Errorf("& inside a line")
+		}
+		cur = append(cur, w)
+	}
+	stages = append(stages, cur)
+	for _, st := range stages {
+		if len(st) == 0 {
+			return nil, fmt.Errorf("an empty pipeline stage")
+		}
+	}
+	return stages, nil
+}
+
+// execOne runs a command line without a pipe: curl, grpcurl or kcat -C.
+func (r *runner) execOne(ctx context.Context, cmd string, words []string, s Step, vars Vars) (output, error) {
+	switch words[0] {
+	case "curl":
+		c, err := parseCurlWords(cmd, words)
+		if err != nil {
+			return output{}, err
+		}
+		return r.curl(ctx, c)
+	case "grpcurl":
+		g, err := parseGrpcurl(words)
+		if err != nil {
+			return output{}, err
+		}
+		return r.grpcurl(ctx, g, s, vars)
+	case "kcat":
+		k, err := parseKcat(words)
+		if err != nil {
+			return output{}, err
+		}
+		if k.produce {
+			return output{}, fmt.Errorf("kcat -P reads its records from a pipe (echo '...' | kcat -P)")
+		}
+		return r.consume(ctx, k)
 	}
 	return output{}, fmt.Errorf("the test does not know how to run this command")
 }

@@ -20,31 +20,12 @@ func ShellWords(line string) ([]string, error) {
 	for i := 0; i < len(line); i++ {
 		ch := line[i]
 		switch {
-		case ch == '\'':
-			j := strings.IndexByte(line[i+1:], '\'')
-			if j < 0 {
-				return nil, fmt.Errorf("unterminated single quote")
+		case ch == '\'' || ch == '"':
+			end, err := quoted(line, i, &cur)
+			if err != nil {
+				return nil, err
 			}
-			cur.WriteString(line[i+1 : i+1+j])
-			i += j + 1
-			in = true
-		case ch == '"':
-			i++
-			for ; i < len(line) && line[i] != '"'; i++ {
-				c := line[i]
-				switch {
-				case c == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0:
-					i++
-					cur.WriteByte(line[i])
-				case c == '$' || c == '`':
-					return nil, fmt.Errorf("%c in double quotes: expansions are not supported", c)
-				default:
-					cur.WriteByte(c)
-				}
-			}
-			if i >= len(line) {
-				return nil, fmt.Errorf("unterminated double quote")
-			}
+			i = end
 			in = true
 		case ch == '\\':
 			if i+1 >= len(line) {
@@ -79,6 +60,41 @@ func ShellWords(line string) ([]string, error) {
 	return words, nil
 }
 
+// quoted writes the quoted text of line starting at its opening quote i to
+// cur, and returns the index of the closing quote.
+func quoted(line string, i int, cur *strings.Builder) (int, error) {
+	if line[i] == '"' {
+		return doubleQuoted(line, i+1, cur)
+	}
+	j := strings.IndexByte(line[i+1:], '\'')
+	if j < 0 {
+		return 0, fmt.Errorf("unterminated single quote")
+	}
+	cur.WriteString(line[i+1 : i+1+j])
+	return i + j + 1, nil
+}
+
+// doubleQuoted writes the double-quoted text of line starting at i (after
+// the opening quote) to cur, and returns the index of the closing quote.
+func doubleQuoted(line string, i int, cur *strings.Builder) (int, error) {
+	for ; i < len(line) && line[i] != '"'; i++ {
+		c := line[i]
+		switch {
+		case c == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0:
+			i++
+			cur.WriteByte(line[i])
+		case c == '$' || c == '`':
+			return 0, fmt.Errorf("%c in double quotes: expansions are not supported", c)
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	if i >= len(line) {
+		return 0, fmt.Errorf("unterminated double quote")
+	}
+	return i, nil
+}
+
 // Curl is one curl command line: the parts a test can replay.
 type Curl struct {
 	Line    string
@@ -102,7 +118,6 @@ func ParseCurl(line string) (Curl, error) {
 
 func parseCurlWords(line string, words []string) (Curl, error) {
 	c := Curl{Line: line}
-	var err error
 	if len(words) == 0 || words[0] != "curl" {
 		return c, fmt.Errorf("not a curl command")
 	}
@@ -115,41 +130,8 @@ func parseCurlWords(line string, words []string) (Curl, error) {
 			i++
 			return words[i], nil
 		}
-		switch {
-		case w == "-i" || w == "--include":
-			c.Include = true
-		case w == "-s" || w == "--silent":
-		case w == "-is" || w == "-si":
-			c.Include = true
-		case w == "-X" || w == "--request":
-			if c.Method, err = arg(); err != nil {
-				return c, err
-			}
-		case w == "-H" || w == "--header":
-			h, err := arg()
-			if err != nil {
-				return c, err
-			}
-			name, value, ok := strings.Cut(h, ":")
-			if !ok {
-				return c, fmt.Errorf("header %q has no ':'", h)
-			}
-			c.Headers = append(c.Headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
-		case w == "-d" || w == "--data" || w == "--data-binary":
-			if c.Body, err = arg(); err != nil {
-				return c, err
-			}
-			if strings.HasPrefix(c.Body, "@") {
-				return c, fmt.Errorf("%s @file is not supported", w)
-			}
-			c.HasBody = true
-		case strings.HasPrefix(w, "http://"):
-			if c.URL != "" {
-				return c, fmt.Errorf("two URLs")
-			}
-			c.URL = w
-		default:
-			return c, fmt.Errorf("unexpected curl argument %q", w)
+		if err := c.option(w, arg); err != nil {
+			return c, err
 		}
 	}
 	if c.URL == "" {
@@ -162,6 +144,46 @@ func parseCurlWords(line string, words []string) (Curl, error) {
 		}
 	}
 	return c, nil
+}
+
+// option applies one word of a curl command line; arg reads its value.
+func (c *Curl) option(w string, arg func() (string, error)) error {
+	var err error
+	switch {
+	case w == "-i" || w == "--include":
+		c.Include = true
+	case w == "-s" || w == "--silent":
+	case w == "-is" || w == "-si":
+		c.Include = true
+	case w == "-X" || w == "--request":
+		c.Method, err = arg()
+	case w == "-H" || w == "--header":
+		h, err := arg()
+		if err != nil {
+			return err
+		}
+		name, value, ok := strings.Cut(h, ":")
+		if !ok {
+			return fmt.Errorf("header %q has no ':'", h)
+		}
+		c.Headers = append(c.Headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
+	case w == "-d" || w == "--data" || w == "--data-binary":
+		if c.Body, err = arg(); err != nil {
+			return err
+		}
+		if strings.HasPrefix(c.Body, "@") {
+			return fmt.Errorf("%s @file is not supported", w)
+		}
+		c.HasBody = true
+	case strings.HasPrefix(w, "http://"):
+		if c.URL != "" {
+			return fmt.Errorf("two URLs")
+		}
+		c.URL = w
+	default:
+		return fmt.Errorf("unexpected curl argument %q", w)
+	}
+	return err
 }
 
 // Header returns the value of the first header named name (any case).

@@ -47,41 +47,15 @@ func Parse(readme, heading string) ([]Step, error) {
 		}
 		indent := len(l) - len(trimmed)
 		info := strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))
-		var body []string
-		j := i + 1
-		for ; j < len(lines); j++ {
-			if strings.TrimSpace(lines[j]) == "```" {
-				break
-			}
-			bl := lines[j]
-			for k := 0; k < indent && strings.HasPrefix(bl, " "); k++ {
-				bl = bl[1:]
-			}
-			body = append(body, bl)
-		}
+		body, j := fencedBody(lines, i+1, indent)
 		if j == len(lines) {
 			return nil, fmt.Errorf("line %d: unterminated code block", i+1)
 		}
 		switch info {
 		case "sh":
-			n := 0
-			for k := 0; k < len(body); k++ {
-				cmd := strings.TrimSpace(body[k])
-				at := i + 2 + k
-				for strings.HasSuffix(cmd, "\\") && k+1 < len(body) {
-					k++
-					cmd = strings.TrimSuffix(cmd, "\\") + " " + strings.TrimSpace(body[k])
-				}
-				if cmd == "" || strings.HasPrefix(cmd, "#") {
-					continue
-				}
-				s := Step{Line: at, Command: cmd}
-				if c, ok := strings.CutSuffix(cmd, " &"); ok {
-					s.Command, s.Background = strings.TrimSpace(c), true
-				}
-				steps = append(steps, s)
-				n++
-			}
+			cmds := shSteps(body, i+2)
+			steps = append(steps, cmds...)
+			n := len(cmds)
 			if n == 0 {
 				return nil, fmt.Errorf("line %d: a sh block without commands", i+1)
 			}
@@ -100,4 +74,47 @@ func Parse(readme, heading string) ([]Step, error) {
 		return nil, fmt.Errorf("the %q section has no ```sh blocks", heading)
 	}
 	return steps, nil
+}
+
+// fencedBody returns the lines of the code block starting at line i, the
+// fence's indentation removed, and the index of its closing fence
+// (len(lines) if there is none).
+func fencedBody(lines []string, i, indent int) ([]string, int) {
+	var body []string
+	j := i
+	for ; j < len(lines); j++ {
+		if strings.TrimSpace(lines[j]) == "```" {
+			break
+		}
+		bl := lines[j]
+		for k := 0; k < indent && strings.HasPrefix(bl, " "); k++ {
+			bl = bl[1:]
+		}
+		body = append(body, bl)
+	}
+	return body, j
+}
+
+// shSteps are the commands of a sh block whose first line is line first:
+// blank lines and comments skipped, a trailing \ continuing a line, a
+// trailing & running the command in the background.
+func shSteps(body []string, first int) []Step {
+	var steps []Step
+	for k := 0; k < len(body); k++ {
+		cmd := strings.TrimSpace(body[k])
+		at := first + k
+		for strings.HasSuffix(cmd, "\\") && k+1 < len(body) {
+			k++
+			cmd = strings.TrimSuffix(cmd, "\\") + " " + strings.TrimSpace(body[k])
+		}
+		if cmd == "" || strings.HasPrefix(cmd, "#") {
+			continue
+		}
+		s := Step{Line: at, Command: cmd}
+		if c, ok := strings.CutSuffix(cmd, " &"); ok {
+			s.Command, s.Background = strings.TrimSpace(c), true
+		}
+		steps = append(steps, s)
+	}
+	return steps
 }

@@ -27,24 +27,6 @@ const (
 	DefaultSkew                = 30 * time.Second
 )
 
-// DefaultLimits returns the limits used for fields the file leaves out.
-func DefaultLimits() Limits {
-	return Limits{
-		MaxBody:            1 << 20,
-		MaxWait:            60 * time.Second,
-		ReplyTimeout:       30 * time.Second,
-		ReplyRetention:     10 * time.Minute,
-		KafkaTimeout:       5 * time.Second,
-		MaxViewBytes:       256 << 20,
-		ReplyIndexBytes:    64 << 20,
-		MaxViews:           1000,
-		ViewIdle:           10 * time.Minute,
-		StreamLagBudget:    10000,
-		StreamSendInterval: 50 * time.Millisecond,
-		StreamSendRate:     20000,
-	}
-}
-
 // DefaultAlgorithms are the JWT algorithms a jwt guard accepts when the file
 // lists none: every asymmetric JOSE algorithm. HMAC (HS*) must be listed
 // explicitly, so a public key can never be used as a shared secret.
@@ -57,7 +39,6 @@ func jwtAlgorithms() []string { return append(DefaultAlgorithms(), "HS256", "HS3
 
 var (
 	nameRe        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	topicRe       = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 	headerRe      = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 	grpcServiceRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 	grpcMethodRe  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)/([A-Za-z_][A-Za-z0-9_]*|\*)$`)
@@ -672,18 +653,7 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	if http {
 		where = "the with of an http-kafka " + capStr + " route"
 	}
-	allowed := []string{"capability", "topic", "topic-pattern"}
-	switch {
-	case w.Capability == Fetch && http:
-		allowed = append(allowed, "filters", "merge")
-	case w.Capability == Fetch:
-		allowed = append(allowed, "filters")
-	case http:
-		allowed = append(allowed, "acks", "key", "overrides", "reply-to", "async")
-	default:
-		allowed = append(allowed, "acks", "key", "overrides", "reply-to")
-	}
-	m := d.fields(entries, where, allowed...)
+	m := d.fields(entries, where, withFields(w.Capability, http)...)
 
 	// Per-request references each field may hold; see the table on Parse.
 	topicRefs := allowGuardIdentity
@@ -692,8 +662,34 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	} else {
 		topicRefs |= inGRPCRoute
 	}
-	keyRefs := topicRefs | allowIdempotencyKey
+	d.withTopic(node, m, w, topicRefs, rc)
+	switch w.Capability {
+	case Fetch:
+		d.withFetch(node, m, w, topicRefs, rc)
+	case Produce:
+		d.withProduce(m, w, topicRefs|allowIdempotencyKey, rc)
+	}
+	return w
+}
 
+// withFields are the fields a with of the capability may have.
+func withFields(c Capability, http bool) []string {
+	allowed := []string{"capability", "topic", "topic-pattern"}
+	switch {
+	case c == Fetch && http:
+		allowed = append(allowed, "filters", "merge")
+	case c == Fetch:
+		allowed = append(allowed, "filters")
+	case http:
+		allowed = append(allowed, "acks", "key", "overrides", "reply-to", "async")
+	default:
+		allowed = append(allowed, "acks", "key", "overrides", "reply-to")
+	}
+	return allowed
+}
+
+// withTopic decodes topic and topic-pattern.
+func (d *decoder) withTopic(node ast.Node, m map[string]*entry, w *With, topicRefs refSet, rc *routeCtx) {
 	if e := m["topic"]; e != nil {
 		if t, ok := d.use(e.v, "topic", topicRefs, rc); ok {
 			w.Topic = t
@@ -711,61 +707,64 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 			}
 		}
 	}
-	switch w.Capability {
-	case Fetch:
-		if e := m["filters"]; e != nil {
-			w.Filters = d.filters(e.v, topicRefs, rc)
-		}
-		if e := m["merge"]; e != nil {
-			w.Merge = d.merge(e.v)
-		}
-		if http && m["filters"] == nil && m["merge"] == nil {
-			d.errorf(node, "a fetch route needs filters (records selected by key or headers) or merge (all records as one JSON array)")
-		}
-	case Produce:
-		w.Acks = AcksInSyncReplicas
-		if e := m["acks"]; e != nil {
-			if s, ok := d.str(e.v, "acks"); ok {
-				switch a := Acks(s); a {
-				case AcksNone, AcksLeaderOnly, AcksInSyncReplicas:
-					w.Acks = a
-				default:
-					d.errorf(e.v, "unknown acks %q; allowed: none, leader_only, in_sync_replicas", s)
-				}
-			}
-		}
-		if e := m["key"]; e != nil {
-			if t, ok := d.use(e.v, "key", keyRefs, rc); ok {
-				if t.Raw == "" {
-					def := "records without a key"
-					if !http {
-						def = "the correlation id as key"
-					}
-					d.errorf(e.v, "key must not be empty: omit it for %s", def)
-				} else {
-					w.Key = &t
-				}
-			}
-		}
-		if e := m["overrides"]; e != nil {
-			w.Overrides = d.headerTemplates(e.v, "overrides", keyRefs, rc, false)
-		}
-		if e := m["reply-to"]; e != nil {
-			if s, ok := d.nonEmpty(e.v, "reply-to"); ok {
-				w.ReplyTo = s
-				d.checkTopic(e.v, Template{Raw: s, Parts: []TemplatePart{{Literal: s}}}, false)
-			}
-		}
-		if e := m["async"]; e != nil {
-			rc.hasAsync = true
-			d.async(e, w, rc)
-			if m["reply-to"] == nil {
-				d.errorf(e.kn, "async needs reply-to: the reply the client fetches later is read from that topic")
-			}
-		}
-		rc.hasReplyTo = m["reply-to"] != nil
+}
+
+// withFetch decodes the fields of a fetch route's with.
+func (d *decoder) withFetch(node ast.Node, m map[string]*entry, w *With, topicRefs refSet, rc *routeCtx) {
+	if e := m["filters"]; e != nil {
+		w.Filters = d.filters(e.v, topicRefs, rc)
 	}
-	return w
+	if e := m["merge"]; e != nil {
+		w.Merge = d.merge(e.v)
+	}
+	if rc.b.Type == HTTPKafka && m["filters"] == nil && m["merge"] == nil {
+		d.errorf(node, "a fetch route needs filters (records selected by key or headers) or merge (all records as one JSON array)")
+	}
+}
+
+// withProduce decodes the fields of a produce route's with.
+func (d *decoder) withProduce(m map[string]*entry, w *With, keyRefs refSet, rc *routeCtx) {
+	w.Acks = AcksInSyncReplicas
+	if e := m["acks"]; e != nil {
+		if s, ok := d.str(e.v, "acks"); ok {
+			switch a := Acks(s); a {
+			case AcksNone, AcksLeaderOnly, AcksInSyncReplicas:
+				w.Acks = a
+			default:
+				d.errorf(e.v, "unknown acks %q; allowed: none, leader_only, in_sync_replicas", s)
+			}
+		}
+	}
+	if e := m["key"]; e != nil {
+		if t, ok := d.use(e.v, "key", keyRefs, rc); ok {
+			if t.Raw == "" {
+				def := "records without a key"
+				if rc.b.Type != HTTPKafka {
+					def = "the correlation id as key"
+				}
+				d.errorf(e.v, "key must not be empty: omit it for %s", def)
+			} else {
+				w.Key = &t
+			}
+		}
+	}
+	if e := m["overrides"]; e != nil {
+		w.Overrides = d.headerTemplates(e.v, "overrides", keyRefs, rc, false)
+	}
+	if e := m["reply-to"]; e != nil {
+		if s, ok := d.nonEmpty(e.v, "reply-to"); ok {
+			w.ReplyTo = s
+			d.checkTopic(e.v, Template{Raw: s, Parts: []TemplatePart{{Literal: s}}}, false)
+		}
+	}
+	if e := m["async"]; e != nil {
+		rc.hasAsync = true
+		d.async(e, w, rc)
+		if m["reply-to"] == nil {
+			d.errorf(e.kn, "async needs reply-to: the reply the client fetches later is read from that topic")
+		}
+	}
+	rc.hasReplyTo = m["reply-to"] != nil
 }
 
 // use parses a template of a route and remembers it for the route's checks.
@@ -792,7 +791,7 @@ func (d *decoder) checkTopic(n ast.Node, t Template, hasPattern bool) {
 		d.errorf(n, "topic must not be empty")
 	case strings.HasPrefix(name, "_"):
 		d.errorf(n, "topic %q starts with \"_\": such names are internal to Kafka and always refused", name)
-	case !topicRe.MatchString(name) || name == "." || name == "..":
+	case !LegalTopic(name):
 		d.errorf(n, "%q is not a valid Kafka topic name: use up to 249 letters, digits, '.', '_' and '-'", name)
 	}
 }

@@ -57,64 +57,80 @@ func (d *decoder) guard(e entry) *Guard {
 		return nil
 	}
 	j := &JWTOptions{RolesClaim: DefaultRolesClaim, IdentityClaim: DefaultIdentityClaim}
-	ok = true
-	str := func(m map[string]*entry, key string, dst *string) {
-		if x := m[key]; x != nil {
-			s, good := d.nonEmpty(x.v, key)
-			ok = ok && good
-			*dst = s
-		}
-	}
 	if typ == "envoy-jwt" {
-		om := d.fields(entries, "envoy-jwt guard options", "provider", "roles-claim", "identity-claim")
-		str(om, "provider", &j.Provider)
-		str(om, "roles-claim", &j.RolesClaim)
-		str(om, "identity-claim", &j.IdentityClaim)
-		if om["provider"] == nil {
-			d.errorf(on, "missing required field \"provider\": the jwt_authn provider whose payload Envoy forwards (payload_in_metadata)")
-			ok = false
-		}
+		ok = d.envoyJWTOptions(on, entries, j)
 	} else {
-		om := d.fields(entries, "jwt guard options", "issuer", "audience", "keys", "keys-file", "algorithms", "roles-claim", "identity-claim", "skew")
-		str(om, "issuer", &j.Issuer)
-		str(om, "audience", &j.Audience)
-		str(om, "roles-claim", &j.RolesClaim)
-		str(om, "identity-claim", &j.IdentityClaim)
-		j.Skew = DefaultSkew
-		if x := om["skew"]; x != nil {
-			if v, good := d.duration(x.v, "skew", true); good {
-				j.Skew = v
-			} else {
-				ok = false
-			}
-		}
-		j.Algorithms = DefaultAlgorithms()
-		if x := om["algorithms"]; x != nil {
-			algs, good := d.algorithms(x.v)
-			ok = ok && good
-			j.Algorithms = algs
-		}
-		keys, keysFile := om["keys"], om["keys-file"]
-		switch {
-		case keys != nil && keysFile != nil:
-			d.errorf(keysFile.kn, "give keys or keys-file, not both")
-			ok = false
-		case keys != nil:
-			j.Keys = d.inlineKeys(keys.v)
-			ok = ok && j.Keys != nil
-		case keysFile != nil:
-			j.Keys = d.keysFile(keysFile.v)
-			ok = ok && j.Keys != nil
-		default:
-			d.errorf(on, "missing required field \"keys\" or \"keys-file\": the JWKS that verifies tokens")
-			ok = false
-		}
+		ok = d.jwtOptions(on, entries, j)
 	}
 	if !ok {
 		return nil
 	}
 	g.JWT = j
 	return g
+}
+
+// optionString reads an optional non-empty string option into dst; false if
+// it is there and not one.
+func (d *decoder) optionString(m map[string]*entry, key string, dst *string) bool {
+	x := m[key]
+	if x == nil {
+		return true
+	}
+	s, good := d.nonEmpty(x.v, key)
+	*dst = s
+	return good
+}
+
+// envoyJWTOptions decodes the options of an envoy-jwt guard into j.
+func (d *decoder) envoyJWTOptions(on ast.Node, entries []entry, j *JWTOptions) bool {
+	om := d.fields(entries, "envoy-jwt guard options", "provider", "roles-claim", "identity-claim")
+	ok := d.optionString(om, "provider", &j.Provider)
+	ok = d.optionString(om, "roles-claim", &j.RolesClaim) && ok
+	ok = d.optionString(om, "identity-claim", &j.IdentityClaim) && ok
+	if om["provider"] == nil {
+		d.errorf(on, "missing required field \"provider\": the jwt_authn provider whose payload Envoy forwards (payload_in_metadata)")
+		ok = false
+	}
+	return ok
+}
+
+// jwtOptions decodes the options of a jwt guard into j.
+func (d *decoder) jwtOptions(on ast.Node, entries []entry, j *JWTOptions) bool {
+	om := d.fields(entries, "jwt guard options", "issuer", "audience", "keys", "keys-file", "algorithms", "roles-claim", "identity-claim", "skew")
+	ok := d.optionString(om, "issuer", &j.Issuer)
+	ok = d.optionString(om, "audience", &j.Audience) && ok
+	ok = d.optionString(om, "roles-claim", &j.RolesClaim) && ok
+	ok = d.optionString(om, "identity-claim", &j.IdentityClaim) && ok
+	j.Skew = DefaultSkew
+	if x := om["skew"]; x != nil {
+		if v, good := d.duration(x.v, "skew", true); good {
+			j.Skew = v
+		} else {
+			ok = false
+		}
+	}
+	j.Algorithms = DefaultAlgorithms()
+	if x := om["algorithms"]; x != nil {
+		algs, good := d.algorithms(x.v)
+		ok = ok && good
+		j.Algorithms = algs
+	}
+	keys, keysFile := om["keys"], om["keys-file"]
+	switch {
+	case keys != nil && keysFile != nil:
+		d.errorf(keysFile.kn, "give keys or keys-file, not both")
+		ok = false
+	case keys != nil:
+		j.Keys = d.inlineKeys(keys.v)
+		ok = ok && j.Keys != nil
+	case keysFile != nil:
+		j.Keys = d.keysFile(keysFile.v)
+		ok = ok && j.Keys != nil
+	default:
+		d.errorf(on, "missing required field \"keys\" or \"keys-file\": the JWKS that verifies tokens")
+		ok = false
+	}
+	return ok
 }
 
 func (d *decoder) algorithms(n ast.Node) ([]string, bool) {
@@ -290,55 +306,6 @@ func (d *decoder) toJSON(n ast.Node, depth int, budget *int) (any, bool) {
 	}
 	d.errorf(n, "keys cannot hold %s", describe(n))
 	return nil, false
-}
-
-// ---- limits
-
-func (d *decoder) limits(n ast.Node, l *Limits) {
-	m := d.object(n, "limits", "limits", "max-body", "max-wait", "reply-timeout", "reply-retention", "kafka-timeout",
-		"max-view-bytes", "reply-index-bytes", "max-views", "view-idle", "stream-lag-budget",
-		"stream-send-interval", "stream-send-rate")
-	size := func(key string, dst *int64) {
-		if e := m[key]; e != nil {
-			if v, ok := d.size(e.v, key); ok {
-				*dst = v
-			}
-		}
-	}
-	dur := func(key string, dst *time.Duration) {
-		if e := m[key]; e != nil {
-			if v, ok := d.duration(e.v, key, false); ok {
-				*dst = v
-			}
-		}
-	}
-	count := func(key string, dst *int) {
-		if e := m[key]; e != nil {
-			if v, ok := d.integer(e.v, key); ok {
-				if v < 1 || v > 1<<31-1 {
-					d.errorf(e.v, "%s must be between 1 and 2147483647, got %d", key, v)
-				} else {
-					*dst = int(v)
-				}
-			}
-		}
-	}
-	size("max-body", &l.MaxBody)
-	dur("max-wait", &l.MaxWait)
-	dur("reply-timeout", &l.ReplyTimeout)
-	dur("reply-retention", &l.ReplyRetention)
-	dur("kafka-timeout", &l.KafkaTimeout)
-	size("max-view-bytes", &l.MaxViewBytes)
-	size("reply-index-bytes", &l.ReplyIndexBytes)
-	count("max-views", &l.MaxViews)
-	dur("view-idle", &l.ViewIdle)
-	count("stream-lag-budget", &l.StreamLagBudget)
-	count("stream-send-rate", &l.StreamSendRate)
-	if e := m["stream-send-interval"]; e != nil {
-		if v, ok := d.duration(e.v, "stream-send-interval", true); ok {
-			l.StreamSendInterval = v
-		}
-	}
 }
 
 // size reads a byte size: a positive integer or a string such as 1MiB.

@@ -276,25 +276,3 @@ type JWTOptions struct {
 	Skew          time.Duration // default 30s
 	Provider      string        // envoy-jwt: the jwt_authn provider's payload_in_metadata name
 }
-
-// Limits bound what one request or the whole process may hold.
-type Limits struct {
-	MaxBody         int64         // bytes of an HTTP body or one gRPC message; default 1MiB
-	MaxWait         time.Duration // clamp of prefer: wait=N; default 60s
-	ReplyTimeout    time.Duration // default 30s
-	ReplyRetention  time.Duration // default 10m
-	KafkaTimeout    time.Duration // default 5s
-	MaxViewBytes    int64         // default 256MiB
-	ReplyIndexBytes int64         // default 64MiB
-	MaxViews        int           // templated-topic views; default 1000
-	ViewIdle        time.Duration // idle templated views are evicted after this; default 10m
-	StreamLagBudget int           // records a gRPC fetch stream may fall behind; default 10000
-	// StreamSendInterval is the longest a busy gRPC fetch stream holds
-	// records to send them together: the time between two of its sends is
-	// open streams ÷ StreamSendRate, at most this. Default 50ms; 0 sends
-	// each batch as soon as it is there.
-	StreamSendInterval time.Duration
-	// StreamSendRate is the messages per second the processor aims at over
-	// all its busy fetch streams together; default 20000.
-	StreamSendRate int
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -45,43 +46,64 @@ import (
 //     reads the new ones from their earliest offset.
 
 // fetch answers one call of a fetch route.
-func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capability.GRPCCall) capability.Status {
-	w := call.Match.Route.With
-	opts := grpcOptions(call.Match.Binding)
+func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
 	if call.Drain.Err() != nil {
 		return draining()
 	}
 	if st, bad := readEmptyRequest(ctx, call); bad {
 		return st
 	}
-	start, st, bad := resumePosition(call.Headers, opts.ReliabilityMetadata)
+	fs, st, bad := h.openStream(ctx, kr, call)
 	if bad {
 		return st
 	}
-	idents := identities(call.Match)
-	resolve := func(p config.TemplatePart) string {
-		if p.Ref == config.RefGuardIdentity {
-			return idents[p.Name]
-		}
-		return ""
-	}
-	topic := w.Topic.Expand(resolve)
-	if !w.Topic.Static() {
-		if st, bad := checkTopic(topic, w.TopicPattern); bad {
-			return st
-		}
-	}
-	exit := call.Match.Route.Exit
-	compacted, err := h.compaction.compacted(ctx, cl, exit, topic, call.Limits.KafkaTimeout)
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
+
+	first, err := fs.ls.Peek(ctx)
 	if err != nil {
-		return topicStatus(err, topic, w.Topic.Static())
+		fs.ls.Close()
+		return h.streamEnd(err, ctx, fs.topic, fs.static, call.Limits)
 	}
-	logs, err := h.logsOf(exit, cl, call.Limits)
+	if err := call.Out.SendHeader(ctx, metadataOf(first)); err != nil {
+		fs.ls.Close()
+		return capability.NewStatus(codes.Canceled, "the call ended")
+	}
+	return h.send(ctx, call, fs)
+}
+
+// fetchStream is a fetch call's open stream and the topic it reads.
+type fetchStream struct {
+	ls     *kafkaio.LogStream
+	topic  string
+	static bool // the route's topic, not a template
+}
+
+// openStream resolves the call's topic and resume position and opens its
+// stream on the cluster's log tails.
+func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) (*fetchStream, capability.Status, bool) {
+	w := call.Match.Route.With
+	opts := grpcOptions(call.Match.Binding)
+	start, st, bad := resumePosition(call.Headers, opts.ReliabilityMetadata)
+	if bad {
+		return nil, st, true
+	}
+	resolve := kafkaroute.RefsOf(call.Match).Resolve
+	topic, err := kafkaroute.Topic(w, resolve)
 	if err != nil {
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the log readers of kafka binding %q cannot start: %v", exit, err))
+		return nil, capability.NewStatus(codes.InvalidArgument, err.Error()), true
+	}
+	static := w.Topic.Static()
+	compacted, err := h.kafka.Compaction.Compacted(ctx, kr.Cluster, kr.Exit, topic, call.Limits.KafkaTimeout)
+	if err != nil {
+		return nil, topicStatus(err, topic, static), true
+	}
+	tails, err := kr.Cluster.LogTails()
+	if err != nil {
+		return nil, capability.NewStatus(codes.Unavailable, fmt.Sprintf("the log tails of kafka binding %q cannot start: %v", kr.Exit, err)), true
 	}
 	octx, cancel := context.WithTimeout(ctx, call.Limits.KafkaTimeout)
-	ls, err := logs.Open(octx, kafkaio.StreamOptions{
+	ls, err := tails.Open(octx, kafkaio.StreamOptions{
 		Topic:     topic,
 		Framer:    grpcwire.ReliableFrame{Field: opts.ReliabilityField},
 		Start:     start,
@@ -92,65 +114,61 @@ func (h *Handler) fetch(ctx context.Context, cl *kafkaio.Cluster, call *capabili
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return capability.NewStatus(codes.Canceled, "the client went away")
+			return nil, capability.NewStatus(codes.Canceled, "the client went away"), true
 		}
-		return topicStatus(err, topic, w.Topic.Static())
+		return nil, topicStatus(err, topic, static), true
 	}
 	if ls.Restarted() {
 		h.log.Debug("resume position beyond the end of the log: the stream restarts from the earliest offset", "topic", topic)
 	}
-	h.streams.Add(1)
-	defer h.streams.Add(-1)
+	return &fetchStream{ls: ls, topic: topic, static: static}, capability.Status{}, false
+}
 
-	first, err := ls.Peek(ctx)
-	if err != nil {
-		ls.Close()
-		return h.streamEnd(err, ctx, topic, w.Topic.Static(), call.Limits)
-	}
-	if err := call.Out.SendHeader(ctx, metadataOf(first)); err != nil {
-		ls.Close()
-		return capability.NewStatus(codes.Canceled, "the call ended")
-	}
-
-	// The sender owns the stream. The handler waits apart from it: a send
-	// can block for as long as Envoy does not read, and the lag budget, the
-	// drain and the client's cancel must still end the call then.
+// send streams the records until the stream ends. The sender owns the
+// stream. The handler waits apart from it: a send can block for as long as
+// Envoy does not read, and the lag budget, the drain and the client's
+// cancel must still end the call then.
+func (h *Handler) send(ctx context.Context, call *capability.GRPCCall, fs *fetchStream) capability.Status {
+	ls := fs.ls
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ended := make(chan error, 1)
 	go func() {
 		defer ls.Close()
-		pace := newPacer(spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
-		defer pace.stop()
-		for {
-			if err := pace.wait(sctx); err != nil {
-				ended <- err
-				return
-			}
-			chunk, err := ls.Next(sctx)
-			if err == nil {
-				err = call.Out.SendFramed(sctx, chunk)
-				pace.sent(ls.Behind())
-			}
-			if err != nil {
-				ended <- err
-				return
-			}
-		}
+		ended <- h.sendLoop(sctx, call, ls)
 	}()
 	select {
 	case err := <-ended:
-		return h.streamEnd(err, ctx, topic, w.Topic.Static(), call.Limits)
+		return h.streamEnd(err, ctx, fs.topic, fs.static, call.Limits)
 	case <-ls.Lagged():
-		return h.streamEnd(kafkaio.ErrLagged, ctx, topic, w.Topic.Static(), call.Limits)
+		return h.streamEnd(kafkaio.ErrLagged, ctx, fs.topic, fs.static, call.Limits)
 	case <-ls.Retired():
-		return h.streamEnd(ls.RetiredErr(), ctx, topic, w.Topic.Static(), call.Limits)
+		return h.streamEnd(ls.RetiredErr(), ctx, fs.topic, fs.static, call.Limits)
 	case <-call.Drain.Done():
 		return draining()
 	case <-ctx.Done():
 		// The client went away (its send fails at once) or grpc-timeout
 		// elapsed (the exchange answers DEADLINE_EXCEEDED).
 		return capability.NewStatus(codes.Canceled, "the call ended")
+	}
+}
+
+// sendLoop sends the stream's chunks, paced, until a send or a read fails.
+func (h *Handler) sendLoop(ctx context.Context, call *capability.GRPCCall, ls *kafkaio.LogStream) error {
+	pace := newPacer(spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
+	defer pace.stop()
+	for {
+		if err := pace.wait(ctx); err != nil {
+			return err
+		}
+		chunk, err := ls.Next(ctx)
+		if err == nil {
+			err = call.Out.SendFramed(ctx, chunk)
+			pace.sent(ls.Behind())
+		}
+		if err != nil {
+			return err
+		}
 	}
 }
 
@@ -239,19 +257,6 @@ func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []kaf
 		for _, hdr := range f.Headers {
 			out[i].Headers = append(out[i].Headers, kafkaio.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
 		}
-	}
-	return out
-}
-
-// identities maps each guard of the matched route to the subject it
-// established.
-func identities(m *route.Match) map[string]string {
-	if len(m.Identities) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m.Identities))
-	for g, id := range m.Identities {
-		out[g] = id.Subject
 	}
 	return out
 }

@@ -14,7 +14,7 @@ import (
 // A stream whose topic gained partitions ends with UNAVAILABLE, telling the
 // client the counts and to resume by id.
 func TestStreamEndPartitionsChanged(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	for _, c := range []struct {
 		err  error
 		want string

@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -69,52 +69,38 @@ const (
 	messageHeader = "gateway:message"
 )
 
-// maxIdempotencyKey bounds an idempotency key (DESIGN §6.3).
-const maxIdempotencyKey = 128
-
-func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, call *capability.GRPCCall) capability.Status {
+func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
 	w := call.Match.Route.With
 	opts := grpcOptions(call.Match.Binding)
 	h.calls.Add(1)
 	defer h.calls.Add(-1)
 
-	idem, given, st := idempotencyKey(call.Headers, opts.IdempotencyMetadata)
+	refs := kafkaroute.RefsOf(call.Match)
+	given, st := idempotencyKey(refs, call.Headers, opts.IdempotencyMetadata)
 	if st != nil {
 		return *st
 	}
-	idents := identities(call.Match)
-	resolve := func(p config.TemplatePart) string {
-		switch p.Ref {
-		case config.RefIdempotencyKey:
-			return idem
-		case config.RefGuardIdentity:
-			return idents[p.Name]
-		}
-		return ""
-	}
-	topic := w.Topic.Expand(resolve)
-	if !w.Topic.Static() {
-		if st, bad := checkTopic(topic, w.TopicPattern); bad {
-			return st
-		}
+	topic, err := kafkaroute.Topic(w, refs.Resolve)
+	if err != nil {
+		return capability.NewStatus(codes.InvalidArgument, err.Error())
 	}
 	overrides := make([]kafkaio.Header, 0, len(w.Overrides))
 	for _, o := range w.Overrides {
-		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(resolve))})
+		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(refs.Resolve))})
 	}
 	var key []byte // nil: no key
 	if w.Key != nil {
-		key = []byte(w.Key.Expand(resolve))
+		key = []byte(w.Key.Expand(refs.Resolve))
 	}
 	var cid string
 	if w.ReplyTo != "" {
-		cid = correlationID(idem, opts.Correlation, call.Service, call.Method, w.ReplyTo, overrides, idents)
+		cid = correlationID(refs.IdempotencyKey, opts.Correlation, call.Service, call.Method, w.ReplyTo, overrides, refs.Identities)
 		if w.Key == nil {
 			key = []byte(cid)
 		}
 	}
 	if len(key) == 0 {
-		compacted, err := h.compaction.compacted(ctx, cl, call.Match.Route.Exit, topic, call.Limits.KafkaTimeout)
+		compacted, err := h.kafka.Compaction.Compacted(ctx, kr.Cluster, kr.Exit, topic, call.Limits.KafkaTimeout)
 		switch {
 		case err != nil:
 			return topicStatus(err, topic, w.Topic.Static())
@@ -123,12 +109,8 @@ func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, call *capabi
 				"topic %q is compacted, so its records need a key, and this call resolves an empty one (the route's with.key)", topic))
 		}
 	}
-	prod, err := cl.Producer(kafkaio.AcksFromName(string(w.Acks)))
-	if err != nil {
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("no producer for kafka binding %q: %v", call.Match.Route.Exit, err))
-	}
 	pc := &produceCall{
-		h: h, call: call, prod: prod, topic: topic, static: w.Topic.Static(), key: key,
+		h: h, call: call, prod: kr.Producer, topic: topic, static: w.Topic.Static(), key: key,
 		limits: call.Limits,
 	}
 	if w.ReplyTo == "" {
@@ -143,38 +125,25 @@ func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, call *capabi
 		kafkaio.Header{Key: c.CorrelationID, Value: []byte(cid)},
 	)
 	pc.headers = append(pc.headers, requestMeta(call.Headers)...)
-	return pc.requestReply(ctx, cl, w.ReplyTo, cid, given, opts.IdempotencyMetadata)
+	return pc.requestReply(ctx, kr, w.ReplyTo, cid, given, opts.IdempotencyMetadata)
 }
 
-// idempotencyKey reads the idempotency metadata, or generates the UUID that
-// stands for it.
-func idempotencyKey(hs route.Headers, name string) (key string, given bool, st *capability.Status) {
+// idempotencyKey reads the idempotency metadata into refs, or generates the
+// UUID that stands for it.
+func idempotencyKey(refs *kafkaroute.Refs, hs route.Headers, name string) (given bool, st *capability.Status) {
 	vs := hs.Values(name)
+	key, given, err := kafkaroute.IdempotencyKey(vs)
 	switch {
-	case len(vs) == 0:
-		return uuid.NewString(), false, nil
-	case len(vs) > 1:
+	case errors.Is(err, kafkaroute.ErrRepeatedKey):
 		s := capability.NewStatus(codes.InvalidArgument, fmt.Sprintf("send one %s, not %d", name, len(vs)))
-		return "", false, &s
-	case !validIdempotencyKey(vs[0]):
+		return false, &s
+	case err != nil:
 		s := capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
-			"%s must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, maxIdempotencyKey))
-		return "", false, &s
+			"%s must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, kafkaroute.MaxIdempotencyKey))
+		return false, &s
 	}
-	return vs[0], true, nil
-}
-
-func validIdempotencyKey(k string) bool {
-	if k == "" || len(k) > maxIdempotencyKey {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-') {
-			return false
-		}
-	}
-	return true
+	refs.IdempotencyKey = key
+	return given, nil
 }
 
 // correlationID is `<idempotency key>-<hex md5>` over the service, method
@@ -244,12 +213,16 @@ const (
 	halfClosed                 // the terminal record was acknowledged
 )
 
-func (pc *produceCall) requestReply(ctx context.Context, cl *kafkaio.Cluster, replyTo, cid string, given bool, idemName string) capability.Status {
-	watch := cl.Replies.Watch(replyTo, cid) // before anything is produced: no reply can be missed
-	defer watch.Close()
-	fk := flightKey{cluster: pc.call.Match.Route.Exit, replyTo: replyTo, cid: cid}
-	lead := pc.h.flights.join(fk)
-	defer pc.h.flights.leave(fk)
+func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, replyTo, cid string, given bool, idemName string) capability.Status {
+	cl := kr.Cluster
+	// The flight's watch is registered before anything is produced: no reply
+	// can be missed. A call attaching to a flight shares it.
+	f, lead := pc.h.flights.Join(kafkaroute.FlightKey{Cluster: kr.Exit, ReplyTo: replyTo, CID: cid},
+		func() *kafkaio.ReplyWatch { return cl.Replies.Watch(replyTo, cid) })
+	defer pc.h.flights.Leave(f)
+	if lead {
+		defer pc.h.flights.Leave(f) // the lead's reference: this call runs the flight itself
+	}
 
 	attach := !lead
 	if lead && given {
@@ -262,7 +235,7 @@ func (pc *produceCall) requestReply(ctx context.Context, cl *kafkaio.Cluster, re
 			}
 			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; retry shortly", replyTo, err))
 		}
-		attach = len(watch.Records()) > 0
+		attach = len(f.Watch.Records()) > 0
 	}
 
 	events := make(chan progress, 4)
@@ -271,26 +244,12 @@ func (pc *produceCall) requestReply(ctx context.Context, cl *kafkaio.Cluster, re
 	var wg sync.WaitGroup
 	defer wg.Wait() // nothing the call started outlives it
 	defer stop()
-	var timer *time.Timer
-	var timeout <-chan time.Time
-	arm := func() {
-		if timer == nil {
-			timer = time.NewTimer(pc.limits.ReplyTimeout)
-			timeout = timer.C
-			return
-		}
-		timer.Reset(pc.limits.ReplyTimeout)
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	waitingEnd := false // the request stream ended: every silence counts
+	rw := &replyWait{pc: pc, watch: f.Watch}
+	defer rw.stop()
 	if attach {
 		pc.h.replays.Add(1)
-		waitingEnd = true
-		arm()
+		rw.waitingEnd = true
+		rw.arm()
 	} else {
 		wg.Add(1)
 		go func() {
@@ -298,47 +257,90 @@ func (pc *produceCall) requestReply(ctx context.Context, cl *kafkaio.Cluster, re
 			pc.produceRequests(pctx, ctx, events, failed)
 		}()
 	}
+	return rw.run(ctx, events, failed, replyTo, idemName)
+}
 
-	sent := 0
-	headers := false
+// replyWait relays a call's replies and bounds the silence between them by
+// limits.reply-timeout.
+type replyWait struct {
+	pc      *produceCall
+	watch   *kafkaio.ReplyWatch
+	sent    int  // reply records relayed
+	headers bool // the response headers went out
+	// waitingEnd: the request stream ended, so every silence counts.
+	waitingEnd bool
+	timer      *time.Timer
+	timeout    <-chan time.Time
+}
+
+// arm starts (or restarts) the reply timeout.
+func (rw *replyWait) arm() {
+	if rw.timer == nil {
+		rw.timer = time.NewTimer(rw.pc.limits.ReplyTimeout)
+		rw.timeout = rw.timer.C
+		return
+	}
+	rw.timer.Reset(rw.pc.limits.ReplyTimeout)
+}
+
+func (rw *replyWait) stop() {
+	if rw.timer != nil {
+		rw.timer.Stop()
+	}
+}
+
+// run relays replies until the terminal one, a failure, the timeout or the
+// call's end.
+func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-chan error, replyTo, idemName string) capability.Status {
+	pc := rw.pc
 	for {
-		recs, _, changed := watch.State()
-		for ; sent < len(recs); sent++ {
-			r := recs[sent]
-			if r.Value == nil {
-				return terminalStatus(r)
-			}
-			if !headers {
-				headers = true
-				if err := pc.call.Out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
-					return capability.NewStatus(codes.Canceled, "the call ended")
-				}
-			}
-			if err := pc.call.Out.Send(ctx, r.Value); err != nil {
-				return capability.NewStatus(codes.Canceled, "the call ended")
-			}
-			if waitingEnd {
-				arm()
-			} else if timer != nil {
-				timer.Stop() // the client may think: the clock restarts when it sends
-			}
+		recs, _, changed := rw.watch.State()
+		if st, done := rw.relay(ctx, recs); done {
+			return st
 		}
 		select {
 		case <-changed:
 		case ev := <-events:
 			if ev == halfClosed {
-				waitingEnd = true
+				rw.waitingEnd = true
 			}
-			arm()
+			rw.arm()
 		case err := <-failed:
 			return produceStatus(err, pc.topic, pc.static, idemName)
-		case <-timeout:
+		case <-rw.timeout:
 			return capability.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
 				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q?", pc.limits.ReplyTimeout, replyTo, pc.topic))
 		case <-ctx.Done():
 			return capability.NewStatus(codes.Canceled, "the call ended")
 		}
 	}
+}
+
+// relay sends the reply records not sent yet; done once the terminal one
+// came or a send failed.
+func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capability.Status, bool) {
+	out := rw.pc.call.Out
+	for ; rw.sent < len(recs); rw.sent++ {
+		r := recs[rw.sent]
+		if r.Value == nil {
+			return terminalStatus(r), true
+		}
+		if !rw.headers {
+			rw.headers = true
+			if err := out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
+				return capability.NewStatus(codes.Canceled, "the call ended"), true
+			}
+		}
+		if err := out.Send(ctx, r.Value); err != nil {
+			return capability.NewStatus(codes.Canceled, "the call ended"), true
+		}
+		if rw.waitingEnd {
+			rw.arm()
+		} else if rw.timer != nil {
+			rw.timer.Stop() // the client may think: the clock restarts when it sends
+		}
+	}
+	return capability.Status{}, false
 }
 
 // produceRequests writes a record per request message and the terminal
@@ -426,33 +428,4 @@ func produceStatus(err error, topic string, static bool, idemName string) capabi
 			"the record for topic %q was not acknowledged in time and may or may not have been written; %s", topic, retry))
 	}
 	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the record for topic %q could not be written (%v); %s", topic, err, retry))
-}
-
-// flights are the correlation ids this replica is producing for or waiting
-// on: a second call with the same id (a replay while the first is in flight)
-// attaches to the first instead of producing again.
-type flights struct {
-	mu sync.Mutex
-	m  map[flightKey]int
-}
-
-type flightKey struct{ cluster, replyTo, cid string }
-
-// join reports whether the call leads (no other call with the id is in flight).
-func (f *flights) join(k flightKey) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[flightKey]int{}
-	}
-	f.m[k]++
-	return f.m[k] == 1
-}
-
-func (f *flights) leave(k flightKey) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m[k]--; f.m[k] <= 0 {
-		delete(f.m, k)
-	}
 }

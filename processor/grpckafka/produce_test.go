@@ -7,6 +7,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -41,7 +42,9 @@ func TestIdempotencyKeys(t *testing.T) {
 		{route.Headers{{Name: "idempotency-key", Value: string(make([]byte, 129))}}, false, true},
 		{route.Headers{{Name: "idempotency-key", Value: "a"}, {Name: "idempotency-key", Value: "b"}}, false, true},
 	} {
-		k, given, st := idempotencyKey(tc.hs, "idempotency-key")
+		refs := &kafkaroute.Refs{}
+		given, st := idempotencyKey(refs, tc.hs, "idempotency-key")
+		k := refs.IdempotencyKey
 		if (st != nil) != tc.bad || given != tc.given || (st == nil && k == "") {
 			t.Errorf("%v: %q %v %v", tc.hs, k, given, st)
 		}

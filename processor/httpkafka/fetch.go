@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -34,29 +34,26 @@ type FetchRequest struct {
 	Identities  map[string]string // guard name → identity
 	IfNoneMatch []string          // every if-none-match value
 	Prefer      []string          // every prefer value
+	// Limits are those of the route snapshot the request matched in, so a
+	// route's answers follow the limits in force, not its first request's.
+	Limits config.Limits
 }
 
 // fetchRequest reads a FetchRequest off a matched request.
 func fetchRequest(req *capability.HTTPRequest) FetchRequest {
-	fr := FetchRequest{
+	return FetchRequest{
 		Params:      req.Match.Params,
+		Identities:  kafkaroute.Identities(req.Match.Identities),
 		IfNoneMatch: req.Headers.Values("if-none-match"),
 		Prefer:      req.Headers.Values("prefer"),
+		Limits:      req.Limits,
 	}
-	if len(req.Match.Identities) > 0 {
-		fr.Identities = make(map[string]string, len(req.Match.Identities))
-		for g, id := range req.Match.Identities {
-			fr.Identities[g] = id.Subject
-		}
-	}
-	return fr
 }
 
 // Fetch answers the requests of one fetch route from a view of its topic.
 type Fetch struct {
 	with   *config.With
 	source ViewSource
-	limits config.Limits
 
 	// cache holds rendered answers per selection (resolved filters), valid
 	// for one view version: a write renders each selection once, however
@@ -80,8 +77,8 @@ type cached struct {
 const maxCached = 4096
 
 // NewFetch compiles a fetch route.
-func NewFetch(with *config.With, source ViewSource, limits config.Limits) *Fetch {
-	return &Fetch{with: with, source: source, limits: limits, cache: map[string]*cached{}}
+func NewFetch(with *config.With, source ViewSource) *Fetch {
+	return &Fetch{with: with, source: source, cache: map[string]*cached{}}
 }
 
 // answer is the state of a selection in a view.
@@ -109,37 +106,17 @@ type filter struct {
 // N runs out, ctx ends (the client left) or drain ends (the process stops:
 // the current state is sent).
 func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.HTTPResponse {
-	resolve := func(p config.TemplatePart) string {
-		switch p.Ref {
-		case config.RefParam:
-			return req.Params[p.Name]
-		case config.RefGuardIdentity:
-			return req.Identities[p.Name]
-		}
-		return ""
+	refs := &kafkaroute.Refs{Params: req.Params, Identities: req.Identities}
+	topic, err := kafkaroute.Topic(f.with, refs.Resolve)
+	if err != nil {
+		return capability.ProblemResponse(http.StatusBadRequest, err.Error())
 	}
-	topic := f.with.Topic.Expand(resolve)
-	if !f.with.Topic.Static() {
-		if r, bad := checkTopic(topic, f.with.TopicPattern); bad {
-			return r
-		}
-	}
-	sel := f.selection(resolve)
+	sel := f.selection(refs.Resolve)
 
-	view, err := f.source.HoldView(ctx, topic, f.limits.KafkaTimeout)
-	switch {
-	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
-		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
-	case errors.Is(err, kafkaio.ErrTooManyViews):
-		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
-	case errors.Is(err, kafkaio.ErrUnknownTopic):
-		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
-	case err != nil && ctx.Err() != nil:
-		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
-	case err != nil:
-		return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
+	view, err := f.source.HoldView(ctx, topic, req.Limits.KafkaTimeout)
+	if err != nil {
+		return f.viewFailure(ctx, err, topic)
 	}
-
 	defer view.Release()
 
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
@@ -147,15 +124,36 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	var wait time.Duration
 	var applied string
 	if prefs.WaitSet {
-		wait = min(prefs.Wait, f.limits.MaxWait)
+		wait = min(prefs.Wait, req.Limits.MaxWait)
 		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
 	}
-	deadline := time.Now().Add(wait)
 
 	// A tag ahead of this replica (another replica answered the client):
 	// wait, bounded, until this view has read what the client has seen.
-	f.waitUntilCaughtUp(ctx, drain, view, inm)
+	f.waitUntilCaughtUp(ctx, drain, view, inm, req.Limits.KafkaTimeout)
+	return f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, time.Now().Add(wait), topic)
+}
 
+// viewFailure answers a request whose topic's view cannot be held.
+func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capability.HTTPResponse {
+	switch {
+	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
+		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, kafkaio.ErrTooManyViews):
+		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
+	case errors.Is(err, kafkaio.ErrUnknownTopic):
+		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+	case ctx.Err() != nil:
+		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
+	}
+	return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
+}
+
+// answerOrWait answers from the view, or, while the answer is what the
+// client has (its if-none-match, or a missing record it waits for), waits
+// for a change until deadline, ctx or drain.
+func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel selection, inm httphdr.IfNoneMatch,
+	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {
 	for {
 		ans := f.answer(view, sel)
 		waiting := ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline)
@@ -164,7 +162,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 			if !waiting {
 				return notModified(ans, applied)
 			}
-		case ans.status == http.StatusNotFound && prefs.WaitSet:
+		case ans.status == http.StatusNotFound && waitSet:
 			if !waiting {
 				return notFound(topic, applied)
 			}
@@ -195,7 +193,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 
 // waitUntilCaughtUp waits (at most kafka-timeout) while the client's tag
 // names offsets this view has not read yet.
-func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View, inm httphdr.IfNoneMatch) {
+func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View, inm httphdr.IfNoneMatch, kafkaTimeout time.Duration) {
 	var need []map[int32]int64
 	for _, t := range inm.Tags {
 		if offs, ok := tagOffsets(view, t); ok && behind(view, offs) {
@@ -205,7 +203,7 @@ func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View
 	if len(need) == 0 {
 		return
 	}
-	timer := time.NewTimer(f.limits.KafkaTimeout)
+	timer := time.NewTimer(kafkaTimeout)
 	defer timer.Stop()
 	for {
 		changed := view.Changed()
@@ -458,39 +456,6 @@ func withApplied(r *capability.HTTPResponse, applied string) *capability.HTTPRes
 		r.Headers = append(r.Headers, route.Header{Name: "preference-applied", Value: applied})
 	}
 	return r
-}
-
-// checkTopic refuses resolved topic names outside the route's pattern,
-// internal topics, and names Kafka cannot have. The last check comes first:
-// librdkafka takes names as C strings, so "secret\x00-public" would match
-// the pattern *-public here and reach Kafka as "secret".
-func checkTopic(topic, pattern string) (*capability.HTTPResponse, bool) {
-	if topic != "" && !legalTopic(topic) {
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
-			"topic %q is not a legal Kafka topic name (1 to 249 characters of A-Z a-z 0-9 . _ -, not . or ..)", topic)), true
-	}
-	if topic == "" || strings.HasPrefix(topic, "_") {
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("topic %q is not allowed: names starting with '_' (or empty) are refused", topic)), true
-	}
-	if ok, err := path.Match(pattern, topic); err != nil || !ok {
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("topic %q does not match the route's topic-pattern %q", topic, pattern)), true
-	}
-	return nil, false
-}
-
-// legalTopic reports whether name is a legal Kafka topic name (Kafka's
-// Topic.validate): 1 to 249 characters of [a-zA-Z0-9._-], not "." or "..".
-func legalTopic(name string) bool {
-	if name == "" || len(name) > 249 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // unavailable is 503 with retry-after: Kafka is unreachable or the view is

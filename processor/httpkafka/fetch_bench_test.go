@@ -44,7 +44,7 @@ func benchFetch(b *testing.B, route int) *Fetch {
 	}
 	for _, bd := range cfg.Bindings {
 		if bd.Name == "http0" {
-			return NewFetch(bd.Routes[route].With, nil, cfg.Limits)
+			return NewFetch(bd.Routes[route].With, nil)
 		}
 	}
 	b.Fatal("no binding http0")

@@ -51,7 +51,7 @@ limits: { max-wait: 20s, kafka-timeout: 10s }
 type fixture struct {
 	t      *testing.T
 	broker *embedded.Broker
-	client *kafkaio.Client
+	client *kafkaio.Views
 	cfg    *config.Config
 	prod   *kafka.Producer
 }
@@ -77,8 +77,8 @@ func newFixture(t *testing.T, partitions int32) *fixture {
 	return f
 }
 
-func (f *fixture) newClient() *kafkaio.Client {
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{
+func (f *fixture) newClient() *kafkaio.Views {
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": f.broker.Addr()}, KafkaTimeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -88,8 +88,8 @@ func (f *fixture) newClient() *kafkaio.Client {
 	return c
 }
 
-func (f *fixture) route(i int, c *kafkaio.Client) *httpkafka.Fetch {
-	return httpkafka.NewFetch(f.cfg.Bindings[0].Routes[i].With, c, f.cfg.Limits)
+func (f *fixture) route(i int, c *kafkaio.Views) *httpkafka.Fetch {
+	return httpkafka.NewFetch(f.cfg.Bindings[0].Routes[i].With, c)
 }
 
 // put writes a record (value nil = tombstone) and waits for its acknowledgement.
@@ -118,8 +118,14 @@ func header(r *capability.HTTPResponse, name string) string {
 	return ""
 }
 
+// fixtureLimits are the limits of the fixture's configuration: a request
+// carries the limits of the snapshot it matched in.
+func fixtureLimits() config.Limits {
+	return config.Limits{MaxWait: 20 * time.Second, KafkaTimeout: 10 * time.Second}
+}
+
 func get(fetch *httpkafka.Fetch, params map[string]string, hdrs ...string) *capability.HTTPResponse {
-	req := httpkafka.FetchRequest{Params: params}
+	req := httpkafka.FetchRequest{Params: params, Limits: fixtureLimits()}
 	for i := 0; i+1 < len(hdrs); i += 2 {
 		switch hdrs[i] {
 		case "if-none-match":
@@ -368,12 +374,12 @@ bindings:
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := kafkaio.NewClient(kafkaio.ClientOptions{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second})
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	route := httpkafka.NewFetch(cfg.Bindings[0].Routes[0].With, c, cfg.Limits)
+	route := httpkafka.NewFetch(cfg.Bindings[0].Routes[0].With, c)
 	for topic, want := range map[string]int{"tenant-a": http.StatusNotFound, "tenant-missing": http.StatusNotFound, "other": http.StatusBadRequest, "_internal": http.StatusBadRequest} {
 		if r := get(route, map[string]string{"topic": topic, "id": "x"}); r.Status != want {
 			t.Errorf("topic %s: %d %s, want %d", topic, r.Status, r.Body, want)

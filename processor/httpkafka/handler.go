@@ -5,28 +5,29 @@ package httpkafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
 
 // Handler answers every request the exchange matched to an http-kafka route;
 // it dispatches on the route's capability. It is the processor's
 // capability.HTTPHandler.
 //
-// Fetch and produce are answered from the route's kafka binding. Without
-// one (New with no clusters) a matched route answers 501 with a problem
-// naming the capability and topic, so a configuration can be tried
-// (routing, guards, limits) before its Kafka side exists.
+// Fetch and produce are answered from the route's Kafka side (package
+// kafkaroute). Without one (New with no clusters) a matched route answers
+// 501 with a problem naming the capability and topic, so a configuration can
+// be tried (routing, guards, limits) before its Kafka side exists.
 type Handler struct {
-	log      *slog.Logger
-	clusters map[string]*kafkaio.Cluster // by kafka binding name
+	log   *slog.Logger
+	kafka *kafkaroute.Kafka
 
 	// fetches holds the compiled fetch routes, keyed by their `with`: a
 	// reload brings new routes and so new entries, while views (keyed by
@@ -35,21 +36,23 @@ type Handler struct {
 
 	// Produce state is keyed by cluster, topic and correlation id, never by
 	// route, so it carries over a reload.
-	flights      flights
-	compaction   compaction
+	flights      kafkaroute.Flights
 	replyWaiters atomic.Int64 // produce requests and follow-ups waiting for a reply now
 	replays      atomic.Int64 // requests answered from a stored reply without producing
 }
 
 var _ capability.HTTPHandler = (*Handler)(nil)
 
-// New returns the http-kafka handler. clusters are the kafka bindings by
-// name (nil: every route answers 501).
-func New(log *slog.Logger, clusters map[string]*kafkaio.Cluster) *Handler {
+// New returns the http-kafka handler answering from the Kafka side of the
+// routes (nil: none is connected, every route answers 501).
+func New(log *slog.Logger, kafka *kafkaroute.Kafka) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{log: log, clusters: clusters}
+	if kafka == nil {
+		kafka = kafkaroute.New(nil)
+	}
+	return &Handler{log: log, kafka: kafka}
 }
 
 // HandleHTTP answers one matched request.
@@ -59,19 +62,23 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 		return capability.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
 	}
+	kr, err := h.kafka.Route(req.Match.Binding, r)
+	switch {
+	case errors.Is(err, kafkaroute.ErrNotConnected):
+		return capability.ProblemResponse(http.StatusNotImplemented,
+			fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))
+	case err != nil:
+		return unavailable(fmt.Sprintf("Kafka is not available for topic %q: %v", r.With.Topic.Raw, err))
+	}
 	switch r.With.Capability {
 	case config.Fetch:
-		if src, ok := h.clusters[r.Exit]; ok {
-			f, ok := h.fetches.Load(r.With)
-			if !ok {
-				f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, src, req.Limits))
-			}
-			return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
+		f, ok := h.fetches.Load(r.With)
+		if !ok {
+			f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, kr.Cluster.Views))
 		}
+		return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
 	case config.Produce:
-		if cl, ok := h.clusters[r.Exit]; ok {
-			return h.produce(ctx, cl, req)
-		}
+		return h.produce(ctx, kr, req)
 	}
 	return capability.ProblemResponse(http.StatusNotImplemented,
 		fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))
@@ -86,7 +93,7 @@ func (h *Handler) Replays() int64 { return h.replays.Load() }
 
 // InFlight is the number of correlation ids this replica is producing or
 // waiting on (requests attached to one count once).
-func (h *Handler) InFlight() int { return h.flights.len() }
+func (h *Handler) InFlight() int { return h.flights.Len() }
 
 // Retain drops the compiled fetch routes (and their render caches) that cfg
 // no longer has, once a reload swapped it in. A route with long polls still

@@ -1,8 +1,11 @@
 package httpkafka
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -12,7 +15,7 @@ func TestRetainDropsRoutesAReloadRemoved(t *testing.T) {
 	kept, gone, held := &config.With{}, &config.With{}, &config.With{}
 	h := New(nil, nil)
 	for _, w := range []*config.With{kept, gone, held} {
-		h.fetches.Store(w, NewFetch(w, nil, config.Limits{}))
+		h.fetches.Store(w, NewFetch(w, nil))
 	}
 	f, _ := h.fetches.Load(held)
 	f.(*Fetch).waiting.Add(1)
@@ -33,5 +36,29 @@ func TestRetainDropsRoutesAReloadRemoved(t *testing.T) {
 	h.fetches.Range(func(any, any) bool { n++; return true })
 	if n != 0 {
 		t.Errorf("%d routes left after a reload to none, the long poll over", n)
+	}
+}
+
+// holdWaits records the wait each HoldView is given, and has no topic.
+type holdWaits struct{ waits []time.Duration }
+
+func (h *holdWaits) HoldView(_ context.Context, _ string, wait time.Duration) (*kafkaio.View, error) {
+	h.waits = append(h.waits, wait)
+	return nil, kafkaio.ErrUnknownTopic
+}
+
+// A compiled fetch route answers each request under the limits of the
+// snapshot it matched in, not those of the route's first request.
+func TestFetchFollowsEachRequestsLimits(t *testing.T) {
+	src := &holdWaits{}
+	w := &config.With{Capability: config.Fetch, Topic: config.Template{Raw: "items", Parts: []config.TemplatePart{{Literal: "items"}}}}
+	f := NewFetch(w, src)
+	for _, kt := range []time.Duration{time.Second, 2 * time.Second} {
+		if r := f.Serve(context.Background(), context.Background(), FetchRequest{Limits: config.Limits{KafkaTimeout: kt}}); r.Status != 503 {
+			t.Fatalf("a missing static topic: %d, want 503", r.Status)
+		}
+	}
+	if len(src.waits) != 2 || src.waits[0] != time.Second || src.waits[1] != 2*time.Second {
+		t.Fatalf("HoldView waits %v, want [1s 2s]: each request's kafka-timeout", src.waits)
 	}
 }

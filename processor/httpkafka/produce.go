@@ -8,15 +8,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -57,34 +55,33 @@ import (
 // a route with async are answered 202 + location.
 
 // produce answers one request matched to a produce route.
-func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest) *capability.HTTPResponse {
 	w := req.Match.Route.With
 	opts := httpOptions(req.Match.Binding)
 	if isFollowUp(req) {
-		return h.followUp(ctx, cl, req, opts)
+		return h.followUp(ctx, kr, req, opts)
 	}
-	p := &produceCall{req: req, with: w, opts: opts}
+	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
 	if bad := p.idempotencyKey(); bad != nil {
 		return bad
 	}
 	if bad := p.contentType(); bad != nil {
 		return bad
 	}
-	topic := w.Topic.Expand(p.resolve)
-	if !w.Topic.Static() {
-		if r, bad := checkTopic(topic, w.TopicPattern); bad {
-			return r
-		}
+	topic, err := kafkaroute.Topic(w, p.refs.Resolve)
+	if err != nil {
+		return capability.ProblemResponse(http.StatusBadRequest, err.Error())
 	}
 	var key []byte // nil: no key; a template resolving to "" gives an empty key
 	if w.Key != nil {
-		key = []byte(w.Key.Expand(p.resolve))
+		key = []byte(w.Key.Expand(p.refs.Resolve))
 	}
 	if len(key) == 0 {
-		compacted, err := h.compaction.compacted(ctx, cl, req.Match.Route.Exit, topic, req.Limits.KafkaTimeout)
+		compacted, err := h.kafka.Compaction.Compacted(ctx, kr.Cluster, kr.Exit, topic, req.Limits.KafkaTimeout)
 		switch {
 		case err != nil:
-			return produceFailure(ctx, err, topic, w.Topic.Static())
+			// The record cannot be written before the probe answers.
+			return produceFailure(ctx, fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err), topic, w.Topic.Static())
 		case compacted:
 			return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 				"topic %q is compacted, so its records need a key, and this request resolves an empty one (the route's with.key)", topic))
@@ -92,11 +89,11 @@ func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, req *capabil
 	}
 	overrides := make([]kafkaio.Header, 0, len(w.Overrides))
 	for _, o := range w.Overrides {
-		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(p.resolve))})
+		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(p.refs.Resolve))})
 	}
 	rec := &kafkaio.Record{Topic: topic, Key: key}
 	if w.ReplyTo == "" {
-		return h.oneway(ctx, cl, req, rec, overrides)
+		return h.oneway(ctx, kr, req, rec, overrides)
 	}
 
 	body := req.Body
@@ -108,11 +105,11 @@ func (h *Handler) produce(ctx context.Context, cl *kafkaio.Cluster, req *capabil
 	rec.Headers = requestHeaders(c, req.Headers, req.Match.Identities,
 		opts.Correlation.ReplyTo, w.ReplyTo, opts.Correlation.CorrelationID, overrides)
 	c.field(body)
-	p.cid = c.id(p.idem, req.Match.Identities)
-	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.cid)})
+	p.refs.CorrelationID = c.id(p.refs.IdempotencyKey, req.Match.Identities)
+	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
-	return h.requestReply(ctx, cl, p, rec)
+	return h.requestReply(ctx, kr, p, rec)
 }
 
 // produceCall is one produce request being answered.
@@ -120,8 +117,9 @@ type produceCall struct {
 	req  *capability.HTTPRequest
 	with *config.With
 	opts *config.HTTPOptions
-	idem string // the idempotency key, given or generated
-	cid  string // the correlation id, once computed
+	// refs resolve the route's templates; its idempotency key is given or
+	// generated, its correlation id set once computed.
+	refs *kafkaroute.Refs
 }
 
 // idempotencyKey reads the idempotency header, or generates the UUID that
@@ -129,17 +127,15 @@ type produceCall struct {
 func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
 	name := p.opts.IdempotencyHeader
 	vs := p.req.Headers.Values(name)
+	key, _, err := kafkaroute.IdempotencyKey(vs)
 	switch {
-	case len(vs) == 0:
-		p.idem = uuid.NewString()
-		return nil
-	case len(vs) > 1:
+	case errors.Is(err, kafkaroute.ErrRepeatedKey):
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
-	case !validIdempotencyKey(vs[0]):
+	case err != nil:
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
-			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, maxIdempotencyKey))
+			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, kafkaroute.MaxIdempotencyKey))
 	}
-	p.idem = vs[0]
+	p.refs.IdempotencyKey = key
 	return nil
 }
 
@@ -157,21 +153,6 @@ func (p *produceCall) contentType() *capability.HTTPResponse {
 	return nil
 }
 
-// resolve expands references in the route's topic, key and overrides.
-func (p *produceCall) resolve(part config.TemplatePart) string {
-	switch part.Ref {
-	case config.RefParam:
-		return p.req.Match.Params[part.Name]
-	case config.RefIdempotencyKey:
-		return p.idem
-	case config.RefGuardIdentity:
-		return p.req.Match.Identities[part.Name].Subject
-	case config.RefCorrelationID:
-		return p.cid
-	}
-	return ""
-}
-
 // resolveURL expands references in async values, which are URLs (the
 // location): path parameters, percent-decoded when matched, are escaped
 // again so each stays one segment.
@@ -179,7 +160,7 @@ func (p *produceCall) resolveURL(part config.TemplatePart) string {
 	if part.Ref == config.RefParam {
 		return url.PathEscape(p.req.Match.Params[part.Name])
 	}
-	return p.resolve(part)
+	return p.refs.Resolve(part)
 }
 
 // accepted is the 202 of an async request: every async entry as a header.
@@ -219,7 +200,7 @@ func isFollowUp(req *capability.HTTPRequest) bool {
 }
 
 // oneway writes the record and answers 204 once it is acknowledged.
-func (h *Handler) oneway(ctx context.Context, cl *kafkaio.Cluster, req *capability.HTTPRequest,
+func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest,
 	rec *kafkaio.Record, overrides []kafkaio.Header) *capability.HTTPResponse {
 	w := req.Match.Route.With
 	if ct, ok := req.Headers.Lookup("content-type"); ok {
@@ -235,11 +216,7 @@ func (h *Handler) oneway(ctx context.Context, cl *kafkaio.Cluster, req *capabili
 	default:
 		rec.Value = req.Body
 	}
-	prod, err := cl.Producer(kafkaio.AcksFromName(string(w.Acks)))
-	if err == nil {
-		_, _, err = prod.Produce(ctx, rec)
-	}
-	if err != nil {
+	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 		return produceFailure(ctx, err, rec.Topic, w.Topic.Static())
 	}
 	return &capability.HTTPResponse{Status: http.StatusNoContent}
@@ -247,24 +224,23 @@ func (h *Handler) oneway(ctx context.Context, cl *kafkaio.Cluster, req *capabili
 
 // requestReply joins (or leads) the flight of the correlation id and
 // answers from its reply.
-func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *produceCall, rec *kafkaio.Record) *capability.HTTPResponse {
-	w, req := p.with, p.req
-	// Startup indexes every reply-to topic; one that a reload brought in is
-	// indexed from its first request (a no-op once added).
-	cl.Replies.Add(w.ReplyTo, p.opts.Correlation.CorrelationID)
-	f, lead := h.flights.join(flightKey{cluster: req.Match.Route.Exit, replyTo: w.ReplyTo, cid: p.cid},
-		func() *kafkaio.ReplyWatch { return cl.Replies.Watch(w.ReplyTo, p.cid) })
-	defer h.flights.leave(f)
+func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *kafkaio.Record) *capability.HTTPResponse {
+	w, req, cid := p.with, p.req, p.refs.CorrelationID
+	// The reply topic is indexed when the routes are prepared (start and
+	// reload), before any request can match the route.
+	f, lead := h.flights.Join(kafkaroute.FlightKey{Cluster: kr.Exit, ReplyTo: w.ReplyTo, CID: cid},
+		func() *kafkaio.ReplyWatch { return kr.Cluster.Replies.Watch(w.ReplyTo, cid) })
+	defer h.flights.Leave(f)
 	if lead {
-		go h.lead(context.WithoutCancel(ctx), f, cl, w, rec, req.Limits.KafkaTimeout)
+		go h.lead(context.WithoutCancel(ctx), f, kr, w, rec, req.Limits.KafkaTimeout)
 	}
 	select {
-	case <-f.done:
+	case <-f.Done:
 	case <-ctx.Done():
 		return gone()
 	}
-	if f.err != nil {
-		return produceFailure(ctx, f.err, rec.Topic, w.Topic.Static())
+	if f.Err != nil {
+		return produceFailure(ctx, f.Err, rec.Topic, w.Topic.Static())
 	}
 
 	prefs := httphdr.ParsePrefer(req.Headers.Values("prefer"))
@@ -275,7 +251,7 @@ func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *prod
 		}
 		wait := min(prefs.Wait, req.Limits.MaxWait)
 		applied := "wait=" + strconv.Itoa(int(wait/time.Second))
-		r, end := h.awaitReply(ctx, req.Drain, f.watch, wait)
+		r, end := h.awaitReply(ctx, req.Drain, f.Watch, wait)
 		switch end {
 		case replied:
 			return p.reply(r, applied)
@@ -289,7 +265,7 @@ func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *prod
 	if async {
 		drain = req.Drain // a synchronous wait elsewhere is bounded by reply-timeout anyway
 	}
-	r, end := h.awaitReply(ctx, drain, f.watch, req.Limits.ReplyTimeout)
+	r, end := h.awaitReply(ctx, drain, f.Watch, req.Limits.ReplyTimeout)
 	switch end {
 	case replied:
 		return p.reply(r, "")
@@ -311,51 +287,48 @@ func (h *Handler) requestReply(ctx context.Context, cl *kafkaio.Cluster, p *prod
 // only if no reply is stored. It runs apart from the request that started
 // it, so that request's client leaving does not fail the requests attached
 // to the flight; Produce bounds it by the Kafka timeout.
-func (h *Handler) lead(ctx context.Context, f *flight, cl *kafkaio.Cluster, w *config.With, rec *kafkaio.Record, kafkaTimeout time.Duration) {
+func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, w *config.With, rec *kafkaio.Record, kafkaTimeout time.Duration) {
 	// The leader leaves before it says it is done: once every request that
 	// waited on the flight has left too, the next request with the same id
 	// starts a flight of its own (a replay from the index) instead of
 	// joining this one because this goroutine had not been scheduled yet.
-	defer close(f.done)
-	defer h.flights.leave(f)
+	defer close(f.Done)
+	defer h.flights.Leave(f)
 	cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
-	err := cl.Replies.WaitCaughtUp(cctx, w.ReplyTo)
+	err := kr.Cluster.Replies.WaitCaughtUp(cctx, w.ReplyTo)
 	cancel()
 	if err != nil {
-		f.err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
-		h.flights.forget(f)
+		f.Err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
+		h.flights.Forget(f)
 		return
 	}
-	if len(f.watch.Records()) > 0 {
-		f.replayed = true
+	if len(f.Watch.Records()) > 0 {
+		f.Replayed = true
 		h.replays.Add(1)
 		return
 	}
-	prod, err := cl.Producer(kafkaio.AcksFromName(string(w.Acks)))
-	if err == nil {
-		_, _, err = prod.Produce(ctx, rec)
-	}
-	if err != nil {
-		f.err = err
-		h.flights.forget(f)
+	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
+		f.Err = err
+		h.flights.Forget(f)
 		h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
 	}
 }
 
 // followUp answers a GET on an async location from the reply index.
-func (h *Handler) followUp(ctx context.Context, cl *kafkaio.Cluster, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
+func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
 	w := req.Match.Route.With
-	p := &produceCall{req: req, with: w, opts: opts, cid: req.Match.Params["correlationId"]}
-	if !followUpAllowed(p.cid, req.Match.Identities) {
+	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
+	p.refs.CorrelationID = req.Match.Params["correlationId"]
+	if !followUpAllowed(p.refs.CorrelationID, req.Match.Identities) {
 		// Malformed, or issued to another caller: either way not a
 		// location this caller was given.
 		return capability.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
 	}
-	cl.Replies.Add(w.ReplyTo, opts.Correlation.CorrelationID)
-	watch := cl.Replies.Watch(w.ReplyTo, p.cid)
+	replies := kr.Cluster.Replies
+	watch := replies.Watch(w.ReplyTo, p.refs.CorrelationID)
 	defer watch.Close()
 	cctx, cancel := context.WithTimeout(ctx, req.Limits.KafkaTimeout)
-	err := cl.Replies.WaitCaughtUp(cctx, w.ReplyTo)
+	err := replies.WaitCaughtUp(cctx, w.ReplyTo)
 	cancel()
 	if err != nil {
 		return produceFailure(ctx, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err), w.Topic.Raw, true)
@@ -473,63 +446,4 @@ func rootCause(err error) string {
 		return msg[i+2:]
 	}
 	return msg
-}
-
-// compaction caches whether topics are compacted. It is asked only when a
-// request resolves an empty key, so routes with keys never pay for it.
-type compaction struct {
-	mu sync.Mutex
-	m  map[string]*compactCheck // cluster "\x00" topic
-}
-
-type compactCheck struct {
-	done      chan struct{}
-	compacted bool
-	err       error
-	at        time.Time
-}
-
-// compactionTTL is how long a topic's cleanup.policy is believed; it is
-// rarely changed, and a change is seen within this time.
-const compactionTTL = time.Minute
-
-func (c *compaction) compacted(ctx context.Context, cl *kafkaio.Cluster, cluster, topic string, timeout time.Duration) (bool, error) {
-	k := cluster + "\x00" + topic
-	c.mu.Lock()
-	e := c.m[k]
-	if e != nil {
-		select {
-		case <-e.done:
-			if e.err != nil || time.Since(e.at) > compactionTTL {
-				e = nil
-			}
-		default:
-		}
-	}
-	if e == nil {
-		if c.m == nil || len(c.m) >= 4096 {
-			c.m = map[string]*compactCheck{} // templated topics come from requests: bound the cache
-		}
-		e = &compactCheck{done: make(chan struct{})}
-		c.m[k] = e
-		go func(ctx context.Context) {
-			defer close(e.done)
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			cfg, err := cl.TopicConfig(ctx, topic)
-			e.at = time.Now()
-			if err != nil {
-				e.err = fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err)
-				return
-			}
-			e.compacted = strings.Contains(cfg["cleanup.policy"], "compact")
-		}(context.WithoutCancel(ctx))
-	}
-	c.mu.Unlock()
-	select {
-	case <-e.done:
-		return e.compacted, e.err
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
 }

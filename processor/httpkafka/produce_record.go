@@ -10,31 +10,9 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
-
-// maxIdempotencyKey bounds an idempotency key: it starts the correlation id,
-// which travels in record headers and in async locations.
-const maxIdempotencyKey = 128
-
-// validIdempotencyKey: 1–128 characters of [A-Za-z0-9._~-] (URL-unreserved,
-// so a correlation id is safe in a location without escaping).
-func validIdempotencyKey(k string) bool {
-	if k == "" || len(k) > maxIdempotencyKey {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if !unreserved(k[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func unreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '.' || c == '_' || c == '~' || c == '-'
-}
 
 // deniedRequestHeader reports request headers never written to a request
 // record: what the connection or Envoy owns, credentials, and preferences
@@ -165,7 +143,7 @@ func appendIdentityTag(dst []byte, ids map[string]route.Identity) []byte {
 // to the caller with these identities.
 func followUpAllowed(cid string, ids map[string]route.Identity) bool {
 	i := len(cid) - cidHashLen - 1
-	if i < 1 || cid[i] != '-' || !validIdempotencyKey(cid[:i]) {
+	if i < 1 || cid[i] != '-' || !kafkaroute.ValidIdempotencyKey(cid[:i]) {
 		return false
 	}
 	for _, c := range []byte(cid[i+1:]) {

@@ -14,26 +14,6 @@ import (
 // correlation id, reply sanitization. The Kafka side is tested end to end
 // (e2e/produce_test.go).
 
-func TestIdempotencyKeyGrammar(t *testing.T) {
-	for k, want := range map[string]bool{
-		"a":                               true,
-		"59410e57-3e0f-4b61-9328-f645a79": true,
-		"A.b_c~d-9":                       true,
-		strings.Repeat("k", 128):          true,
-		strings.Repeat("k", 129):          false,
-		"":                                false,
-		"has space":                       false,
-		"semi;colon":                      false,
-		"slash/":                          false,
-		"é":                               false,
-		"new\nline":                       false,
-	} {
-		if got := validIdempotencyKey(k); got != want {
-			t.Errorf("validIdempotencyKey(%q) = %v, want %v", k, got, want)
-		}
-	}
-}
-
 // cid computes the correlation id of a request as produce does.
 func cid(idem string, key string, hs route.Headers, ids map[string]route.Identity, overrides []kafkaio.Header, body string) (string, []kafkaio.Header) {
 	c := newCorrelation()

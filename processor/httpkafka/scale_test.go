@@ -51,11 +51,11 @@ func TestWaitersAddNoKafkaRequests(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			single.Serve(ctx, context.Background(), httpkafka.FetchRequest{Params: id, IfNoneMatch: []string{stag}, Prefer: []string{"wait=60"}})
+			single.Serve(ctx, context.Background(), httpkafka.FetchRequest{Params: id, IfNoneMatch: []string{stag}, Prefer: []string{"wait=60"}, Limits: fixtureLimits()})
 		}()
 		go func() {
 			defer wg.Done()
-			merged.Serve(ctx, context.Background(), httpkafka.FetchRequest{IfNoneMatch: []string{mtag}, Prefer: []string{"wait=60"}})
+			merged.Serve(ctx, context.Background(), httpkafka.FetchRequest{IfNoneMatch: []string{mtag}, Prefer: []string{"wait=60"}, Limits: fixtureLimits()})
 		}()
 	}
 	deadline := time.Now().Add(20 * time.Second)

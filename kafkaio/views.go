@@ -18,8 +18,8 @@ var ErrUnknownTopic = errors.New("topic does not exist")
 // ErrNotReady means a view or reply index did not catch up before the caller's deadline.
 var ErrNotReady = errors.New("not caught up yet")
 
-// ClientOptions configure a Client.
-type ClientOptions struct {
+// ViewsOptions configure Views.
+type ViewsOptions struct {
 	Name         string            // the kafka binding's name, for logs
 	Properties   map[string]string // librdkafka properties of the binding
 	KafkaTimeout time.Duration     // bound of metadata look-ups and of answers that need Kafka
@@ -49,10 +49,11 @@ type Readiness interface {
 	Set(name string, ready bool, reason string)
 }
 
-// Client is one Kafka cluster: its shared live consumer, its admin handle,
-// and the views read from it. Nothing in it is per request.
-type Client struct {
-	opts    ClientOptions
+// Views manages the views of one Kafka cluster: its shared live consumer,
+// its admin handle, and the views read from it. Nothing in it is per
+// request.
+type Views struct {
+	opts    ViewsOptions
 	logger  *slog.Logger
 	groupID string
 
@@ -84,11 +85,11 @@ type viewSlot struct {
 // idle view can be evicted to make room.
 var ErrTooManyViews = errors.New("too many views: the view limits are reached")
 
-// NewClient connects the shared consumer of a cluster. It does not wait for
+// NewViews connects the shared consumer of a cluster. It does not wait for
 // the brokers: readiness is per view.
-func NewClient(opts ClientOptions) (*Client, error) {
+func NewViews(opts ViewsOptions) (*Views, error) {
 	if opts.KafkaTimeout <= 0 {
-		opts.KafkaTimeout = 5 * time.Second
+		opts.KafkaTimeout = DefaultKafkaTimeout
 	}
 	if opts.CoalesceWindow <= 0 {
 		opts.CoalesceWindow = 2 * time.Millisecond
@@ -96,23 +97,14 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.PartitionCheck <= 0 {
 		opts.PartitionCheck = defaultPartitionCheck
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger = logger.With("kafka", opts.Name)
+	logger := bindingLogger(opts.Logger, opts.Name)
 	groupID := "kafka-ext-proc-" + uuid.NewString()
-	live, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, groupID))
+	live, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, groupID, "live consumer")
 	if err != nil {
-		return nil, fmt.Errorf("creating the live consumer of kafka binding %q: %w", opts.Name, err)
-	}
-	admin, err := kafka.NewAdminClientFromConsumer(live)
-	if err != nil {
-		live.Close()
-		return nil, fmt.Errorf("creating the admin handle of kafka binding %q: %w", opts.Name, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{
+	c := &Views{
 		opts: opts, logger: logger, groupID: groupID,
 		live: live, admin: admin,
 		views: map[string]*viewSlot{},
@@ -133,7 +125,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 const brokerCheckInterval = 2 * time.Second
 
 // watchBrokers reports to the readiness whether the cluster answers.
-func (c *Client) watchBrokers() {
+func (c *Views) watchBrokers() {
 	defer c.wg.Done()
 	if c.opts.Readiness == nil {
 		return
@@ -157,7 +149,7 @@ func (c *Client) watchBrokers() {
 }
 
 // Close stops the consumers. Views stop changing; waiters are not woken.
-func (c *Client) Close() {
+func (c *Views) Close() {
 	c.cancel()
 	c.wg.Wait()
 	c.admin.Close()
@@ -174,7 +166,7 @@ type ViewStats struct {
 }
 
 // Stats reports the sizes of every view.
-func (c *Client) Stats() ViewStats {
+func (c *Views) Stats() ViewStats {
 	c.mu.RLock()
 	views := make([]*View, 0, len(c.views))
 	for _, s := range c.views {
@@ -201,7 +193,7 @@ func (c *Client) Stats() ViewStats {
 
 // makeRoomLocked evicts idle on-demand views until a new view fits the
 // limits, or fails with ErrTooManyViews.
-func (c *Client) makeRoomLocked() error {
+func (c *Views) makeRoomLocked() error {
 	for {
 		n, bytes := 0, int64(0)
 		for _, s := range c.views {
@@ -224,7 +216,7 @@ func (c *Client) makeRoomLocked() error {
 
 // lruIdleLocked returns the least recently used on-demand view without a
 // holder that has been idle at least minIdle ("" if none).
-func (c *Client) lruIdleLocked(minIdle time.Duration) string {
+func (c *Views) lruIdleLocked(minIdle time.Duration) string {
 	var victim string
 	var oldest time.Time
 	now := time.Now()
@@ -249,7 +241,7 @@ func (c *Client) lruIdleLocked(minIdle time.Duration) string {
 }
 
 // evictLocked drops a view and stops reading its partitions.
-func (c *Client) evictLocked(topic string) {
+func (c *Views) evictLocked(topic string) {
 	s := c.views[topic]
 	delete(c.views, topic)
 	parts := make([]kafka.TopicPartition, s.view.Partitions())
@@ -268,12 +260,12 @@ func (c *Client) evictLocked(topic string) {
 // followPartitions runs while the client lives: every PartitionCheck it
 // describes the topics of the ready views and starts reading the partitions
 // added since.
-func (c *Client) followPartitions() {
+func (c *Views) followPartitions() {
 	defer c.wg.Done()
 	checkEvery(c.ctx, c.opts.PartitionCheck, c.logger, "the views' topics", c.checkPartitions)
 }
 
-func (c *Client) checkPartitions() error {
+func (c *Views) checkPartitions() error {
 	c.mu.RLock()
 	var names []string
 	for topic, s := range c.views {
@@ -296,7 +288,7 @@ func (c *Client) checkPartitions() error {
 // written after it was created, so none is missed. The client's read lock
 // is held throughout, so the view cannot be evicted (which unassigns its
 // partitions) between growing and assigning.
-func (c *Client) grow(topic string, n int) {
+func (c *Views) grow(topic string, n int) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.views[topic]
@@ -326,7 +318,7 @@ func (c *Client) grow(topic string, n int) {
 
 // evictIdle runs while the client lives, evicting on-demand views idle for
 // longer than ViewIdle.
-func (c *Client) evictIdle() {
+func (c *Views) evictIdle() {
 	defer c.wg.Done()
 	if c.opts.ViewIdle <= 0 {
 		return
@@ -351,7 +343,7 @@ func (c *Client) evictIdle() {
 // one to the readiness until it has caught up. A topic that does not exist
 // is looked up again every second, so creating it later makes the process
 // ready.
-func (c *Client) Warm(topics ...string) {
+func (c *Views) Warm(topics ...string) {
 	for _, topic := range topics {
 		name := "kafka " + c.opts.Name + " view " + topic
 		if c.opts.Readiness != nil {
@@ -388,14 +380,14 @@ func (c *Client) Warm(topics ...string) {
 // View returns the view of topic, creating it on first use, once it has
 // caught up. It fails with ErrUnknownTopic, or ErrNotReady when ctx ends
 // first (the view keeps catching up for the next caller).
-func (c *Client) View(ctx context.Context, topic string) (*View, error) {
+func (c *Views) View(ctx context.Context, topic string) (*View, error) {
 	return c.view(ctx, topic, false)
 }
 
 // HoldView is View for a caller that reads the view for a while (a fetch, a
 // long poll): the view is not evicted until the caller calls its Release. It
 // waits at most wait (and no longer than ctx) for a view that is not caught up.
-func (c *Client) HoldView(ctx context.Context, topic string, wait time.Duration) (*View, error) {
+func (c *Views) HoldView(ctx context.Context, topic string, wait time.Duration) (*View, error) {
 	if v := c.holdReady(topic); v != nil {
 		return v, nil // the common case: no timer, no context
 	}
@@ -414,7 +406,7 @@ func (c *Client) HoldView(ctx context.Context, topic string, wait time.Duration)
 }
 
 // holdReady holds the view of topic if it is open and caught up.
-func (c *Client) holdReady(topic string) *View {
+func (c *Views) holdReady(topic string) *View {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.views[topic]
@@ -427,7 +419,7 @@ func (c *Client) holdReady(topic string) *View {
 
 // view opens or finds a view; pinned views (warmed static topics) are never
 // evicted.
-func (c *Client) view(ctx context.Context, topic string, pin bool) (*View, error) {
+func (c *Views) view(ctx context.Context, topic string, pin bool) (*View, error) {
 	if !pin {
 		c.mu.RLock()
 		var v *View
@@ -474,7 +466,7 @@ func (c *Client) view(ctx context.Context, topic string, pin bool) (*View, error
 
 // open describes the topic, catches a new view up and hands it to the live
 // consumer. A failed look-up removes the slot so a later call tries again.
-func (c *Client) open(topic string, slot *viewSlot) {
+func (c *Views) open(topic string, slot *viewSlot) {
 	defer c.wg.Done()
 	view, err := c.describe(topic)
 	if err != nil {
@@ -502,7 +494,7 @@ func (c *Client) open(topic string, slot *viewSlot) {
 	}
 }
 
-func (c *Client) describe(topic string) (*View, error) {
+func (c *Views) describe(topic string) (*View, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
 	defer cancel()
 	for {
@@ -539,7 +531,7 @@ func (c *Client) describe(topic string) (*View, error) {
 // with a short-lived consumer of its own so a large catch-up never delays the
 // live consumer, then assigns the partitions to the live consumer exactly at
 // the position reached: no gap, no duplicate.
-func (c *Client) catchUp(v *View) error {
+func (c *Views) catchUp(v *View) error {
 	started := time.Now()
 	cons, err := kafka.NewConsumer(withoutStatistics(consumerConfig(c.opts.Properties, c.opts.KafkaTimeout, c.groupID+"-catchup")))
 	if err != nil {
@@ -555,60 +547,39 @@ func (c *Client) catchUp(v *View) error {
 
 	topic := v.topic
 	n := v.Partitions()
-	end := make([]int64, n)
-	done := make([]bool, n)
-	remaining := 0
+	cu := &catchUp{v: v, end: make([]int64, n), done: make([]bool, n)}
 	var assign []kafka.TopicPartition
 	for p := 0; p < n; p++ {
 		lo, hi, err := cons.QueryWatermarkOffsets(topic, int32(p), int(c.opts.KafkaTimeout/time.Millisecond))
 		if err != nil {
 			return fmt.Errorf("reading the watermarks of %s[%d]: %w", topic, p, err)
 		}
-		end[p] = hi
+		cu.end[p] = hi
 		if lo >= hi {
-			done[p] = true
+			cu.done[p] = true
 			v.advance(int32(p), hi)
 			continue
 		}
-		remaining++
+		cu.remaining++
 		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
 	}
-	if remaining > 0 {
+	if cu.remaining > 0 {
 		if err := cons.Assign(assign); err != nil {
 			return fmt.Errorf("assigning %s to the catch-up consumer: %w", topic, err)
 		}
 	}
-	records := 0
-	for remaining > 0 {
+	for cu.remaining > 0 {
 		if c.ctx.Err() != nil {
 			return c.ctx.Err()
 		}
-		switch ev := cons.Poll(100).(type) {
-		case *kafka.Message:
-			p := ev.TopicPartition.Partition
-			if ev.TopicPartition.Error != nil || int(p) >= n || done[p] {
-				continue
-			}
-			v.apply(toRecord(ev))
-			records++
-			if int64(ev.TopicPartition.Offset)+1 >= end[p] {
-				done[p] = true
-				remaining--
-			}
-		case kafka.PartitionEOF:
-			p := ev.Partition
-			if int(p) >= n || done[p] {
-				continue
-			}
-			v.advance(p, int64(ev.Offset))
-			if int64(ev.Offset) >= end[p] {
-				done[p] = true
-				remaining--
-			}
-		case kafka.Error:
-			c.logger.Debug("catch-up consumer", "topic", topic, "err", ev)
+		ev := cons.Poll(100)
+		if kerr, ok := ev.(kafka.Error); ok {
+			c.logger.Debug("catch-up consumer", "topic", topic, "err", kerr)
+		} else {
+			cu.event(ev)
 		}
 	}
+	records := cu.records
 	handover := make([]kafka.TopicPartition, n)
 	for p := 0; p < n; p++ {
 		handover[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(v.Position(int32(p)))}
@@ -624,9 +595,47 @@ func (c *Client) catchUp(v *View) error {
 	return nil
 }
 
+// catchUp is the progress of a view's catch-up: per partition the end it
+// reads to and whether it is there.
+type catchUp struct {
+	v         *View
+	end       []int64
+	done      []bool
+	remaining int // partitions not done
+	records   int // records applied
+}
+
+// event folds one event of the catch-up consumer into the view.
+func (cu *catchUp) event(ev kafka.Event) {
+	n := len(cu.done)
+	switch ev := ev.(type) {
+	case *kafka.Message:
+		p := ev.TopicPartition.Partition
+		if ev.TopicPartition.Error != nil || int(p) >= n || cu.done[p] {
+			return
+		}
+		cu.v.apply(toRecord(ev))
+		cu.records++
+		if int64(ev.TopicPartition.Offset)+1 >= cu.end[p] {
+			cu.done[p] = true
+			cu.remaining--
+		}
+	case kafka.PartitionEOF:
+		p := ev.Partition
+		if int(p) >= n || cu.done[p] {
+			return
+		}
+		cu.v.advance(p, int64(ev.Offset))
+		if int64(ev.Offset) >= cu.end[p] {
+			cu.done[p] = true
+			cu.remaining--
+		}
+	}
+}
+
 // pollLive is the one goroutine that polls the live consumer and folds its
 // records into the views.
-func (c *Client) pollLive() {
+func (c *Views) pollLive() {
 	defer c.wg.Done()
 	for c.ctx.Err() == nil {
 		switch ev := c.live.Poll(100).(type) {
@@ -652,7 +661,7 @@ func (c *Client) pollLive() {
 	}
 }
 
-func (c *Client) liveView(topic string) *View {
+func (c *Views) liveView(topic string) *View {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if s, ok := c.views[topic]; ok && s.view != nil {

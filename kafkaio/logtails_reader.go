@@ -10,9 +10,9 @@ import (
 
 // readerPool holds the history readers of a cluster: consumers leased for
 // one batch at a time, so a stream that stops reading never holds one, and
-// at most LogsOptions.Readers read at once whatever the number of streams.
+// at most LogTailsOptions.Readers read at once whatever the number of streams.
 type readerPool struct {
-	l   *Logs
+	l   *LogTails
 	sem chan struct{}
 
 	mu     sync.Mutex
@@ -25,7 +25,7 @@ type histReader struct {
 	stop chan struct{} // ends its log forwarder
 }
 
-func newReaderPool(l *Logs) *readerPool {
+func newReaderPool(l *LogTails) *readerPool {
 	return &readerPool{l: l, sem: make(chan struct{}, l.opts.Readers)}
 }
 

@@ -30,7 +30,7 @@ func (fanoutFramer) AppendFrame(dst, value []byte, next []int64) []byte {
 // fanout is a ring with streams at its tail, without Kafka: the tail's
 // append and the streams' reads are what a burst costs in the processor.
 type fanout struct {
-	l       *Logs
+	l       *LogTails
 	r       *ring
 	streams []*LogStream
 	msgs    []*kafka.Message
@@ -38,7 +38,7 @@ type fanout struct {
 }
 
 func newFanout(streams, records, partitions int, filters []LogFilter) *fanout {
-	l := &Logs{opts: LogsOptions{BatchBytes: 64 << 10, RingRecords: 2 * records}, ctx: context.Background()}
+	l := &LogTails{opts: LogTailsOptions{BatchBytes: 64 << 10, RingRecords: 2 * records}, ctx: context.Background()}
 	l.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	f := &fanout{l: l, r: newRing(fanoutFramer{}, partitions, 2*records, 1<<30, make([]int64, partitions), make([]int64, partitions))}
 	topic := "fanout"

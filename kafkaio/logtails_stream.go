@@ -31,7 +31,7 @@ type StreamOptions struct {
 // LogStream is one stream's reader: history, then the ring, until closed.
 // Next and Peek are for one goroutine; Lagged and Close for any.
 type LogStream struct {
-	l      *Logs
+	l      *LogTails
 	t      *logTopic
 	r      *ring
 	opts   StreamOptions
@@ -74,7 +74,7 @@ const (
 // ErrPartitionsChanged continues with no gap and no repeat: the id names the
 // partitions the topic had, and the new ones, which the id does not name,
 // start at the earliest offset.
-func (l *Logs) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
+func (l *LogTails) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
 	if o.LagBudget <= 0 {
 		o.LagBudget = l.opts.RingRecords
 	}
@@ -107,7 +107,7 @@ func (l *Logs) Open(ctx context.Context, o StreamOptions) (*LogStream, error) {
 // some partition (or names a partition the topic lacks): the topic was
 // recreated, and the stream restarts from the earliest offset. The end is
 // asked of the broker only when the ring has not seen that far.
-func (l *Logs) beyondEnd(t *logTopic, start map[int32]int64) bool {
+func (l *LogTails) beyondEnd(t *logTopic, start map[int32]int64) bool {
 	ends := t.ring.ends()
 	for p, off := range start {
 		if int(p) >= len(ends) {
@@ -325,58 +325,85 @@ func (s *LogStream) fill(ctx context.Context, wait bool) ([]byte, error) {
 			// stream ends here and resumes by id on a fresh tail.
 			return nil, err
 		}
+		var out []byte
+		var ret bool
+		var err error
 		switch s.phase {
 		case phaseView:
-			s.fillView()
-			if len(s.view) > 0 {
-				return s.out(), nil // full
-			}
-			for p, end := range s.viewEnd {
-				s.next[p] = max(s.next[p], end)
-			}
-			s.view, s.viewEnd = nil, nil
-			s.phase = phaseHistory
+			out, ret = s.viewStep()
 		case phaseHistory:
-			if pos, ok := s.r.register(s.cur, s.next); ok {
-				s.join(pos)
-				continue
-			}
-			if s.size() > 0 {
-				return s.out(), nil // send what we have before reading more
-			}
-			if err := s.readHistory(ctx); err != nil {
-				return nil, err
-			}
-			if s.size() > 0 && s.full() {
-				return s.out(), nil
-			}
+			out, ret, err = s.historyStep(ctx)
 		case phaseRing:
-			notify, err := s.fillRing()
-			if err != nil {
-				return nil, err
-			}
-			if s.size() > 0 {
-				return s.out(), nil
-			}
-			if notify == nil {
-				continue // the batch was all filtered out; more is there
-			}
-			if !wait {
-				return nil, nil
-			}
-			s.putBuf() // an idle stream holds no buffer
-			select {
-			case <-notify:
-			case <-s.cur.lagged:
-				return nil, ErrLagged
-			case <-s.t.retired:
-				return nil, s.t.retiredErr
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-s.l.ctx.Done():
-				return nil, ErrLogsClosed
-			}
+			out, ret, err = s.ringStep(ctx, wait)
 		}
+		if ret || err != nil {
+			return out, err
+		}
+	}
+}
+
+// viewStep sends from a compacted topic's view; once it is all sent, the
+// stream goes on with the history. ret: return out.
+func (s *LogStream) viewStep() (out []byte, ret bool) {
+	s.fillView()
+	if len(s.view) > 0 {
+		return s.out(), true // full
+	}
+	for p, end := range s.viewEnd {
+		s.next[p] = max(s.next[p], end)
+	}
+	s.view, s.viewEnd = nil, nil
+	s.phase = phaseHistory
+	return nil, false
+}
+
+// historyStep joins the ring if it holds the stream's position, else reads
+// history from Kafka. ret: return out.
+func (s *LogStream) historyStep(ctx context.Context) (out []byte, ret bool, err error) {
+	if pos, ok := s.r.register(s.cur, s.next); ok {
+		s.join(pos)
+		return nil, false, nil
+	}
+	if s.size() > 0 {
+		return s.out(), true, nil // send what we have before reading more
+	}
+	if err := s.readHistory(ctx); err != nil {
+		return nil, true, err
+	}
+	if s.size() > 0 && s.full() {
+		return s.out(), true, nil
+	}
+	return nil, false, nil
+}
+
+// ringStep sends from the ring, waiting (if wait) for records when there
+// are none. ret: return out (nil when there was nothing and no wait).
+func (s *LogStream) ringStep(ctx context.Context, wait bool) (out []byte, ret bool, err error) {
+	notify, err := s.fillRing()
+	if err != nil {
+		return nil, true, err
+	}
+	if s.size() > 0 {
+		return s.out(), true, nil
+	}
+	if notify == nil {
+		return nil, false, nil // the batch was all filtered out; more is there
+	}
+	if !wait {
+		return nil, true, nil
+	}
+	s.putBuf() // an idle stream holds no buffer
+	select {
+	case <-notify:
+		return nil, false, nil
+	case <-s.cur.lagged:
+		return nil, true, ErrLagged
+	case <-s.t.retired:
+		return nil, true, s.t.retiredErr
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	case <-s.l.ctx.Done():
+		return nil, true, ErrLogsClosed
 	}
 }
 
@@ -488,19 +515,18 @@ func kafkaHeaders(hs []kafka.Header) []Header {
 // readHistory reads one batch of the log between the stream's position and
 // the ring's start with a leased reader.
 func (s *LogStream) readHistory(ctx context.Context) error {
-	targets := s.r.starts()
+	h := &historyRead{s: s, targets: s.r.starts()}
+	h.done = make([]bool, len(h.targets))
 	var parts []kafka.TopicPartition
-	done := make([]bool, len(targets))
-	remaining := 0
-	for p := range targets {
-		if s.next[p] >= targets[p] {
-			done[p] = true
+	for p := range h.targets {
+		if s.next[p] >= h.targets[p] {
+			h.done[p] = true
 			continue
 		}
-		remaining++
+		h.remaining++
 		parts = append(parts, kafka.TopicPartition{Topic: &s.opts.Topic, Partition: int32(p), Offset: kafka.Offset(s.next[p])})
 	}
-	if remaining == 0 {
+	if h.remaining == 0 {
 		return nil
 	}
 	rd, err := s.l.pool.lease(ctx)
@@ -511,16 +537,9 @@ func (s *LogStream) readHistory(ctx context.Context) error {
 	if err := rd.cons.Assign(parts); err != nil {
 		return fmt.Errorf("%w: assigning a history reader to %s: %v", ErrNotReady, s.opts.Topic, err)
 	}
-	finish := func(p int32) {
-		if !done[p] {
-			done[p] = true
-			remaining--
-			s.next[p] = max(s.next[p], targets[p])
-		}
-	}
 	idle := 0
 	limit := int(s.l.opts.KafkaTimeout / (50 * time.Millisecond)) // polls without progress
-	for remaining > 0 && !s.full() {
+	for h.remaining > 0 && !s.full() {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -529,31 +548,12 @@ func (s *LogStream) readHistory(ctx context.Context) error {
 		}
 		switch ev := rd.cons.Poll(50).(type) {
 		case *kafka.Message:
-			tp := ev.TopicPartition
-			p, off := tp.Partition, int64(tp.Offset)
-			if tp.Error != nil || tp.Topic == nil || *tp.Topic != s.opts.Topic || p < 0 || int(p) >= len(done) || done[p] || off < s.next[p] {
-				continue
-			}
-			idle = 0
-			if off >= targets[p] {
-				finish(p) // the ring holds the rest
-				continue
-			}
-			s.next[p] = off + 1
-			if ev.Value != nil && s.matchKafka(ev.Key, ev.Headers) {
-				if !s.gotHdr {
-					s.noteFirst(kafkaHeaders(ev.Headers))
-				}
-				s.addValue(ev.Value)
-			}
-			if off+1 >= targets[p] {
-				finish(p)
+			if h.message(ev) {
+				idle = 0
 			}
 		case kafka.PartitionEOF:
-			p := ev.Partition
-			if ev.Topic != nil && *ev.Topic == s.opts.Topic && p >= 0 && int(p) < len(done) && int64(ev.Offset) >= targets[p] {
+			if h.eof(ev) {
 				idle = 0
-				finish(p)
 			}
 		case kafka.Error:
 			s.l.logger.Debug("history reader", "topic", s.opts.Topic, "err", ev)
@@ -564,6 +564,58 @@ func (s *LogStream) readHistory(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// historyRead is the progress of one readHistory: per partition the offset
+// where the ring takes over and whether it is reached.
+type historyRead struct {
+	s         *LogStream
+	targets   []int64
+	done      []bool
+	remaining int
+}
+
+func (h *historyRead) finish(p int32) {
+	if !h.done[p] {
+		h.done[p] = true
+		h.remaining--
+		h.s.next[p] = max(h.s.next[p], h.targets[p])
+	}
+}
+
+// message takes one record of the history; true if it was progress.
+func (h *historyRead) message(ev *kafka.Message) bool {
+	s := h.s
+	tp := ev.TopicPartition
+	p, off := tp.Partition, int64(tp.Offset)
+	if tp.Error != nil || tp.Topic == nil || *tp.Topic != s.opts.Topic || p < 0 || int(p) >= len(h.done) || h.done[p] || off < s.next[p] {
+		return false
+	}
+	if off >= h.targets[p] {
+		h.finish(p) // the ring holds the rest
+		return true
+	}
+	s.next[p] = off + 1
+	if ev.Value != nil && s.matchKafka(ev.Key, ev.Headers) {
+		if !s.gotHdr {
+			s.noteFirst(kafkaHeaders(ev.Headers))
+		}
+		s.addValue(ev.Value)
+	}
+	if off+1 >= h.targets[p] {
+		h.finish(p)
+	}
+	return true
+}
+
+// eof takes the end of a partition; true if it finished one.
+func (h *historyRead) eof(ev kafka.PartitionEOF) bool {
+	p := ev.Partition
+	if ev.Topic != nil && *ev.Topic == h.s.opts.Topic && p >= 0 && int(p) < len(h.done) && int64(ev.Offset) >= h.targets[p] {
+		h.finish(p)
+		return true
+	}
+	return false
 }
 
 // Filters. A record matches when no filter is set or one filter matches:

@@ -28,13 +28,13 @@ import (
 // history, frames are encoded per stream. Work per stream depends on what it
 // is sent, not on the size of the topic.
 //
-// Memory is bounded per topic by the ring (LogsOptions.RingRecords,
+// Memory is bounded per topic by the ring (LogTailsOptions.RingRecords,
 // RingBytes) and per stream by one batch (BatchBytes). A stream more than its
 // lag budget behind the tail is told so (LogStream.Lagged) and ends; the
 // client resumes by id from the ring or a history reader.
 //
 // A ring's partition count is fixed when its tail starts. Topics that gain
-// partitions later are found by a periodic check (LogsOptions.PartitionCheck):
+// partitions later are found by a periodic check (LogTailsOptions.PartitionCheck):
 // their tail is retired, its streams end with ErrPartitionsChanged, and the
 // next stream of the topic starts a fresh tail with every partition. A
 // client resuming by id continues where it was in the partitions the id
@@ -85,8 +85,8 @@ type LogFilter struct {
 	Headers []Header
 }
 
-// LogsOptions configure Logs.
-type LogsOptions struct {
+// LogTailsOptions configure LogTails.
+type LogTailsOptions struct {
 	Name         string            // the kafka binding's name, for logs
 	Properties   map[string]string // librdkafka properties of the binding
 	KafkaTimeout time.Duration     // bound of metadata look-ups and history reads (default 5s)
@@ -110,10 +110,10 @@ type LogsOptions struct {
 	Logger         *slog.Logger
 }
 
-// Logs reads log topics for streams: one per cluster, created on first use.
-type Logs struct {
-	c      *Client
-	opts   LogsOptions
+// LogTails reads log topics for streams: one per cluster (Cluster.LogTails).
+type LogTails struct {
+	c      *Views
+	opts   LogTailsOptions
 	logger *slog.Logger
 	tail   *kafka.Consumer
 	admin  *kafka.AdminClient // the tail's handle, for partition checks
@@ -147,18 +147,20 @@ type logTopic struct {
 	err   error
 	ring  *ring
 	lo    []int64 // low watermarks when the tail started: where fresh streams begin
-	refs  int     // streams holding the topic (guarded by Logs.mu)
+	refs  int     // streams holding the topic (guarded by LogTails.mu)
 	idle  *time.Timer
 
 	// retired is closed once the topic gained partitions and the tail was
-	// retired; retiredErr (set before, under Logs.mu) is what its streams
+	// retired; retiredErr (set before, under LogTails.mu) is what its streams
 	// end with.
 	retired    chan struct{}
 	retiredErr error
 }
 
-// NewLogs creates the log readers of c's cluster. They close with c.
-func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
+// NewLogTails creates the log readers of the cluster of c (whose views a
+// compacted topic's history is read from). The caller closes them before c:
+// a Cluster does.
+func NewLogTails(c *Views, opts LogTailsOptions) (*LogTails, error) {
 	if opts.KafkaTimeout <= 0 {
 		opts.KafkaTimeout = c.opts.KafkaTimeout
 	}
@@ -195,17 +197,12 @@ func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
 	if c.ctx.Err() != nil {
 		return nil, fmt.Errorf("creating the log readers of kafka binding %q: %w", opts.Name, ErrLogsClosed)
 	}
-	tail, err := kafka.NewConsumer(consumerConfig(opts.Properties, opts.KafkaTimeout, c.groupID+"-logs"))
+	tail, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.groupID+"-logs", "log tail consumer")
 	if err != nil {
-		return nil, fmt.Errorf("creating the log tail consumer of kafka binding %q: %w", opts.Name, err)
-	}
-	admin, err := kafka.NewAdminClientFromConsumer(tail)
-	if err != nil {
-		_ = tail.Close()
-		return nil, fmt.Errorf("creating the admin handle of the log tail of kafka binding %q: %w", opts.Name, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Logs{
+	l := &LogTails{
 		c: c, opts: opts, logger: logger, tail: tail, admin: admin,
 		topics: map[string]*logTopic{},
 		ctx:    ctx, cancel: cancel,
@@ -216,22 +213,12 @@ func NewLogs(c *Client, opts LogsOptions) (*Logs, error) {
 	go func() { defer l.wg.Done(); forwardRdLogs(logger, tail.Logs(), "log-tail", ctx.Done()) }()
 	go l.poll()
 	go l.watchPartitions()
-	// The readers live as long as the cluster's client: it waits for them.
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		select {
-		case <-c.ctx.Done():
-		case <-ctx.Done():
-		}
-		l.Close()
-	}()
 	return l, nil
 }
 
 // Close stops the tail consumer and the history readers; open streams end
 // with ErrLogsClosed.
-func (l *Logs) Close() {
+func (l *LogTails) Close() {
 	l.once.Do(func() {
 		l.mu.Lock()
 		l.closed = true
@@ -249,8 +236,8 @@ func (l *Logs) Close() {
 	})
 }
 
-// LogsStats are the log readers' sizes.
-type LogsStats struct {
+// LogTailsStats are the log readers' sizes.
+type LogTailsStats struct {
 	Topics      int   // topics with a tail
 	Streams     int   // streams holding a topic
 	RingRecords int   // records held in rings
@@ -259,10 +246,10 @@ type LogsStats struct {
 }
 
 // Stats reports the log readers' sizes.
-func (l *Logs) Stats() LogsStats {
+func (l *LogTails) Stats() LogTailsStats {
 	l.mu.Lock()
 	topics := make([]*logTopic, 0, len(l.topics))
-	var st LogsStats
+	var st LogTailsStats
 	for _, t := range l.topics {
 		topics = append(topics, t)
 		st.Streams += t.refs
@@ -292,7 +279,7 @@ func (l *Logs) Stats() LogsStats {
 // budget grows the ring to at least that many records. A tail retired
 // meanwhile (its topic gained partitions) is let go of, and the stream
 // starts on a fresh one.
-func (l *Logs) acquire(ctx context.Context, topic string, framer Framer, budget int) (*logTopic, error) {
+func (l *LogTails) acquire(ctx context.Context, topic string, framer Framer, budget int) (*logTopic, error) {
 	for {
 		l.mu.Lock()
 		if l.closed {
@@ -341,7 +328,7 @@ func (l *Logs) acquire(ctx context.Context, topic string, framer Framer, budget 
 }
 
 // release lets go of a topic; the last stream out starts its idle timer.
-func (l *Logs) release(t *logTopic) {
+func (l *LogTails) release(t *logTopic) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t.refs--
@@ -360,7 +347,7 @@ func (l *Logs) release(t *logTopic) {
 }
 
 // evict stops the tail of a topic nobody streamed for TopicIdle.
-func (l *Logs) evict(t *logTopic) {
+func (l *LogTails) evict(t *logTopic) {
 	l.assignMu.Lock()
 	defer l.assignMu.Unlock()
 	l.mu.Lock()
@@ -389,7 +376,7 @@ func (l *Logs) evict(t *logTopic) {
 // retire ends the tail of a topic that now has now partitions: its streams
 // end with a PartitionsChangedError and the next stream of the topic starts
 // a fresh tail reading all of them (the ring cannot grow partitions).
-func (l *Logs) retire(t *logTopic, now int) {
+func (l *LogTails) retire(t *logTopic, now int) {
 	l.assignMu.Lock()
 	defer l.assignMu.Unlock()
 	l.mu.Lock()
@@ -417,7 +404,7 @@ func (l *Logs) retire(t *logTopic, now int) {
 // unassign takes a started topic's partitions from the tail consumer, then
 // waits out a poll batch that may still hold their records. Called with
 // assignMu held, after the topic left l.topics.
-func (l *Logs) unassign(t *logTopic) error {
+func (l *LogTails) unassign(t *logTopic) error {
 	parts := make([]kafka.TopicPartition, t.ring.partitions)
 	for p := range parts {
 		parts[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p)}
@@ -437,7 +424,7 @@ func (l *Logs) unassign(t *logTopic) error {
 // start reads the topic's partitions and watermarks and assigns the tail
 // consumer: at the high watermark, less a backfill of half the ring so that
 // recent resumes (and whole small topics) are served from memory.
-func (l *Logs) start(t *logTopic, framer Framer) {
+func (l *LogTails) start(t *logTopic, framer Framer) {
 	defer l.wg.Done()
 	defer close(t.ready)
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.KafkaTimeout)
@@ -475,7 +462,7 @@ func (l *Logs) start(t *logTopic, framer Framer) {
 }
 
 // watermarks reads a topic's partition count and low and high watermarks.
-func (l *Logs) watermarks(ctx context.Context, topic string) (n int, lo, hi []int64, err error) {
+func (l *LogTails) watermarks(ctx context.Context, topic string) (n int, lo, hi []int64, err error) {
 	ms := int(l.opts.KafkaTimeout / time.Millisecond)
 	for {
 		md, err := l.tail.GetMetadata(&topic, false, ms)
@@ -517,7 +504,7 @@ func (l *Logs) watermarks(ctx context.Context, topic string) (n int, lo, hi []in
 }
 
 // highWatermark asks the broker for the end of one partition.
-func (l *Logs) highWatermark(topic string, p int32) (int64, error) {
+func (l *LogTails) highWatermark(topic string, p int32) (int64, error) {
 	_, hi, err := l.tail.QueryWatermarkOffsets(topic, p, int(l.opts.KafkaTimeout/time.Millisecond))
 	return hi, err
 }
@@ -527,7 +514,7 @@ const maxPollBatch = 1024
 
 // poll is the one goroutine of the tail consumer: it folds records into the
 // rings in batches, waking the streams of a ring once per batch.
-func (l *Logs) poll() {
+func (l *LogTails) poll() {
 	defer l.wg.Done()
 	byTopic := map[string][]*kafka.Message{}
 	var eofs []kafka.PartitionEOF
@@ -541,7 +528,7 @@ func (l *Logs) poll() {
 // pollBatch polls one batch (waiting up to 100ms for its first event) and
 // folds it into the rings. byTopic and eofs are buffers to reuse: byTopic is
 // left empty, eofs returned.
-func (l *Logs) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) []kafka.PartitionEOF {
+func (l *LogTails) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) []kafka.PartitionEOF {
 	ev := l.tail.Poll(100)
 	for i := 0; ev != nil && i < maxPollBatch; i++ {
 		switch e := ev.(type) {
@@ -561,7 +548,21 @@ func (l *Logs) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.Parti
 	if len(byTopic) == 0 && len(eofs) == 0 {
 		return eofs
 	}
+	rings := l.ringsOf(byTopic, eofs)
+	for name, msgs := range byTopic {
+		if r := rings[name]; r != nil {
+			r.append(msgs)
+		}
+		delete(byTopic, name)
+	}
+	return eofs
+}
+
+// ringsOf returns the rings of the topics a batch has records of, and
+// records the partition ends it reached.
+func (l *LogTails) ringsOf(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) map[string]*ring {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	rings := make(map[string]*ring, len(byTopic))
 	for name := range byTopic {
 		if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
@@ -576,26 +577,19 @@ func (l *Logs) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.Parti
 			t.ring.sawEnd(e.Partition, int64(e.Offset))
 		}
 	}
-	l.mu.Unlock()
-	for name, msgs := range byTopic {
-		if r := rings[name]; r != nil {
-			r.append(msgs)
-		}
-		delete(byTopic, name)
-	}
-	return eofs
+	return rings
 }
 
 // watchPartitions checks every PartitionCheck whether topics with a tail
 // gained partitions, which their ring cannot hold, and retires those tails.
-func (l *Logs) watchPartitions() {
+func (l *LogTails) watchPartitions() {
 	defer l.wg.Done()
 	checkEvery(l.ctx, l.opts.PartitionCheck, l.logger, "streamed topics", l.checkPartitions)
 }
 
 // checkPartitions describes every started topic in one request and retires
 // the tails of those that gained partitions.
-func (l *Logs) checkPartitions() error {
+func (l *LogTails) checkPartitions() error {
 	l.mu.Lock()
 	started := make(map[string]*logTopic, len(l.topics))
 	names := make([]string, 0, len(l.topics))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
 // testFramer frames as [0][len u32][value][next offset u64 per partition],
@@ -58,11 +59,11 @@ func decodeFrames(t *testing.T, chunk []byte, partitions int) []got {
 	return out
 }
 
-func newLogs(t *testing.T, addr string, opts kafkaio.LogsOptions) (*kafkaio.Logs, *kafkaio.Client) {
+func newLogTails(t *testing.T, addr string, opts kafkaio.LogTailsOptions) (*kafkaio.LogTails, *kafkaio.Views) {
 	t.Helper()
-	c := newClient(t, addr)
+	c := newViews(t, addr)
 	opts.KafkaTimeout = 5 * time.Second
-	l, err := kafkaio.NewLogs(c, opts)
+	l, err := kafkaio.NewLogTails(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +71,12 @@ func newLogs(t *testing.T, addr string, opts kafkaio.LogsOptions) (*kafkaio.Logs
 	return l, c
 }
 
-func openStream(t *testing.T, l *kafkaio.Logs, o kafkaio.StreamOptions) *kafkaio.LogStream {
+func openStream(t *testing.T, l *kafkaio.LogTails, o kafkaio.StreamOptions) *kafkaio.LogStream {
 	t.Helper()
 	if o.Framer == nil {
 		o.Framer = testFramer{}
 	}
-	s, err := l.Open(ctxT(t), o)
+	s, err := l.Open(kafkatest.Ctx(t, 20*time.Second), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func openStream(t *testing.T, l *kafkaio.Logs, o kafkaio.StreamOptions) *kafkaio
 // collect reads frames until n arrived.
 func collect(t *testing.T, s *kafkaio.LogStream, n int) []got {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	var out []got
 	for len(out) < n {
 		chunk, err := s.Next(ctx)
@@ -150,14 +151,14 @@ func checkOrder(t *testing.T, frames []got, want []string, partitions int) {
 // history with a reader, the rest from the ring, then live records; a
 // second stream resumes from any frame's position with exactly what follows.
 func TestLogStreamHistoryRingLive(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 2})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 2})
 	want := writeSeq(t, b.Addr(), "log", 2, 0, 40)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{RingRecords: 16, TopicIdle: time.Minute})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{RingRecords: 16, TopicIdle: time.Minute})
 
 	// The ring starts with the last 4 records of each partition; the budget
 	// grows it to hold the live burst below.
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log", LagBudget: 64})
-	hs, err := s.Peek(ctxT(t))
+	hs, err := s.Peek(kafkatest.Ctx(t, 20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,17 +211,17 @@ func partitionOf(v string) int {
 // Streams at the tail send the ring's frames themselves: the same bytes,
 // several frames per chunk.
 func TestLogStreamsShareTailFrames(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	s1 := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
 	s2 := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
 	for _, s := range []*kafkaio.LogStream{s1, s2} {
-		if _, err := s.Peek(ctxT(t)); err != nil {
+		if _, err := s.Peek(kafkatest.Ctx(t, 20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	writeSeq(t, b.Addr(), "log", 1, 0, 4) // one batch of the tail, most likely
-	ctx := ctxT(t)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	c1, err := s1.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -241,17 +242,17 @@ func TestLogStreamsShareTailFrames(t *testing.T) {
 // waiting: not before a write, yes while a batch left one in the ring, not
 // once it took everything.
 func TestLogStreamBehind(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{BatchBytes: 1}) // one frame per Next
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{BatchBytes: 1}) // one frame per Next
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
-	if _, err := s.Peek(ctxT(t)); err != nil {
+	if _, err := s.Peek(kafkatest.Ctx(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if s.Behind() {
 		t.Fatal("behind before any write")
 	}
 	writeSeq(t, b.Addr(), "log", 1, 0, 2)
-	ctx := ctxT(t)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if _, err := s.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +274,10 @@ func TestLogStreamBehind(t *testing.T) {
 // A stream that stops reading is told once it is more than its budget
 // behind, and Next fails with ErrLagged; the client resumes by position.
 func TestLogStreamLagBudget(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{RingRecords: 100})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{RingRecords: 100})
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log", LagBudget: 5})
-	if _, err := s.Peek(ctxT(t)); err != nil {
+	if _, err := s.Peek(kafkatest.Ctx(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	first := writeSeq(t, b.Addr(), "log", 1, 0, 3)
@@ -288,10 +289,10 @@ func TestLogStreamLagBudget(t *testing.T) {
 	produce(t, b.Addr(), "log", rec{key: []byte("k12"), value: []byte("v12")})
 	select {
 	case <-s.Lagged():
-	case <-ctxT(t).Done():
+	case <-kafkatest.Ctx(t, 20*time.Second).Done():
 		t.Fatal("not told it lagged")
 	}
-	if _, err := s.Next(ctxT(t)); !errors.Is(err, kafkaio.ErrLagged) {
+	if _, err := s.Next(kafkatest.Ctx(t, 20*time.Second)); !errors.Is(err, kafkaio.ErrLagged) {
 		t.Fatalf("Next: %v, want ErrLagged", err)
 	}
 	r := openStream(t, l, kafkaio.StreamOptions{Topic: "log", Start: map[int32]int64{0: frames[2].next[0]}})
@@ -304,7 +305,7 @@ func TestLogStreamLagBudget(t *testing.T) {
 // A compacted topic's history is its view (current values, in partition and
 // offset order), then the log's live records; filters select among both.
 func TestLogStreamCompactedHistoryIsTheView(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "snap", Partitions: 1, Compact: true})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "snap", Partitions: 1, Compact: true})
 	produce(t, b.Addr(), "snap",
 		rec{key: []byte("a"), value: []byte("a1")},
 		rec{key: []byte("b"), value: []byte("b1"), headers: []kafka.Header{{Key: "meta:x", Value: []byte("1")}}},
@@ -312,9 +313,9 @@ func TestLogStreamCompactedHistoryIsTheView(t *testing.T) {
 		rec{key: []byte("c"), value: []byte("c1")},
 		rec{key: []byte("c"), value: nil},
 	)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "snap", Compacted: true})
-	hs, err := s.Peek(ctxT(t))
+	hs, err := s.Peek(kafkatest.Ctx(t, 20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,9 +345,9 @@ func TestLogStreamCompactedHistoryIsTheView(t *testing.T) {
 // A position beyond the end of the log (a recreated topic) restarts the
 // stream from the earliest offset.
 func TestLogStreamBeyondTheEndRestarts(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
 	want := writeSeq(t, b.Addr(), "log", 1, 0, 3)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	for _, start := range []map[int32]int64{{0: 99}, {0: 1, 7: 1}} {
 		s := openStream(t, l, kafkaio.StreamOptions{Topic: "log", Start: start})
 		if !s.Restarted() {
@@ -365,8 +366,8 @@ func TestLogStreamBeyondTheEndRestarts(t *testing.T) {
 }
 
 func TestLogStreamUnknownTopic(t *testing.T) {
-	b := startBroker(t)
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{})
+	b := kafkatest.Broker(t)
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := l.Open(ctx, kafkaio.StreamOptions{Topic: "nope", Framer: testFramer{}}); !errors.Is(err, kafkaio.ErrUnknownTopic) {
@@ -379,10 +380,10 @@ func TestLogStreamUnknownTopic(t *testing.T) {
 // the new partitions from their start and the old ones where it was, each
 // record once.
 func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
-	b := startBroker(t, embedded.Topic{Name: "log", Partitions: 1})
-	l, _ := newLogs(t, b.Addr(), kafkaio.LogsOptions{PartitionCheck: 50 * time.Millisecond})
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	l, _ := newLogTails(t, b.Addr(), kafkaio.LogTailsOptions{PartitionCheck: 50 * time.Millisecond})
 	s := openStream(t, l, kafkaio.StreamOptions{Topic: "log"})
-	if _, err := s.Peek(ctxT(t)); err != nil {
+	if _, err := s.Peek(kafkatest.Ctx(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, b.Addr(), "log", rec{key: []byte("a"), value: []byte("a"), partition: 0})
@@ -396,7 +397,7 @@ func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	res, err := admin.CreatePartitions(ctxT(t), []kafka.PartitionsSpecification{{Topic: "log", IncreaseTo: 3}})
+	res, err := admin.CreatePartitions(kafkatest.Ctx(t, 20*time.Second), []kafka.PartitionsSpecification{{Topic: "log", IncreaseTo: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
 	}
 
 	// The stream waits at the tail: the check ends it.
-	_, err = s.Next(ctxT(t))
+	_, err = s.Next(kafkatest.Ctx(t, 20*time.Second))
 	var pc *kafkaio.PartitionsChangedError
 	if !errors.Is(err, kafkaio.ErrPartitionsChanged) || !errors.As(err, &pc) || pc.Topic != "log" || pc.Was != 1 || pc.Now != 3 {
 		t.Fatalf("Next: %v, want a PartitionsChangedError of log from 1 to 3 partitions", err)
@@ -426,7 +427,7 @@ func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
 	if r.Partitions() != 3 || r.Restarted() {
 		t.Fatalf("resumed stream: %d partitions, restarted %v; want 3, false", r.Partitions(), r.Restarted())
 	}
-	if _, err := r.Peek(ctxT(t)); err != nil {
+	if _, err := r.Peek(kafkatest.Ctx(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	rest := collect(t, r, 2)

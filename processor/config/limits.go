@@ -1,0 +1,146 @@
+package config
+
+import (
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+// Limits bound what one request or the whole process may hold. Each field
+// has its default in DefaultLimits and its key in limitKeys; a new limit is
+// those three lines here, the code that uses it, and its row in
+// docs/configuration.md (limits_test.go checks they agree).
+type Limits struct {
+	MaxBody         int64         // bytes of an HTTP body or one gRPC message; default 1MiB
+	MaxWait         time.Duration // clamp of prefer: wait=N; default 60s
+	ReplyTimeout    time.Duration // default 30s
+	ReplyRetention  time.Duration // default 10m
+	KafkaTimeout    time.Duration // default 5s
+	MaxViewBytes    int64         // default 256MiB
+	ReplyIndexBytes int64         // default 64MiB
+	MaxViews        int           // templated-topic views; default 1000
+	ViewIdle        time.Duration // idle templated views are evicted after this; default 10m
+	StreamLagBudget int           // records a gRPC fetch stream may fall behind; default 10000
+	// StreamSendInterval is the longest a busy gRPC fetch stream holds
+	// records to send them together: the time between two of its sends is
+	// open streams ÷ StreamSendRate, at most this. Default 50ms; 0 sends
+	// each batch as soon as it is there.
+	StreamSendInterval time.Duration
+	// StreamSendRate is the messages per second the processor aims at over
+	// all its busy fetch streams together; default 20000.
+	StreamSendRate int
+}
+
+// DefaultLimits returns the limits used for fields the file leaves out.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBody:            1 << 20,
+		MaxWait:            60 * time.Second,
+		ReplyTimeout:       30 * time.Second,
+		ReplyRetention:     10 * time.Minute,
+		KafkaTimeout:       5 * time.Second,
+		MaxViewBytes:       256 << 20,
+		ReplyIndexBytes:    64 << 20,
+		MaxViews:           1000,
+		ViewIdle:           10 * time.Minute,
+		StreamLagBudget:    10000,
+		StreamSendInterval: 50 * time.Millisecond,
+		StreamSendRate:     20000,
+	}
+}
+
+// limitKey is one limit in the file: its key, how its value is read, and
+// the field it sets.
+type limitKey struct {
+	key   string
+	kind  limitKind
+	field func(*Limits) any // *int64, *time.Duration or *int
+}
+
+type limitKind int
+
+const (
+	sizeLimit      limitKind = iota // a positive byte size
+	durationLimit                   // a positive duration
+	durationOrNone                  // a duration; 0 means none (kept as given)
+	countLimit                      // an integer from 1 to 2^31-1
+)
+
+// limitKeys is every limit, in the order of docs/configuration.md.
+func limitKeys() []limitKey {
+	return []limitKey{
+		{"max-body", sizeLimit, func(l *Limits) any { return &l.MaxBody }},
+		{"max-wait", durationLimit, func(l *Limits) any { return &l.MaxWait }},
+		{"reply-timeout", durationLimit, func(l *Limits) any { return &l.ReplyTimeout }},
+		{"reply-retention", durationLimit, func(l *Limits) any { return &l.ReplyRetention }},
+		{"kafka-timeout", durationLimit, func(l *Limits) any { return &l.KafkaTimeout }},
+		{"max-view-bytes", sizeLimit, func(l *Limits) any { return &l.MaxViewBytes }},
+		{"reply-index-bytes", sizeLimit, func(l *Limits) any { return &l.ReplyIndexBytes }},
+		{"max-views", countLimit, func(l *Limits) any { return &l.MaxViews }},
+		{"view-idle", durationLimit, func(l *Limits) any { return &l.ViewIdle }},
+		{"stream-lag-budget", countLimit, func(l *Limits) any { return &l.StreamLagBudget }},
+		{"stream-send-interval", durationOrNone, func(l *Limits) any { return &l.StreamSendInterval }},
+		{"stream-send-rate", countLimit, func(l *Limits) any { return &l.StreamSendRate }},
+	}
+}
+
+// WithDefaults fills the limits left at zero — a configuration built by
+// hand rather than loaded — with DefaultLimits; a limit whose zero means
+// "none" is kept as given.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	for _, k := range limitKeys() {
+		if k.kind == durationOrNone {
+			continue
+		}
+		switch p := k.field(&l).(type) {
+		case *int64:
+			if *p <= 0 {
+				*p = *k.field(&d).(*int64)
+			}
+		case *time.Duration:
+			if *p <= 0 {
+				*p = *k.field(&d).(*time.Duration)
+			}
+		case *int:
+			if *p <= 0 {
+				*p = *k.field(&d).(*int)
+			}
+		}
+	}
+	return l
+}
+
+// limits decodes the limits object over l (which holds the defaults).
+func (d *decoder) limits(n ast.Node, l *Limits) {
+	keys := limitKeys()
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.key
+	}
+	m := d.object(n, "limits", "limits", names...)
+	for _, k := range keys {
+		e := m[k.key]
+		if e == nil {
+			continue
+		}
+		switch k.kind {
+		case sizeLimit:
+			if v, ok := d.size(e.v, k.key); ok {
+				*k.field(l).(*int64) = v
+			}
+		case durationLimit, durationOrNone:
+			if v, ok := d.duration(e.v, k.key, k.kind == durationOrNone); ok {
+				*k.field(l).(*time.Duration) = v
+			}
+		case countLimit:
+			if v, ok := d.integer(e.v, k.key); ok {
+				if v < 1 || v > 1<<31-1 {
+					d.errorf(e.v, "%s must be between 1 and 2147483647, got %d", k.key, v)
+				} else {
+					*k.field(l).(*int) = int(v)
+				}
+			}
+		}
+	}
+}

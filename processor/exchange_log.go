@@ -1,0 +1,109 @@
+package processor
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// debugging reports whether debug lines are logged. Callers check it first:
+// the exchange's logger formats the request's attributes on first use, and
+// the arguments of a line are allocated even if it is not written.
+func (x *exchange) debugging() bool { return x.log.Enabled(x.ctx, slog.LevelDebug) }
+
+// logger is the exchange's logger, with the request's attributes.
+func (x *exchange) logger() *slog.Logger {
+	x.logMu.Lock()
+	defer x.logMu.Unlock()
+	if x.logged == nil || len(x.logAttrs) > 0 {
+		base := x.logged
+		if base == nil {
+			base = x.log
+		}
+		if len(x.logAttrs) > 0 {
+			// A handler may keep the slice it is given; attrBuf is reused.
+			base = slog.New(base.Handler().WithAttrs(slices.Clone(x.logAttrs)))
+			x.logAttrs = x.attrBuf[:0]
+		}
+		x.logged = base
+	}
+	return x.logged
+}
+
+// logEnd writes the exchange's one line when it failed (an error answer or
+// a protocol error), with its cause: warn for the processor's or Kafka's
+// failures, info for the client's mistakes, error for a panic. Nothing of
+// the request's body or credentials is in it.
+func (x *exchange) logEnd(st, answerCause string, answered bool) {
+	x.logMu.Lock()
+	cause, attrs := x.cause, x.causeAttrs
+	x.logMu.Unlock()
+	failed := (answered && answerCause != "") || x.protocolErr
+	if !failed {
+		if x.debugging() {
+			x.logger().Debug("exchange ended", "status", st, "duration", time.Since(x.start))
+		}
+		return
+	}
+	level := slog.LevelInfo
+	switch {
+	case len(attrs) > 0:
+		level = slog.LevelError
+	case x.protocolErr || failedStatus(st):
+		level = slog.LevelWarn
+	}
+	if cause == "" {
+		cause = answerCause
+	}
+	x.logger().Log(context.Background(), level, "exchange failed",
+		append([]any{"status", st, "cause", cause, "duration", time.Since(x.start)}, attrs...)...)
+}
+
+// failedBecause records the cause logged when the exchange ends.
+func (x *exchange) failedBecause(cause string, attrs ...any) {
+	x.logMu.Lock()
+	defer x.logMu.Unlock()
+	x.cause, x.causeAttrs = cause, attrs
+}
+
+// failedStatus tells server errors (5xx, and gRPC codes other than OK and
+// the client's own mistakes) from answers that went as planned.
+func failedStatus(st string) bool {
+	if len(st) == 3 && st[0] == '5' {
+		return true
+	}
+	switch st {
+	case "UNKNOWN", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS":
+		return true
+	}
+	return false
+}
+
+func orNone(label string) string {
+	if label == "" {
+		return labelNone
+	}
+	return label
+}
+
+// matched records the route an exchange matched, for its metrics.
+func (x *exchange) matched(m *route.Match) {
+	x.route = strconv.Itoa(m.Route.Index)
+	if m.Route.With != nil {
+		x.capability = string(m.Route.With.Capability)
+	}
+	if x.debugging() {
+		x.logger().Debug("route matched", "route", m.Route.Index)
+	}
+}
+
+func kindLabel(kind string) string {
+	if kind == "" {
+		return "unknown" // the stream ended before its request headers
+	}
+	return kind
+}

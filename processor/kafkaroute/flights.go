@@ -1,0 +1,116 @@
+package kafkaroute
+
+import (
+	"sync"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+)
+
+// A Flight is one correlation id being produced (or replayed) by this
+// replica. Requests with the same id that arrive while it exists — a replay
+// of a request still in flight — attach to it instead of producing again:
+// they share its reply watch and the outcome of its produce. Another
+// replica cannot see it; there the responder's duplicate detection (same
+// idempotency key and correlation id) keeps the effect single.
+type Flight struct {
+	Key   FlightKey
+	Watch *kafkaio.ReplyWatch // registered before anything is produced
+	// Done is closed once the lead knows: replayed, produced or failed (a
+	// binding whose lead answers itself may leave it open).
+	Done chan struct{}
+
+	// Written by the lead before Done is closed.
+	Replayed bool  // a reply was stored already: nothing was produced
+	Err      error // the record was not written (or its outcome is unknown)
+
+	refs int // guarded by its shard's mu: requests attached, plus the lead
+}
+
+// FlightKey names a flight: the cluster (kafka binding), the reply topic and
+// the correlation id.
+type FlightKey struct {
+	Cluster, ReplyTo, CID string
+}
+
+// Flights is a table of flights. A flight leaves the table when its last
+// request leaves, or at once when its produce failed (Forget), so a retry
+// after a failure produces afresh. The table is sharded by correlation id:
+// every request-reply joins and leaves it, and one lock was the most
+// contended after the reply index's. The zero value is ready to use.
+type Flights struct {
+	shards [flightShards]flightShard
+}
+
+const flightShards = 32
+
+type flightShard struct {
+	mu sync.Mutex
+	m  map[FlightKey]*Flight
+}
+
+// shard is the shard of k: FNV-1a of its correlation id.
+func (t *Flights) shard(k FlightKey) *flightShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(k.CID); i++ {
+		h = (h ^ uint32(k.CID[i])) * 16777619
+	}
+	return &t.shards[h%flightShards]
+}
+
+// Join attaches to the flight of k, or creates it (lead true: the caller
+// holds two references, its request's and the lead's, and calls Leave once
+// for each). watch is called under the shard's lock, so the watch exists
+// before anyone can attach.
+func (t *Flights) Join(k FlightKey, watch func() *kafkaio.ReplyWatch) (f *Flight, lead bool) {
+	sh := t.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if f := sh.m[k]; f != nil {
+		f.refs++
+		return f, false
+	}
+	if sh.m == nil {
+		sh.m = map[FlightKey]*Flight{}
+	}
+	f = &Flight{Key: k, Watch: watch(), Done: make(chan struct{}), refs: 2}
+	sh.m[k] = f
+	return f, true
+}
+
+// Leave drops one reference; the last one releases the watch.
+func (t *Flights) Leave(f *Flight) {
+	sh := t.shard(f.Key)
+	sh.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	if last && sh.m[f.Key] == f {
+		delete(sh.m, f.Key)
+	}
+	sh.mu.Unlock()
+	if last {
+		f.Watch.Close()
+	}
+}
+
+// Forget takes a failed flight out of the table; the requests attached to
+// it still see its outcome.
+func (t *Flights) Forget(f *Flight) {
+	sh := t.shard(f.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[f.Key] == f {
+		delete(sh.m, f.Key)
+	}
+}
+
+// Len is the number of flights in the table.
+func (t *Flights) Len() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}

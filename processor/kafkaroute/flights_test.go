@@ -1,0 +1,48 @@
+package kafkaroute
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+)
+
+// Requests with one correlation id share a flight, whatever shard it is in;
+// the table empties as the last request of each flight leaves, and a failed
+// flight is forgotten at once.
+func TestFlightsShareAndLeave(t *testing.T) {
+	var tab Flights
+	watches := 0
+	watch := func() *kafkaio.ReplyWatch { watches++; return &kafkaio.ReplyWatch{} }
+	var leads []*Flight
+	for i := range 100 { // ids over every shard
+		k := FlightKey{Cluster: "c", ReplyTo: "r", CID: fmt.Sprintf("cid-%d", i)}
+		f, lead := tab.Join(k, watch)
+		if !lead {
+			t.Fatalf("%s: first request is not the lead", k.CID)
+		}
+		g, lead := tab.Join(k, watch)
+		if lead || g != f {
+			t.Fatalf("%s: a second request did not attach to the flight", k.CID)
+		}
+		leads = append(leads, f)
+	}
+	if watches != 100 || tab.Len() != 100 {
+		t.Fatalf("%d watches, %d flights, want 100 each", watches, tab.Len())
+	}
+	tab.Forget(leads[0]) // its produce failed: a retry produces afresh
+	if _, lead := tab.Join(leads[0].Key, watch); !lead {
+		t.Fatal("a request after a failed flight attached to it")
+	}
+	for _, f := range leads[1:] {
+		tab.Leave(f) // the attached request
+		tab.Leave(f) // the lead's request
+		if tab.shard(f.Key).m[f.Key] != f {
+			t.Fatalf("%s left the table while its lead still runs", f.Key.CID)
+		}
+		tab.Leave(f) // the lead, done
+	}
+	if n := tab.Len(); n != 1 {
+		t.Fatalf("%d flights left, want the retried one", n)
+	}
+}
