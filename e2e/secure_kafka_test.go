@@ -182,17 +182,17 @@ func TestSecureKafkaEndToEnd(t *testing.T) {
 				withResponders(responder.Options{Topic: "orders-requests", ReplyTo: "orders-responses", Handler: responder.HTTPEcho(), Properties: c.props}))
 
 			// Produce, then fetch what was produced.
-			if resp, body := e.do(e.h1, "PUT", "/items/7", `{"name":"pen"}`, "content-type", "application/json"); resp.StatusCode/100 != 2 {
+			if resp, body := e.request(e.h1, "PUT", "/items/7", `{"name":"pen"}`, "content-type", "application/json"); resp.StatusCode/100 != 2 {
 				t.Fatalf("PUT /items/7: %d %s", resp.StatusCode, body)
 			}
-			resp, body := e.do(e.h1, "GET", "/items/7", "", "prefer", "wait=10")
+			resp, body := e.request(e.h1, "GET", "/items/7", "", "prefer", "wait=10")
 			if resp.StatusCode != 200 || body != `{"name":"pen"}` {
 				t.Fatalf("GET /items/7: %d %q", resp.StatusCode, body)
 			}
 
 			// Produce with reply: the responder answers over the same
 			// secured cluster (the echo answers 201 with the request it read).
-			resp, body = e.do(e.h1, "POST", "/orders/1", `{"qty":2}`, "content-type", "application/json")
+			resp, body = e.request(e.h1, "POST", "/orders/1", `{"qty":2}`, "content-type", "application/json")
 			if resp.StatusCode != 201 || !strings.Contains(body, `"path":"/orders/1","key":"1","body":{"qty":2}`) {
 				t.Fatalf("POST /orders/1: %d %q", resp.StatusCode, body)
 			}
