@@ -342,7 +342,7 @@ func TestEnvoyAgrees(t *testing.T) {
 	if err := envoy.Validate(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := envoy.Check(b, envoy.CheckOptions{MaxWait: s.cfg.Limits.MaxWait, ReplyTimeout: s.cfg.Limits.ReplyTimeout}); err != nil {
+	if err := envoy.Check(b, envoy.CheckOptions{MaxWait: s.cfg.Limits.MaxWait, ReplyTimeout: s.cfg.Limits.ReplyTimeout, PingMinTime: stack.KeepaliveMinTime}); err != nil {
 		t.Fatal(err)
 	}
 
