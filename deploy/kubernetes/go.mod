@@ -4,9 +4,11 @@ go 1.26.8
 
 require (
 	github.com/envoyproxy/gateway v1.9.1
+	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/kafka-ext-proc/kafka-ext-proc v0.0.0
 	google.golang.org/protobuf v1.36.12
 	helm.sh/helm/v3 v3.22.0
+	istio.io/api v1.32.0-alpha.0.0.20261021173038-97748e4cb005
 	istio.io/client-go v1.32.0
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0
@@ -31,7 +33,6 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/docker/go-connections v0.8.2 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
-	github.com/envoyproxy/go-control-plane/envoy v1.40.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
 	github.com/fxamacker/cbor/v2 v2.9.2 // indirect
@@ -109,7 +110,6 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260819154853-08b0e4226688 // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	istio.io/api v1.32.0-alpha.0.0.20261021173038-97748e4cb005 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apiserver v0.37.0 // indirect
 	k8s.io/client-go v0.37.0 // indirect
