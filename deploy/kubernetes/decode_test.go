@@ -53,6 +53,7 @@ var kinds = map[string]kind{
 	"gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy": {new: func() any { return &egv1a1.EnvoyExtensionPolicy{} }},
 	"gateway.envoyproxy.io/v1alpha1/HTTPRouteFilter":      {new: func() any { return &egv1a1.HTTPRouteFilter{} }},
 	"gateway.envoyproxy.io/v1alpha1/ClientTrafficPolicy":  {new: func() any { return &egv1a1.ClientTrafficPolicy{} }},
+	"gateway.envoyproxy.io/v1alpha1/EnvoyProxy":           {new: func() any { return &egv1a1.EnvoyProxy{} }},
 }
 
 // documents splits a multi-document YAML stream, dropping empty documents.

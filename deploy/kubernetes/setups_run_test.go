@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,12 @@ func istioFiles(t *testing.T) []byte {
 }
 
 func TestStandalone(t *testing.T) {
+	// The ConfigMap the Deployment mounts is made, by the README's step, of
+	// the very file checked here.
+	const step = "kubectl -n kafka-ext-proc create configmap envoy --from-file=" + envoyConfigMapKey + "=envoy/envoy.yaml"
+	if !strings.Contains(string(readFile(t, "standalone/README.md")), step) {
+		t.Errorf("standalone/README.md does not say %q", step)
+	}
 	if err := checkStandalone(readFile(t, standaloneManifests), readFile(t, shippedEnvoy), envoyConfigMapKey, defaultRelease(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +125,8 @@ func TestSetupChecksFail(t *testing.T) {
 			{"timer below the processor's waits", []string{"streamIdleTimeout: 3600s", "streamIdleTimeout: 50s"}, "stream_idle_timeout 50s is not above limits.max-wait"},
 			{"admin port as backend", []string{"    - { name: kafka-ext-proc, port: 50051 }\n", "    - { name: kafka-ext-proc, port: 9090 }\n"}, "is not the Service's grpc port"},
 			{"configured path not routed", []string{"value: /items }", "value: /things }"}, `configured path "/items…" matches none`},
+			{"Envoy below the floor", []string{"image: envoyproxy/envoy:v1.38.3@", "image: envoyproxy/envoy:v1.36.2@"}, "below Envoy 1.37.5"},
+			{"Envoy version not set", []string{"  infrastructure:\n    parametersRef: { group: gateway.envoyproxy.io, kind: EnvoyProxy, name: kafka-ext-proc }\n", ""}, "does not run the EnvoyProxy"},
 			{"policy on another gateway", []string{"name: kafka-ext-proc }\n  extProc:\n", "name: other }\n  extProc:\n"}, `EnvoyExtensionPolicy does not target Gateway "kafka-ext-proc"`},
 		}
 		for _, tc := range cases {

@@ -700,6 +700,10 @@ func checkEnvoyGateway(manifests []byte, r *rendered) error {
 	if err != nil {
 		return err
 	}
+	ep, err := only[*egv1a1.EnvoyProxy](objs)
+	if err != nil {
+		return err
+	}
 	var filters []*egv1a1.HTTPRouteFilter
 	for _, o := range objs {
 		if f, ok := o.(*egv1a1.HTTPRouteFilter); ok {
@@ -714,6 +718,16 @@ func checkEnvoyGateway(manifests []byte, r *rendered) error {
 		}) {
 			problem("%s does not target Gateway %q", what, gw.Name)
 		}
+	}
+	if ref := gw.Spec.Infrastructure; ref == nil || ref.ParametersRef == nil || ref.ParametersRef.Kind != "EnvoyProxy" || ref.ParametersRef.Name != ep.Name {
+		problem("Gateway %q does not run the EnvoyProxy %q, which pins the Envoy version", gw.Name, ep.Name)
+	}
+	var image string
+	if k := ep.Spec.Provider; k != nil && k.Kubernetes != nil && k.Kubernetes.EnvoyDeployment != nil && k.Kubernetes.EnvoyDeployment.Container != nil && k.Kubernetes.EnvoyDeployment.Container.Image != nil {
+		image = *k.Kubernetes.EnvoyDeployment.Container.Image
+	}
+	if err := checkEnvoyImage(image); err != nil {
+		errs = append(errs, err)
 	}
 	targets("EnvoyExtensionPolicy", eep.Spec.TargetRefs)
 	targets("ClientTrafficPolicy", ctp.Spec.TargetRefs)
