@@ -39,6 +39,7 @@ type compose struct {
 type service struct {
 	Image       string               `yaml:"image"`
 	Build       any                  `yaml:"build"`
+	PullPolicy  string               `yaml:"pull_policy"`
 	Hostname    string               `yaml:"hostname"`
 	Command     []string             `yaml:"command"`
 	Environment map[string]string    `yaml:"environment"`
@@ -162,45 +163,70 @@ func published(t *testing.T, s *service) map[int]string {
 	return out
 }
 
-// An image is pinned when its tag names a version (or it has a digest), so
-// that `docker compose up` next year starts what was checked today.
+// An image is pinned when its tag names a version and a digest fixes its
+// content, so that `docker compose up` next year starts what was checked
+// today (a tag alone can be pushed again).
 var versionTag = regexp.MustCompile(`^v?\d+(\.\d+)+(-[A-Za-z0-9.]+)?$`)
 
+var digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
 func pinned(image string) error {
-	if _, digest, ok := strings.Cut(image, "@sha256:"); ok && len(digest) == 64 {
-		return nil
+	ref, dg, ok := strings.Cut(image, "@")
+	if !ok || !digest.MatchString(dg) {
+		return fmt.Errorf("image %q has no sha256 digest: pin one (NAME:TAG@sha256:...)", image)
 	}
-	name := image[strings.LastIndexByte(image, '/')+1:]
+	name := ref[strings.LastIndexByte(ref, '/')+1:]
 	_, tag, ok := strings.Cut(name, ":")
 	switch {
 	case !ok:
-		return fmt.Errorf("image %q has no tag (that means latest): pin a version", image)
+		return fmt.Errorf("image %q has no tag: name the version the digest is", image)
+	case strings.HasPrefix(ref, "gcr.io/distroless/"):
+		// Distroless publishes no version tags; the digest alone pins it.
 	case !versionTag.MatchString(tag):
 		return fmt.Errorf("image %q: tag %q is not a version: pin one (e.g. 1.2.3)", image, tag)
 	}
 	return nil
 }
 
+// Every image is pinned, except the one the stack builds: one service builds
+// the Dockerfile, and any other service running that image reuses the build
+// and never pulls it.
 func TestImagesPinned(t *testing.T) {
 	s := loadStack(t)
+	var builders []string
+	built := map[string]bool{}
+	for name, svc := range s.compose.Services {
+		if svc.Build != nil {
+			builders = append(builders, name)
+			built[svc.Image] = true
+		}
+	}
+	if len(builders) != 1 || built[""] {
+		t.Errorf("services building an image: %v; want one, naming its image, so the Dockerfile is built once", builders)
+	}
 	for name, svc := range s.compose.Services {
 		switch {
-		case svc.Build != nil && svc.Image == "":
+		case svc.Build != nil:
 			// Built here from the Dockerfile (checked by TestDockerfile).
 		case svc.Image == "":
 			t.Errorf("service %s has neither image nor build", name)
+		case built[svc.Image]:
+			if svc.PullPolicy != "never" {
+				t.Errorf("service %s runs the built image %s with pull_policy %q; want never (it is in no registry)", name, svc.Image, svc.PullPolicy)
+			}
 		default:
 			if err := pinned(svc.Image); err != nil {
 				t.Errorf("service %s: %v", name, err)
 			}
 		}
 	}
-	for _, bad := range []string{"apache/kafka", "apache/kafka:latest", "envoyproxy/envoy:dev", "localhost:5000/x"} {
+	dg := "@sha256:" + strings.Repeat("0a", 32)
+	for _, bad := range []string{"apache/kafka", "apache/kafka:latest" + dg, "envoyproxy/envoy:dev" + dg, "apache/kafka:4.1.1", "apache/kafka" + dg, "apache/kafka:4.1.1@sha256:0a0a", "localhost:5000/x" + dg} {
 		if pinned(bad) == nil {
 			t.Errorf("pinned(%q) accepted it", bad)
 		}
 	}
-	for _, good := range []string{"apache/kafka:4.1.1", "envoyproxy/envoy:v1.38.3", "localhost:5000/x:1.0", "debian:12.12-slim"} {
+	for _, good := range []string{"apache/kafka:4.1.1" + dg, "envoyproxy/envoy:v1.38.3" + dg, "localhost:5000/x:1.0" + dg, "gcr.io/distroless/cc-debian12:nonroot" + dg} {
 		if err := pinned(good); err != nil {
 			t.Errorf("pinned(%q): %v", good, err)
 		}
@@ -342,7 +368,7 @@ func TestEnvoyAgrees(t *testing.T) {
 	if err := envoy.Validate(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := envoy.Check(b, envoy.CheckOptions{MaxWait: s.cfg.Limits.MaxWait, ReplyTimeout: s.cfg.Limits.ReplyTimeout}); err != nil {
+	if err := envoy.Check(b, envoy.CheckOptions{MaxWait: s.cfg.Limits.MaxWait, ReplyTimeout: s.cfg.Limits.ReplyTimeout, PingMinTime: stack.KeepaliveMinTime}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -3,7 +3,9 @@ package deploy
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -63,6 +65,7 @@ func TestDockerfile(t *testing.T) {
 	var froms []string
 	var user, entrypoint, cmd []string
 	var cgo bool
+	var buildTags string
 	for _, in := range ins {
 		switch in.cmd {
 		case "FROM":
@@ -81,6 +84,9 @@ func TestDockerfile(t *testing.T) {
 		case "RUN":
 			if strings.Contains(in.args, "go build") {
 				cgo = strings.Contains(in.args, "CGO_ENABLED=1")
+				if f := strings.Fields(in.args); slices.Contains(f, "-tags") {
+					buildTags = f[slices.Index(f, "-tags")+1]
+				}
 			}
 		}
 	}
@@ -99,7 +105,8 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	build, runtime := froms[0], froms[1]
-	goTag, ok := strings.CutPrefix(build, "golang:")
+	buildRef, _, _ := strings.Cut(build, "@")
+	goTag, ok := strings.CutPrefix(buildRef, "golang:")
 	if !ok {
 		t.Fatalf("build stage %q is not the golang image", build)
 	}
@@ -117,6 +124,13 @@ func TestDockerfile(t *testing.T) {
 	if !cgo {
 		t.Error("the go build does not set CGO_ENABLED=1: librdkafka is linked through cgo")
 	}
+	// The README says the image has no shell; distroless has none.
+	if !strings.HasPrefix(runtime, "gcr.io/distroless/") {
+		t.Errorf("runtime stage %q is not distroless: the image would carry a shell", runtime)
+	}
+	if buildTags != "nodev" {
+		t.Errorf("the go build's -tags %q, want nodev: the production binary leaves the development stack out", buildTags)
+	}
 
 	if len(user) != 1 || user[0] == "root" || user[0] == "0" || strings.HasPrefix(user[0], "0:") {
 		t.Errorf("runtime USER %v: run as a non-root user", user)
@@ -127,5 +141,37 @@ func TestDockerfile(t *testing.T) {
 	s := loadStack(t)
 	if want := s.compose.Services[processorSvc].Command; !slices.Equal(cmd, want) {
 		t.Errorf("CMD %q differs from the compose command %q", cmd, want)
+	}
+}
+
+// devPackages are what only `kafka-ext-proc dev` needs: the embedded broker
+// (kfake) and the Envoy emulator.
+var devPackages = regexp.MustCompile(`^(github\.com/twmb/franz-go/pkg/kfake|github\.com/kafka-ext-proc/kafka-ext-proc/(kafkaio/embedded|envoy/emulator))$`)
+
+func devDeps(t *testing.T, tags string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-tags", tags, "-deps", "./cmd/kafka-ext-proc")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v", cmd.Args, err)
+	}
+	var found []string
+	for _, p := range strings.Fields(string(out)) {
+		if devPackages.MatchString(p) {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
+// The image's build tag leaves the development stack out of the binary, and
+// the default build (`go run ./cmd/kafka-ext-proc dev`) keeps it.
+func TestProductionBuildLeavesDevOut(t *testing.T) {
+	if got := devDeps(t, "nodev"); len(got) != 0 {
+		t.Errorf("-tags nodev still links %v", got)
+	}
+	if got := devDeps(t, ""); len(got) != 3 {
+		t.Errorf("the default build links %v of the development stack, want kfake, kafkaio/embedded and envoy/emulator (so the check above can see them)", got)
 	}
 }

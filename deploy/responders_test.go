@@ -21,8 +21,8 @@ func TestResponders(t *testing.T) {
 	if r == nil {
 		t.Fatalf("docker-compose.yml has no service %q", respondersSvc)
 	}
-	if r.Build == nil || r.Image != "" {
-		t.Errorf("%s: build the kafka-ext-proc image (build: .), got image %q build %v", respondersSvc, r.Image, r.Build)
+	if proc := s.compose.Services[processorSvc]; r.Build != nil || r.Image == "" || r.Image != proc.Image || r.PullPolicy != "never" {
+		t.Errorf("%s: run the image the %s service builds (image %q, no build, pull_policy never), got image %q build %v pull_policy %q", respondersSvc, processorSvc, proc.Image, r.Image, r.Build, r.PullPolicy)
 	}
 	if len(r.Command) == 0 || r.Command[0] != "responder" {
 		t.Fatalf("%s: command %q, want `responder ...`", respondersSvc, r.Command)

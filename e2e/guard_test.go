@@ -20,6 +20,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 // guardConfig guards routes of both bindings with two jwt guards: jwt0
@@ -400,7 +401,7 @@ func TestShippedJWTAuthnBlock(t *testing.T) {
 	if err := envoy.Validate(boot); err != nil {
 		t.Fatal(err)
 	}
-	if err := envoy.Check(boot, envoy.CheckOptions{MaxWait: 60 * time.Second, ReplyTimeout: 30 * time.Second}); err != nil {
+	if err := envoy.Check(boot, envoy.CheckOptions{MaxWait: 60 * time.Second, ReplyTimeout: 30 * time.Second, PingMinTime: stack.KeepaliveMinTime}); err != nil {
 		t.Fatal(err)
 	}
 	hcm := &hcmv3.HttpConnectionManager{}

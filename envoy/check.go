@@ -24,11 +24,18 @@ type CheckOptions struct {
 	MaxWait time.Duration
 	// ReplyTimeout is limits.reply-timeout: how long it waits for a reply record.
 	ReplyTimeout time.Duration
+	// PingMinTime is the processor gRPC server's keepalive enforcement
+	// minimum (stack.KeepaliveMinTime): HTTP/2 PINGs from Envoy closer
+	// together end its connections with a too_many_pings GOAWAY. 0 means
+	// grpc-go's default of 5 minutes.
+	PingMinTime time.Duration
 }
 
 // Envoy defaults Check relies on.
 const (
-	defaultCircuitBreakerLimit = 1024 // cluster circuit breaker max_requests / max_pending_requests
+	defaultCircuitBreakerLimit = 1024            // cluster circuit breaker max_requests / max_pending_requests
+	defaultGRPCPingMinTime     = 5 * time.Minute // grpc-go keepalive.EnforcementPolicy MinTime
+	adminReadyPath             = "/ready"
 	upstreamHTTPOptionsKey     = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	jwtAuthnNamespace          = "envoy.filters.http.jwt_authn"
 )
@@ -52,6 +59,7 @@ func Check(b *bootstrapv3.Bootstrap, opts CheckOptions) error {
 	if len(ls) == 0 {
 		c.problem("no static listener")
 	}
+	processing := 0
 	for _, l := range ls {
 		hs, err := hcmsOf(l)
 		if err != nil {
@@ -62,8 +70,16 @@ func Check(b *bootstrapv3.Bootstrap, opts CheckOptions) error {
 			c.problem("listener %q has no HTTP connection manager", l.GetName())
 		}
 		for _, h := range hs {
+			if isProbeHCM(h.hcm) {
+				c.checkProbeHCM(h.where, h.hcm, b.GetAdmin().GetAddress().GetSocketAddress())
+				continue
+			}
+			processing++
 			c.checkHCM(h.where, h.hcm)
 		}
+	}
+	if len(ls) > 0 && processing == 0 {
+		c.problem("no listener runs the ext_proc filter")
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.extProcClusters)) {
 		if cl, ok := c.clusters[name]; ok {
@@ -353,6 +369,7 @@ func (c *checker) checkProcessorCluster(cl *clusterv3.Cluster) {
 	if !grpcHC {
 		c.problem("%s: no grpc_health_check (grpc.health.v1); Envoy would keep sending streams to a draining processor", where)
 	}
+	c.checkKeepalive(where, cl)
 	var def *clusterv3.CircuitBreakers_Thresholds
 	for _, t := range cl.GetCircuitBreakers().GetThresholds() {
 		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
@@ -374,16 +391,106 @@ func (c *checker) checkProcessorCluster(cl *clusterv3.Cluster) {
 
 // usesHTTP2 reports whether the cluster speaks HTTP/2 upstream.
 func usesHTTP2(cl *clusterv3.Cluster) bool {
+	return http2Options(cl) != nil
+}
+
+// http2Options are the cluster's upstream HTTP/2 options, nil without them.
+func http2Options(cl *clusterv3.Cluster) *corev3.Http2ProtocolOptions {
 	a, ok := cl.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]
 	if !ok {
-		return false
+		return nil
 	}
 	o := &upstreamhttpv3.HttpProtocolOptions{}
 	if err := unpack(a, o); err != nil {
+		return nil
+	}
+	if h := o.GetExplicitHttpConfig().GetHttp2ProtocolOptions(); h != nil {
+		return h
+	}
+	return o.GetAutoConfig().GetHttp2ProtocolOptions()
+}
+
+// checkKeepalive compares the PINGs Envoy sends the processor with what its
+// gRPC server permits: closer than the enforcement minimum, grpc-go counts
+// each as a strike and ends the connection (and every ext_proc stream on it)
+// with a too_many_pings GOAWAY. Envoy's interval_jitter only adds to the
+// interval, so the interval itself is the shortest gap.
+func (c *checker) checkKeepalive(where string, cl *clusterv3.Cluster) {
+	ka := http2Options(cl).GetConnectionKeepalive()
+	if ka.GetInterval() == nil {
+		return
+	}
+	minTime := c.opts.PingMinTime
+	if minTime == 0 {
+		minTime = defaultGRPCPingMinTime
+	}
+	if iv := ka.GetInterval().AsDuration(); iv < minTime {
+		c.problem("%s: http2_protocol_options.connection_keepalive.interval %s is below the processor's keepalive enforcement minimum %s: its gRPC server would end the connection with a too_many_pings GOAWAY", where, iv, minTime)
+	}
+}
+
+// isProbeHCM reports whether an HCM has no ext_proc filter and only the
+// router: the shape of a listener for probes of Envoy itself.
+func isProbeHCM(h *hcmv3.HttpConnectionManager) bool {
+	fs := h.GetHttpFilters()
+	return len(fs) == 1 && fs[0].GetTypedConfig().GetTypeUrl() == routerType
+}
+
+// checkProbeHCM checks a listener without ext_proc reaches nothing but the
+// admin interface's read-only /ready for GET: anything more would bypass the
+// processor, or expose the admin interface, which can change Envoy's state.
+func (c *checker) checkProbeHCM(where string, h *hcmv3.HttpConnectionManager, admin *corev3.SocketAddress) {
+	rc, err := staticRoutes(h)
+	if err != nil {
+		c.problem("%s: %v", where, err)
+		return
+	}
+	for _, vh := range rc.GetVirtualHosts() {
+		for i, r := range vh.GetRoutes() {
+			rWhere := fmt.Sprintf("%s (no ext_proc) virtual host %q routes[%d] %q", where, vh.GetName(), i, r.GetName())
+			if r.GetDirectResponse() != nil {
+				continue
+			}
+			name := r.GetRoute().GetCluster()
+			if name == "" || !c.isAdminCluster(name, admin) {
+				c.problem("%s: a listener without ext_proc may only answer directly or route to a cluster of the admin address", rWhere)
+				continue
+			}
+			if r.GetMatch().GetPath() != adminReadyPath || !matchesGETOnly(r.GetMatch()) {
+				c.problem("%s: only an exact path %s with :method GET may reach the admin interface", rWhere, adminReadyPath)
+			}
+		}
+	}
+}
+
+// isAdminCluster reports whether every endpoint of a defined cluster is the
+// admin interface's address.
+func (c *checker) isAdminCluster(name string, admin *corev3.SocketAddress) bool {
+	cl, ok := c.clusters[name]
+	if !ok || admin == nil {
 		return false
 	}
-	return o.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil ||
-		o.GetAutoConfig().GetHttp2ProtocolOptions() != nil
+	n := 0
+	for _, le := range cl.GetLoadAssignment().GetEndpoints() {
+		for _, ep := range le.GetLbEndpoints() {
+			sa := ep.GetEndpoint().GetAddress().GetSocketAddress()
+			if sa.GetAddress() != admin.GetAddress() || sa.GetPortValue() != admin.GetPortValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+// matchesGETOnly reports whether a route match requires :method GET exactly.
+func matchesGETOnly(m *routev3.RouteMatch) bool {
+	for _, hm := range m.GetHeaders() {
+		if hm.GetName() == ":method" && !hm.GetInvertMatch() && hm.GetStringMatch().GetExact() == "GET" {
+			return true
+		}
+	}
+	return false
 }
 
 // checkJWT checks that every remote JWKS names a defined cluster.

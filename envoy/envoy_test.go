@@ -14,8 +14,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// defaultLimits are the processor's default limits.max-wait and limits.reply-timeout.
-var defaultLimits = CheckOptions{MaxWait: 60 * time.Second, ReplyTimeout: 30 * time.Second}
+// defaultLimits are the processor's default limits.max-wait and
+// limits.reply-timeout, and its gRPC server's keepalive minimum
+// (stack.KeepaliveMinTime, which imports this package; the stack tests tie
+// the two to envoy.yaml).
+var defaultLimits = CheckOptions{MaxWait: 60 * time.Second, ReplyTimeout: 30 * time.Second, PingMinTime: 5 * time.Second}
 
 const shipped = "envoy.yaml"
 
@@ -112,7 +115,7 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{"unknown field at top level", "static_resources:\n", "no_such_field: 1\nstatic_resources:\n", []string{`unknown field "no_such_field"`, "(YAML line %d)"}},
 		{"unknown field inside the ext_proc typed_config", "failure_mode_allow: false\n", "no_such_option: true\n              failure_mode_allow: false\n", []string{`unknown field "no_such_option"`, "(YAML line %d)"}},
-		{"unknown type URL", "envoy.extensions.filters.http.router.v3.Router", "envoy.extensions.filters.http.router.v3.NoSuchRouter", []string{"NoSuchRouter"}},
+		{"unknown type URL", "envoy.extensions.filters.http.router.v3.Router\n", "envoy.extensions.filters.http.router.v3.NoSuchRouter\n", []string{"NoSuchRouter"}},
 		{"duplicate key", "stat_prefix: ingress\n", "stat_prefix: ingress\n          stat_prefix: again\n", []string{"stat_prefix"}},
 	}
 	for _, tc := range cases {
@@ -151,8 +154,8 @@ func TestValidateNamesTheTypedConfig(t *testing.T) {
 			"request_body_mode: FULL_DUPLEX_STREAMED", "request_body_mode: 42",
 			[]string{extProc, "RequestBodyMode"}},
 		{"invalid typed config in a cluster's protocol options",
-			"explicit_http_config: { http2_protocol_options: {} }\n    # One ext_proc",
-			"explicit_http_config: { http2_protocol_options: { max_concurrent_streams: 0 } }\n    # One ext_proc",
+			"connection_keepalive: { interval: 10s, timeout: 5s }",
+			"connection_keepalive: { interval: 10s, timeout: 5s }\n            max_concurrent_streams: 0",
 			[]string{`clusters[0]("kafka_ext_proc").typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]`, "MaxConcurrentStreams"}},
 	}
 	for _, tc := range cases {
@@ -189,7 +192,7 @@ func TestCheckRejects(t *testing.T) {
 			[]string{"stream_idle_timeout: 300s", "stream_idle_timeout: 20s"}, defaultLimits,
 			[]string{"stream_idle_timeout 20s is not above limits.max-wait 1m0s", "stream_idle_timeout 20s is not above limits.reply-timeout 30s"}},
 		{"shipped timeouts below raised limits",
-			nil, CheckOptions{MaxWait: 10 * time.Minute, ReplyTimeout: 30 * time.Second},
+			nil, CheckOptions{MaxWait: 10 * time.Minute, ReplyTimeout: 30 * time.Second, PingMinTime: 5 * time.Second},
 			[]string{"stream_idle_timeout 5m0s is not above limits.max-wait 10m0s"}},
 		{"unsupported processing mode",
 			[]string{"response_header_mode: SKIP", "response_header_mode: SEND", "request_body_mode: FULL_DUPLEX_STREAMED", "request_body_mode: BUFFERED"}, defaultLimits,
@@ -202,7 +205,8 @@ func TestCheckRejects(t *testing.T) {
 			[]string{"failure_mode_allow is true"}},
 		{"processor cluster without HTTP/2, gRPC health check or raised circuit breakers",
 			[]string{
-				"explicit_http_config: { http2_protocol_options: {} }\n    # One ext_proc", "explicit_http_config: { http_protocol_options: {} }\n    # One ext_proc",
+				"http2_protocol_options:\n            # HTTP/2 PINGs", "http_protocol_options: {}\n            # HTTP/2 PINGs",
+				"connection_keepalive: { interval: 10s, timeout: 5s }", "",
 				"grpc_health_check: {}", "http_health_check: { path: /healthz }",
 				"max_requests: 100000", "max_requests: 1024",
 			}, defaultLimits,
@@ -220,6 +224,24 @@ func TestCheckRejects(t *testing.T) {
 				"                typed_per_filter_config:\n                  envoy.filters.http.ext_proc:\n                    \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute\n                    overrides:\n                      failure_mode_allow: true\n",
 			}, defaultLimits,
 			[]string{`routes[0] "grpc" typed_per_filter_config "envoy.filters.http.ext_proc": overrides.failure_mode_allow is true`}},
+		{"processor pinged more often than its gRPC server permits",
+			[]string{"connection_keepalive: { interval: 10s, timeout: 5s }", "connection_keepalive: { interval: 4s, timeout: 2s }"}, defaultLimits,
+			[]string{`cluster "kafka_ext_proc" (ext_proc): http2_protocol_options.connection_keepalive.interval 4s is below the processor's keepalive enforcement minimum 5s`}},
+		{"shipped keepalive against grpc-go's default enforcement",
+			nil, CheckOptions{MaxWait: 60 * time.Second, ReplyTimeout: 30 * time.Second},
+			[]string{"connection_keepalive.interval 10s is below the processor's keepalive enforcement minimum 5m0s"}},
+		{"probes listener exposing more of the admin interface",
+			[]string{"match: { path: /ready, headers:", "match: { prefix: /, headers:"}, defaultLimits,
+			[]string{`listener "probes"`, `routes[0] "ready": only an exact path /ready with :method GET may reach the admin interface`}},
+		{"probes listener admitting POST",
+			[]string{`string_match: { exact: GET }`, `string_match: { exact: POST }`}, defaultLimits,
+			[]string{`routes[0] "ready": only an exact path /ready with :method GET`}},
+		{"probes listener bypassing the processor",
+			[]string{"route: { cluster: envoy_admin }", "route: { cluster: kafka_ext_proc }"}, defaultLimits,
+			[]string{`routes[0] "ready": a listener without ext_proc may only answer directly or route to a cluster of the admin address`}},
+		{"admin cluster pointing elsewhere",
+			[]string{"        - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 9901 } } }", "        - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: 9902 } } }"}, defaultLimits,
+			[]string{`routes[0] "ready": a listener without ext_proc may only answer directly`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,4 +388,96 @@ func TestSettingsFromRefuses(t *testing.T) {
 			wantErr(t, "SettingsFrom", err, tc.want...)
 		})
 	}
+}
+
+// uncommented returns the shipped envoy.yaml with the commented blocks named
+// (between "# >>> name" and "# <<< name") uncommented, failing the test if a
+// block is missing.
+func uncommented(t *testing.T, data []byte, names ...string) []byte {
+	t.Helper()
+	lines := strings.Split(string(data), "\n")
+	for _, name := range names {
+		begin := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "# >>> "+name })
+		end := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "# <<< "+name })
+		if begin < 0 || end < begin {
+			t.Fatalf("%s has no commented block %q", shipped, name)
+		}
+		for i := begin + 1; i < end; i++ {
+			indent := len(lines[i]) - len(strings.TrimLeft(lines[i], " "))
+			rest, ok := strings.CutPrefix(lines[i][indent:], "# ")
+			if !ok {
+				t.Fatalf("%s block %q line %d is not commented with \"# \"", shipped, name, i+1)
+			}
+			lines[i] = lines[i][:indent] + rest
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
+}
+
+// The commented downstream TLS and Envoy→processor mTLS blocks pass every
+// check once uncommented, and put their TLS contexts where Envoy uses them.
+func TestTLSExamples(t *testing.T) {
+	data, err := os.ReadFile(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse(uncommented(t, data, "downstream-tls", "processor-mtls"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if err := Validate(b); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := Check(b, defaultLimits); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	const tlsType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3."
+	if got := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetTransportSocket().GetTypedConfig().GetTypeUrl(); got != tlsType+"DownstreamTlsContext" {
+		t.Errorf("ingress transport socket %q, want a DownstreamTlsContext", got)
+	}
+	var procSocket string
+	for _, cl := range b.GetStaticResources().GetClusters() {
+		if cl.GetName() == "kafka_ext_proc" {
+			procSocket = cl.GetTransportSocket().GetTypedConfig().GetTypeUrl()
+		}
+	}
+	if procSocket != tlsType+"UpstreamTlsContext" {
+		t.Errorf("processor cluster transport socket %q, want an UpstreamTlsContext", procSocket)
+	}
+}
+
+// The uncommented blocks go through the same strict loading: a misspelt field
+// in either one is refused.
+func TestTLSExamplesRejectTypos(t *testing.T) {
+	for _, tc := range []struct{ block, old, new string }{
+		{"downstream-tls", "#       alpn_protocols: [h2, http/1.1]", "#       alpn_protocol: [h2, http/1.1]"},
+		{"processor-mtls", "#     sni: kafka-ext-proc", "#     server_name: kafka-ext-proc"},
+	} {
+		t.Run(tc.block, func(t *testing.T) {
+			_, err := Parse(uncommented(t, edited(t, tc.old, tc.new), tc.block))
+			wantErr(t, "Parse", err, "unknown field")
+		})
+	}
+}
+
+// A bootstrap whose only ext_proc filter is gone is not let through as a
+// probes-only config.
+func TestCheckNeedsAnExtProcListener(t *testing.T) {
+	b, err := Load(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0]
+	h := &hcmv3.HttpConnectionManager{}
+	if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
+		t.Fatal(err)
+	}
+	h.HttpFilters = slices.DeleteFunc(h.HttpFilters, func(hf *hcmv3.HttpFilter) bool { return hf.GetName() == "envoy.filters.http.ext_proc" })
+	a, err := anypb.New(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
+	wantErr(t, "Check", Check(b, defaultLimits), "no listener runs the ext_proc filter",
+		`listener "ingress"`, `routes[0] "grpc": a listener without ext_proc may only answer directly or route to a cluster of the admin address`)
 }

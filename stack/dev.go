@@ -1,3 +1,8 @@
+//go:build !nodev
+
+// Left out of -tags nodev builds (the production image): the development
+// stack links the embedded broker and the Envoy emulator.
+
 package stack
 
 import (

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/admin"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
@@ -222,11 +223,21 @@ func (p *Processor) serveAdmin(addr string) error {
 	return nil
 }
 
+// KeepaliveMinTime is the shortest gap between HTTP/2 PINGs the processor's
+// gRPC server permits (grpc-go's default is 5 minutes); closer ones end the
+// connection with a too_many_pings GOAWAY. envoy/envoy.yaml's processor
+// cluster pings every 10s, and `validate --envoy` checks a config against it.
+const KeepaliveMinTime = 5 * time.Second
+
 // GRPCServerOptions are the options of the processor's gRPC server (TLS
 // when tlsCfg is set). The load generator's no-op ext_proc server uses them
 // too, so its baseline has the same plumbing.
 func GRPCServerOptions(tlsCfg *tls.Config) []grpc.ServerOption {
-	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(newSendCodec())}
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newSendCodec()),
+		// Envoy pings on idle connections too (no ext_proc stream open).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+	}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}

@@ -1,3 +1,9 @@
+//go:build !nodev
+
+// The development stack (embedded broker, Envoy emulator) is left out of
+// builds with -tags nodev, as the Dockerfile builds the production image;
+// dev_nodev.go stands in for it there.
+
 package main
 
 import (

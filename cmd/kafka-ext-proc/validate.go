@@ -7,6 +7,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 func validate(args []string, stdout, stderr io.Writer) error {
@@ -38,7 +39,7 @@ func validate(args []string, stdout, stderr io.Writer) error {
 		if err := envoy.Validate(b); err != nil {
 			return fmt.Errorf("%s: %w", *envoyPath, err)
 		}
-		if err := envoy.Check(b, envoy.CheckOptions{MaxWait: cfg.Limits.MaxWait, ReplyTimeout: cfg.Limits.ReplyTimeout}); err != nil {
+		if err := envoy.Check(b, envoy.CheckOptions{MaxWait: cfg.Limits.MaxWait, ReplyTimeout: cfg.Limits.ReplyTimeout, PingMinTime: stack.KeepaliveMinTime}); err != nil {
 			return fmt.Errorf("%s: %w", *envoyPath, err)
 		}
 	}
