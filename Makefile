@@ -1,11 +1,11 @@
-# Conveniences; `go test -race ./...` is the whole suite (README).
+# Conveniences; `make test` is the README's test command, the whole suite.
 
 FUZZTIME ?= 60s
 
 .PHONY: test fuzz-smoke
 
 test:
-	go test -race ./...
+	go test -race ./... && (cd deploy/kubernetes && go test -race ./...)
 
 # Fuzz every target for $(FUZZTIME) each (make fuzz-smoke FUZZTIME=5m).
 fuzz-smoke:
