@@ -176,15 +176,10 @@ func (im *importer) httpRoute(binding string, r *node) *omap {
 	if when != nil {
 		route.set("when", when)
 	}
-	route.set("exit", im.kafkaExit(r.get("exit")))
-	w := r.get("with")
+	w, with, capability := im.routeWith(r, route)
 	if w == nil {
-		im.errorf(r, "a route without with cannot be translated: with says which topic and capability")
 		return route
 	}
-	with := &omap{}
-	capability := w.get("capability").str()
-	with.set("capability", capability)
 	switch capability {
 	case "fetch":
 		im.known(w, "with", "capability", "topic", "filters", "merge")
@@ -337,15 +332,10 @@ func (im *importer) grpcRoute(r *node) *omap {
 	if when != nil {
 		route.set("when", when)
 	}
-	route.set("exit", im.kafkaExit(r.get("exit")))
-	w := r.get("with")
+	w, with, capability := im.routeWith(r, route)
 	if w == nil {
-		im.errorf(r, "a route without with cannot be translated: with says which topic and capability")
 		return route
 	}
-	with := &omap{}
-	capability := w.get("capability").str()
-	with.set("capability", capability)
 	switch capability {
 	case "fetch":
 		im.known(w, "with", "capability", "topic", "filters")
@@ -362,6 +352,21 @@ func (im *importer) grpcRoute(r *node) *omap {
 	}
 	route.set("with", with)
 	return route
+}
+
+// routeWith sets the route's exit and starts its with (the capability);
+// w is nil, and the route refused, when Zilla's route has no with.
+func (im *importer) routeWith(r *node, route *omap) (w *node, with *omap, capability string) {
+	route.set("exit", im.kafkaExit(r.get("exit")))
+	w = r.get("with")
+	if w == nil {
+		im.errorf(r, "a route without with cannot be translated: with says which topic and capability")
+		return nil, nil, ""
+	}
+	with = &omap{}
+	capability = w.get("capability").str()
+	with.set("capability", capability)
+	return w, with, capability
 }
 
 // metadata translates Zilla's metadata conditions. Zilla names a binary

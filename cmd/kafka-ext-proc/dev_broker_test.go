@@ -1,12 +1,9 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -31,20 +28,10 @@ func bannerAddr(t *testing.T, banner, re string) string {
 // after it.
 func TestDevDataKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	client := &http.Client{Timeout: 30 * time.Second}
 	do := func(front, method, path, body string, hdr ...string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+front+path, strings.NewReader(body))
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, b := call(t, method, "http://"+front+path, body, hdr...)
+		return resp.StatusCode, b
 	}
 
 	banner, stop := devBanner(t, "--data", dir)
@@ -71,21 +58,13 @@ func TestDevDataKeptAcrossRestart(t *testing.T) {
 func TestDevWithoutDataForgets(t *testing.T) {
 	banner, stop := devBanner(t)
 	front := bannerAddr(t, banner, `front \(Envoy emulator\): http://(\S+)`)
-	req, _ := http.NewRequest("PUT", "http://"+front+"/items/1", strings.NewReader(`{"name":"gone"}`))
-	req.Header.Set("content-type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if resp, body := call(t, "PUT", "http://"+front+"/items/1", `{"name":"gone"}`, "content-type", "application/json"); resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT /items/1: %d %q", resp.StatusCode, body)
 	}
-	resp.Body.Close()
 	stop()
 	banner, _ = devBanner(t)
 	front = bannerAddr(t, banner, `front \(Envoy emulator\): http://(\S+)`)
-	resp, err = http.Get("http://" + front + "/items/1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := call(t, "GET", "http://"+front+"/items/1", "")
 	if resp.StatusCode != 404 {
 		t.Fatalf("GET /items/1 after a restart without --data: %d, want 404", resp.StatusCode)
 	}

@@ -90,19 +90,8 @@ func TestDevQuickStart(t *testing.T) {
 			t.Fatal(m.TopicPartition.Error)
 		}
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
 	getItem := func(hdr ...string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+front+"/items/1", nil)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return call(t, http.MethodGet, "http://"+front+"/items/1", "", hdr...)
 	}
 
 	put("1", `{"name":"pen"}`)
@@ -134,4 +123,28 @@ func TestDevQuickStart(t *testing.T) {
 		t.Fatalf("long poll: %d %q %v", lpResp.StatusCode, lpBody, lpResp.Header)
 	}
 	t.Logf("long poll answered %v after the write", time.Since(wrote))
+}
+
+// call sends one request (headers as name, value pairs) and returns the
+// answer and its body.
+func call(t *testing.T, method, url, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, url, err)
+	}
+	return resp, string(b)
 }
