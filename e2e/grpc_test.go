@@ -514,6 +514,8 @@ func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 	if err := st.RecvMsg(&m); err != nil || string(m.b) != "hello" {
 		t.Fatalf("first call: %q %v", m.b, err)
 	}
+	// The client goes: the message's record and the end record are written
+	// all the same, whether or not the half-close reached the processor.
 	cancel1()
 	pollUntil(t, "the first call's records", func() bool { return e.endOffsets("status-requests") == 2 })
 	written = e.endOffsets("status-requests")

@@ -254,7 +254,7 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pc.produceRequests(pctx, ctx, events, failed)
+			pc.produceRequests(pctx, events, failed)
 		}()
 	}
 	return rw.run(ctx, events, failed, replyTo, idemName)
@@ -344,17 +344,19 @@ func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capabil
 }
 
 // produceRequests writes a record per request message and the terminal
-// record at the half-close. If the client goes away mid-call after records
-// were written, the terminal record is still written (within the Kafka
-// timeout) so the responder knows the request ended.
-func (pc *produceCall) produceRequests(ctx, callCtx context.Context, events chan<- progress, failed chan<- error) {
+// record at the half-close. If the request stream ends any other way after
+// records were written (the client went away, the call ended), the terminal
+// record is still written (within the Kafka timeout) so the responder knows
+// the request ended. That does not wait for the call's context to end: the
+// request stream can report the client gone before it does.
+func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progress, failed chan<- error) {
 	wrote := false
 	for {
 		msg, err := pc.call.In.Recv(ctx)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				if wrote && callCtx.Err() != nil {
-					tctx, cancel := context.WithTimeout(context.WithoutCancel(callCtx), pc.limits.KafkaTimeout)
+				if wrote {
+					tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
 					_, _, _ = pc.prod.Produce(tctx, pc.record(nil))
 					cancel()
 				}
