@@ -344,26 +344,30 @@ func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capabil
 }
 
 // produceRequests writes a record per request message and the terminal
-// record at the half-close. If the request stream ends any other way after
-// records were written (the client went away, the call ended), the terminal
-// record is still written (within the Kafka timeout) so the responder knows
-// the request ended. That does not wait for the call's context to end: the
-// request stream can report the client gone before it does.
+// record at the half-close. However else the request stream ends once
+// records were written — the client went away, the call ended, a later
+// message failed — the terminal record still follows them (within the Kafka
+// timeout), so the responder knows the request ended. Nothing here waits
+// for the call's context first: the client can be gone, and the context
+// done, at any point after a record was acknowledged.
 func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progress, failed chan<- error) {
-	wrote := false
+	wrote, ended := false, false
+	defer func() {
+		if wrote && !ended {
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
+			_, _, _ = pc.prod.Produce(tctx, pc.record(nil))
+			cancel()
+		}
+	}()
 	for {
 		msg, err := pc.call.In.Recv(ctx)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				if wrote {
-					tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
-					_, _, _ = pc.prod.Produce(tctx, pc.record(nil))
-					cancel()
-				}
 				return
 			}
 			// The end of the request is written even if the call ends
 			// meanwhile (its reply came first, or the client left).
+			ended = true
 			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
 			_, _, err := pc.prod.Produce(tctx, pc.record(nil))
 			cancel()
@@ -378,6 +382,10 @@ func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progre
 			return
 		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
+			// A record handed over whose acknowledgement was not waited
+			// for (the client left meanwhile) may well be in the log: the
+			// responder may have answered it already.
+			wrote = wrote || errors.Is(err, kafkaio.ErrUnacknowledged)
 			failed <- err
 			return
 		}
