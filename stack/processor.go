@@ -329,6 +329,7 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
+			IdempotencyWindow: cfg.Limits.IdempotencyWindow, IdempotencyKeys: cfg.Limits.IdempotencyKeys,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
 			// A ring holds at least a stream's lag budget, so a stream within
 			// its budget resumes from the ring.
