@@ -19,7 +19,8 @@ type ClusterOptions struct {
 	// KeyIndexOptions.Window and MaxKeys).
 	IdempotencyWindow time.Duration
 	IdempotencyKeys   int
-	ViewIdle          time.Duration // see ViewsOptions
+	KeysClock         func() time.Time // the key index's clock; nil = time.Now
+	ViewIdle          time.Duration    // see ViewsOptions
 	MaxViews          int
 	MaxViewBytes      int64
 	// LogRingRecords is how many recent records a log tail's ring keeps
@@ -114,11 +115,15 @@ func (c *Cluster) Keys() (*KeyIndex, error) {
 	if c.closed {
 		return nil, fmt.Errorf("the key index of kafka binding %q: %w", c.opts.Name, ErrKeysClosed)
 	}
-	k, err := NewKeyIndex(KeyIndexOptions{
+	now := c.opts.KeysClock
+	if now == nil {
+		now = time.Now
+	}
+	k, err := newKeyIndex(KeyIndexOptions{
 		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
 		Window: c.opts.IdempotencyWindow, MaxKeys: c.opts.IdempotencyKeys,
 		Logger: c.opts.Logger, Stats: c.rdStats, PartitionCheck: c.opts.PartitionCheck,
-	})
+	}, now)
 	if err != nil {
 		return nil, err
 	}
