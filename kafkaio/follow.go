@@ -12,11 +12,17 @@ import (
 // and the key index) share: how many partitions a topic has, and offsets of
 // all its partitions in one request.
 
+// metadataClient is a librdkafka client that reads metadata: a consumer or
+// a producer.
+type metadataClient interface {
+	GetMetadata(topic *string, allTopics bool, timeoutMs int) (*kafka.Metadata, error)
+}
+
 // topicPartitionCount reads the number of partitions of topic; what names
 // the topic's role in errors ("reply topic", "request topic").
-func topicPartitionCount(cons *kafka.Consumer, topic, what string, timeout time.Duration) (int, error) {
+func topicPartitionCount(client metadataClient, topic, what string, timeout time.Duration) (int, error) {
 	ms := int(timeout / time.Millisecond)
-	md, err := cons.GetMetadata(&topic, false, ms)
+	md, err := client.GetMetadata(&topic, false, ms)
 	if err != nil {
 		return 0, fmt.Errorf("reading the metadata of %s %s: %w", what, topic, err)
 	}

@@ -79,7 +79,13 @@ type KeyIndex struct {
 	logger *slog.Logger
 	cons   *kafka.Consumer
 	admin  *kafka.AdminClient
-	now    func() time.Time
+	// lookups answers the look-ups a keyed write waits for (metadata, end
+	// offsets) on connections of its own: on the consumer's, a request
+	// waits behind the fetch the broker holds for up to fetch.wait.max.ms
+	// (100 ms), which every keyed write would pay.
+	lookups     *kafka.Producer
+	lookupAdmin *kafka.AdminClient
+	now         func() time.Time
 
 	// assignMu serialises assignment changes: confluent-kafka-go's
 	// IncrementalAssign writes consumer state without a lock.
@@ -155,16 +161,35 @@ func newKeyIndex(opts KeyIndexOptions, now func() time.Time) (*KeyIndex, error) 
 	if err != nil {
 		return nil, err
 	}
+	lookups, err := kafka.NewProducer(lookupConfig(opts.Properties, opts.KafkaTimeout))
+	if err != nil {
+		admin.Close()
+		_ = cons.Close()
+		return nil, fmt.Errorf("creating the look-up client of the key index of kafka binding %q: %w", opts.Name, err)
+	}
+	lookupAdmin, err := kafka.NewAdminClientFromProducer(lookups)
+	if err != nil {
+		lookups.Close()
+		admin.Close()
+		_ = cons.Close()
+		return nil, fmt.Errorf("creating the look-up client of the key index of kafka binding %q: %w", opts.Name, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &KeyIndex{
-		opts: opts, logger: logger, cons: cons, admin: admin, now: now,
+		opts: opts, logger: logger, cons: cons, admin: admin, lookups: lookups, lookupAdmin: lookupAdmin, now: now,
 		topics: map[string]*keyTopic{},
 		ctx:    ctx, cancel: cancel,
 		stopLogs: make(chan struct{}), logsDone: make(chan struct{}),
 	}
 	go func() {
 		defer close(x.logsDone)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			forwardRdLogs(logger, lookups.Logs(), "keys-lookups", x.stopLogs)
+		}()
 		forwardRdLogs(logger, cons.Logs(), "keys", x.stopLogs)
+		<-done
 	}()
 	x.wg.Add(2)
 	go x.poll()
@@ -189,6 +214,8 @@ func (x *KeyIndex) Close() {
 	x.mu.Unlock()
 	x.cancel()
 	x.wg.Wait()
+	x.lookupAdmin.Close()
+	x.lookups.Close()
 	x.admin.Close()
 	_ = x.cons.Close()
 	close(x.stopLogs)
@@ -260,7 +287,7 @@ func (x *KeyIndex) reachEnd(t *keyTopic) error {
 	x.mu.Lock()
 	n := len(t.next)
 	x.mu.Unlock()
-	end, err := listOffsets(ctx, x.admin, t.name, n, kafka.LatestOffsetSpec, x.opts.KafkaTimeout)
+	end, err := listOffsets(ctx, x.lookupAdmin, t.name, n, kafka.LatestOffsetSpec, x.opts.KafkaTimeout)
 	if err != nil {
 		if x.ctx.Err() != nil {
 			return ErrKeysClosed
@@ -333,16 +360,16 @@ func (x *KeyIndex) topic(ctx context.Context, topic, header string) (*keyTopic, 
 // The end offsets come first so that a record written in between is at or
 // after the start: it is read.
 func (x *KeyIndex) assign(ctx context.Context, t *keyTopic) error {
-	n, err := topicPartitionCount(x.cons, t.name, "request topic", x.opts.KafkaTimeout)
+	n, err := topicPartitionCount(x.lookups, t.name, "request topic", x.opts.KafkaTimeout)
 	if err != nil {
 		return err
 	}
-	end, err := listOffsets(ctx, x.admin, t.name, n, kafka.LatestOffsetSpec, x.opts.KafkaTimeout)
+	end, err := listOffsets(ctx, x.lookupAdmin, t.name, n, kafka.LatestOffsetSpec, x.opts.KafkaTimeout)
 	if err != nil {
 		return err
 	}
 	since := x.now().Add(-2 * x.opts.Window).UnixMilli()
-	start, err := listOffsets(ctx, x.admin, t.name, n, kafka.OffsetSpec(since), x.opts.KafkaTimeout)
+	start, err := listOffsets(ctx, x.lookupAdmin, t.name, n, kafka.OffsetSpec(since), x.opts.KafkaTimeout)
 	if err != nil {
 		return err
 	}

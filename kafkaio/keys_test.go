@@ -11,7 +11,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
-func testKeyIndex(t *testing.T, addr string, opts KeyIndexOptions, now func() time.Time) *KeyIndex {
+func testKeyIndex(t testing.TB, addr string, opts KeyIndexOptions, now func() time.Time) *KeyIndex {
 	t.Helper()
 	opts.Name = "kafka0"
 	opts.Properties = map[string]string{"bootstrap.servers": addr}
