@@ -326,33 +326,47 @@ func (x *KeyIndex) reachEnd(t *keyTopic) error {
 // topic returns the topic's state, adding it and assigning its partitions
 // on first use. A failed assignment is tried again by the next caller.
 func (x *KeyIndex) topic(ctx context.Context, topic, header string) (*keyTopic, error) {
-	x.mu.Lock()
-	if x.closed {
+	for {
+		x.mu.Lock()
+		if x.closed {
+			x.mu.Unlock()
+			return nil, ErrKeysClosed
+		}
+		t := x.topics[topic]
+		if t == nil {
+			t = &keyTopic{name: topic, headers: []string{header}, entries: map[string]*keyEntry{}}
+			x.topics[topic] = t
+			x.stats.Topics++
+		} else if !hasString(t.headers, header) {
+			t.headers = append(t.headers, header)
+		}
+		started := t.started
 		x.mu.Unlock()
-		return nil, ErrKeysClosed
+		if started {
+			return t, nil
+		}
+		t.startMu.Lock()
+		x.mu.Lock()
+		started, current := t.started, x.topics[topic] == t
+		x.mu.Unlock()
+		if started || !current {
+			// Started by another caller meanwhile, or dropped after a
+			// failure: look again.
+			t.startMu.Unlock()
+			continue
+		}
+		err := x.assign(ctx, t)
+		if err != nil {
+			// A topic that could not be read is not kept: requests naming
+			// topics that do not exist must not grow the index.
+			x.mu.Lock()
+			delete(x.topics, topic)
+			x.stats.Topics--
+			x.mu.Unlock()
+		}
+		t.startMu.Unlock()
+		return t, err
 	}
-	t := x.topics[topic]
-	if t == nil {
-		t = &keyTopic{name: topic, headers: []string{header}, entries: map[string]*keyEntry{}}
-		x.topics[topic] = t
-		x.stats.Topics++
-	} else if !hasString(t.headers, header) {
-		t.headers = append(t.headers, header)
-	}
-	started := t.started
-	x.mu.Unlock()
-	if started {
-		return t, nil
-	}
-	t.startMu.Lock()
-	defer t.startMu.Unlock()
-	x.mu.Lock()
-	started = t.started
-	x.mu.Unlock()
-	if started {
-		return t, nil
-	}
-	return t, x.assign(ctx, t)
 }
 
 // assign reads the end offsets, then the offsets of now - 2×Window, and

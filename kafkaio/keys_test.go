@@ -178,4 +178,7 @@ func TestKeyIndexUnknownTopic(t *testing.T) {
 	if !errors.Is(err, ErrNotReady) || !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("Sync of a missing topic: %v, want ErrNotReady and ErrUnknownTopic", err)
 	}
+	if st := x.Stats(); st.Topics != 0 {
+		t.Fatalf("a missing topic is kept: %+v", st)
+	}
 }
