@@ -420,14 +420,11 @@ func (x *KeyIndex) checkPartitions() error {
 		}
 	}
 	x.mu.Unlock()
-	counts, err := partitionCounts(x.ctx, x.admin, names, x.opts.KafkaTimeout)
-	errs := []error{err}
-	for name, n := range counts {
-		errs = append(errs, x.grow(name, n))
-	}
-	return errors.Join(errs...)
+	return growEach(x.ctx, x.lookupAdmin, names, x.opts.KafkaTimeout, x.grow)
 }
 
+// grow assigns the partitions added to a started topic (see assignAdded);
+// a smaller n is a stale answer and ignored.
 func (x *KeyIndex) grow(topic string, n int) error {
 	x.assignMu.Lock()
 	defer x.assignMu.Unlock()
@@ -442,15 +439,11 @@ func (x *KeyIndex) grow(topic string, n int) error {
 		t.next = append(t.next, 0)
 	}
 	x.mu.Unlock()
-	assign := make([]kafka.TopicPartition, 0, n-old)
-	for p := old; p < n; p++ {
-		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := x.cons.IncrementalAssign(assign); err != nil {
+	if err := assignAdded(x.cons, topic, "request topic", old, n); err != nil {
 		x.mu.Lock()
 		t.next = t.next[:old]
 		x.mu.Unlock()
-		return fmt.Errorf("assigning partitions %d to %d added to request topic %s: %w", old, n-1, topic, err)
+		return err
 	}
 	x.logger.Info("reading back partitions added to a request topic", "topic", topic, "partitions_before", old, "partitions", n)
 	return nil
