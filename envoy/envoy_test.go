@@ -481,3 +481,47 @@ func TestCheckNeedsAnExtProcListener(t *testing.T) {
 	wantErr(t, "Check", Check(b, defaultLimits), "no listener runs the ext_proc filter",
 		`listener "ingress"`, `routes[0] "grpc": a listener without ext_proc may only answer directly or route to a cluster of the admin address`)
 }
+
+// The commented CORS blocks pass every check once uncommented: the CORS
+// filter comes before ext_proc (Envoy answers preflights), and the CORS
+// policy sits on a route with a route action, since Envoy's CORS filter
+// skips direct_response routes.
+func TestCORSExample(t *testing.T) {
+	data, err := os.ReadFile(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse(uncommented(t, data, "cors-route", "cors-filter"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if err := Validate(b); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := Check(b, defaultLimits); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range hcm.GetHttpFilters() {
+		names = append(names, f.GetName())
+	}
+	if cors, ep := slices.Index(names, "envoy.filters.http.cors"), slices.Index(names, "envoy.filters.http.ext_proc"); cors < 0 || cors > ep {
+		t.Errorf("filters %v: want the CORS filter before ext_proc", names)
+	}
+	var withPolicy []string
+	for _, r := range hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+		if _, ok := r.GetTypedPerFilterConfig()["envoy.filters.http.cors"]; ok {
+			if r.GetRoute() == nil {
+				t.Errorf("route %q has a CORS policy but no route action: Envoy's CORS filter skips it", r.GetName())
+			}
+			withPolicy = append(withPolicy, r.GetName())
+		}
+	}
+	if len(withPolicy) != 1 {
+		t.Errorf("routes with a CORS policy: %v, want one", withPolicy)
+	}
+}
