@@ -116,6 +116,22 @@ func testScenarios(t *testing.T, split bool) {
 	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
 		t.Errorf("request-reply: %+v", rr)
 	}
+	// Every answer was 204 (the scenario fails otherwise).
+	var ow onewayResult
+	if err := json.Unmarshal(got[scenarioOneway], &ow); err != nil {
+		t.Fatalf("produce-oneway: %v (output %q)", err, out.String())
+	}
+	for name, f := range map[string]rrFigures{"gateway 1": ow.GatewayOne, "raw 1": ow.RawOne, "hop 1": ow.HopOne,
+		"gateway n": ow.GatewayMany, "raw n": ow.RawMany, "hop n": ow.HopMany} {
+		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 || f.All.CPUus <= 0 ||
+			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
+			t.Errorf("produce-oneway %s: %+v", name, f)
+		}
+	}
+	if ow.HopRateRatio <= 0 || ow.HopCeilingRatio <= 0 || ow.RateRatio <= 0 || ow.LatencyRatio <= 0 || ow.HopCPURatio <= 0 ||
+		ow.Concurrency != replyConcurrency || ow.BodyBytes <= 0 {
+		t.Errorf("produce-oneway: %+v", ow)
+	}
 	// Every record reached every stream once (the scenario fails
 	// otherwise): 20 streams × 100 records.
 	var fo fanoutResult
@@ -148,8 +164,8 @@ func checkMedians(t *testing.T, jsonl []byte, split bool) {
 	if err := json.Unmarshal(b, &med); err != nil {
 		t.Fatalf("medians.jq: %v\n%s", err, b)
 	}
-	if len(med) != 5 {
-		t.Fatalf("medians.jq: %d scenarios, want 5:\n%s", len(med), b)
+	if len(med) != 6 {
+		t.Fatalf("medians.jq: %d scenarios, want 6:\n%s", len(med), b)
 	}
 	for _, m := range med {
 		for k, v := range m {
@@ -186,12 +202,16 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
 		t.Fatal(err)
 	}
+	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3}); err != nil {
+		t.Fatal(err)
+	}
 	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
+		"produce-oneway:", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -202,7 +222,7 @@ func TestTextReport(t *testing.T) {
 func TestFlagsRefuseOutOfBounds(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"},
-		{"-waiters", "20001"},
+		{"-waiters", "100001"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},

@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|grpc-fanout|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|all [-split] [flags]
 package main
 
 import (
@@ -47,7 +47,10 @@ const (
 	// scenarioRequestReply and scenarioFanout measure the request-reply and fan-out targets (BENCHMARKS.md, targets 3 and 4).
 	scenarioRequestReply = "request-reply"
 	scenarioFanout       = "grpc-fanout"
-	scenarioAll          = "all"
+	// scenarioOneway measures the oneway produce route against its hop
+	// baseline.
+	scenarioOneway = "produce-oneway"
+	scenarioAll    = "all"
 )
 
 // Bounds on the flags, so a typo cannot start a run that never ends or
@@ -55,7 +58,7 @@ const (
 const (
 	maxClients  = 4096
 	maxConns    = 64
-	maxWaiters  = 20000
+	maxWaiters  = 100000 // issue 20's target is measured at 100,000
 	maxKeys     = 100000
 	maxDuration = 10 * time.Minute
 	minValue    = 48 // room for the JSON envelope of a value
@@ -95,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout or all")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -106,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
 	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
-	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 20000)")
+	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 100000)")
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
 	fs.IntVar(&o.streams, "streams", 1000, "gRPC fan-out streams (at most 20000)")
 	fs.IntVar(&o.fanRate, "rate", 1000, "records/s written to the fan-out topic")
@@ -127,12 +130,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
-		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout}
+		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout or all", *scenario)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
@@ -238,6 +241,8 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runLongPoll(ctx, e, o)
 		case scenarioRequestReply:
 			res, err = runRequestReply(ctx, e, o)
+		case scenarioOneway:
+			res, err = runProduceOneway(ctx, e, o)
 		case scenarioFanout:
 			res, err = runFanout(ctx, e, o)
 		}

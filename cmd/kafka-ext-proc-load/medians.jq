@@ -37,6 +37,26 @@ group_by(.scenario) | map(
     raw_n_all_allocs_per_req: stat(.raw_n.all.allocs_per_req),
     gateway_n_machine_cores: stat(.gateway_n.machine_cores),
     raw_n_machine_cores: stat(.raw_n.machine_cores)
+  } elif .[0].scenario == "produce-oneway" then {
+    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency,
+    hop_rate_ratio: stat(.hop_rate_ratio),
+    hop_ceiling_ratio: stat(.hop_ceiling_ratio),
+    rate_ratio: stat(.rate_ratio),
+    latency_ratio: stat(.latency_ratio),
+    hop_latency_ratio: stat(.hop_latency_ratio),
+    hop_cpu_ratio: stat(.hop_cpu_ratio),
+    gateway_n_req_per_s: stat(.gateway_n.req_per_s),
+    hop_n_req_per_s: stat(.hop_n.req_per_s),
+    raw_n_req_per_s: stat(.raw_n.req_per_s),
+    gateway_1_p50_ms: stat(.gateway_1.latency.p50_ms),
+    hop_1_p50_ms: stat(.hop_1.latency.p50_ms),
+    raw_1_p50_ms: stat(.raw_1.latency.p50_ms),
+    gateway_n_all_cpu_us_per_req: stat(.gateway_n.all.cpu_us_per_req),
+    hop_n_all_cpu_us_per_req: stat(.hop_n.all.cpu_us_per_req),
+    gateway_n_all_allocs_per_req: stat(.gateway_n.all.allocs_per_req),
+    hop_n_all_allocs_per_req: stat(.hop_n.all.allocs_per_req),
+    gateway_n_server_cpu_us_per_req: stat(.gateway_n.server.cpu_us_per_req),
+    hop_n_server_cpu_us_per_req: stat(.hop_n.server.cpu_us_per_req)
   } elif .[0].scenario == "grpc-fanout" then {
     scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
     lag_p50_ms: stat(.lag.p50_ms),

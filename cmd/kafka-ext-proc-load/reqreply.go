@@ -38,16 +38,17 @@ const (
 // replyRequest is one worker's request: the same id and body on both
 // targets, so the responder's echo (the expected answer) is the same.
 type replyRequest struct {
-	id   string
-	body []byte
-	want []byte // the responder's reply: the body of the 201
+	id     string
+	path   string // POST path
+	body   []byte
+	status int    // the gateway's answer: 201 with the responder's reply, or 204 for a oneway write
+	want   []byte // the body of the answer: the responder's reply (none for 204)
 }
 
-// check says whether rep is the gateway's answer to r: 201 with the
-// responder's reply.
+// check says whether rep is the gateway's answer to r.
 func (r replyRequest) check(rep reply) error {
-	if rep.status != 201 || !bytes.Equal(rep.body, r.want) {
-		return fmt.Errorf("POST /orders/%s: %d with %q, want 201 with the responder's reply %q", r.id, rep.status, rep.body, r.want)
+	if rep.status != r.status || !bytes.Equal(rep.body, r.want) {
+		return fmt.Errorf("POST %s: %d with %q, want %d with %q", r.path, rep.status, rep.body, r.status, r.want)
 	}
 	return nil
 }
@@ -68,7 +69,7 @@ func newReplyRequests(n, valueSize int) ([]replyRequest, error) {
 		if err != nil || len(reps) != 1 {
 			return nil, fmt.Errorf("the responder's echo of a request: %d replies, %v", len(reps), err)
 		}
-		out[i] = replyRequest{id: id, body: body, want: reps[0].Value}
+		out[i] = replyRequest{id: id, path: "/orders/" + id, body: body, status: 201, want: reps[0].Value}
 	}
 	return out, nil
 }
@@ -248,7 +249,7 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, err
 	}
-	hb, err := startHop(raw, answers)
+	hb, err := startHop(raw.roundTrip, answers)
 	if err != nil {
 		return nil, err
 	}
@@ -264,57 +265,9 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, err
 	}
 	sides := []rrSide{gw, raw.side(), hs}
-	if o.warmup > 0 {
-		for _, s := range sides {
-			w, err := e.runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs)
-			if err != nil {
-				return nil, err
-			}
-			if w.errors > 0 {
-				return nil, fmt.Errorf("%s (warm-up): %d failed; first: %w", s.name, w.errors, w.firstErr)
-			}
-		}
-	}
-	levels := []int{1, replyConcurrency}
-	var totals [2][3]rrWindow // [level][side]
-	var perRound [2][3][]float64
-	for r := range o.rounds {
-		for li, workers := range levels {
-			for k := range sides { // the first side rotates every round
-				si := (r + k) % len(sides)
-				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
-				if err != nil {
-					return nil, err
-				}
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				if w.errors > 0 || w.requests == 0 {
-					return nil, fmt.Errorf("%s, %d in flight: %d answered, %d failed; first failure: %v", sides[si].name, workers, w.requests, w.errors, w.firstErr)
-				}
-				e.log.Info("window", "scenario", scenarioRequestReply, "side", sides[si].name, "in_flight", workers, "round", r, "requests", w.requests, "elapsed", w.elapsed)
-				t := &totals[li][si]
-				t.requests += w.requests
-				t.elapsed += w.elapsed
-				t.lat.merge(&w.lat)
-				t.all, t.server = t.all.add(w.all), t.server.add(w.server)
-				t.busy, t.ticks = t.busy+w.busy, t.ticks+w.ticks
-				perRound[li][si] = append(perRound[li][si], float64(w.requests)/w.elapsed.Seconds())
-			}
-		}
-	}
-	fig := func(li, si int) rrFigures {
-		t := &totals[li][si]
-		f := rrFigures{Requests: t.requests, Seconds: t.elapsed.Seconds(), PerSecond: float64(t.requests) / t.elapsed.Seconds(),
-			Latency: t.lat.summary(), RoundPerSecond: perRound[li][si], All: perReq(t.all, t.requests)}
-		if e.split {
-			s := perReq(t.server, t.requests)
-			f.Server = &s
-		}
-		if t.ticks > 0 {
-			f.MachineCores = float64(t.busy) / float64(t.ticks) * float64(runtime.NumCPU())
-		}
-		return f
+	fig, err := e.measureRR(ctx, o, scenarioRequestReply, sides)
+	if err != nil {
+		return nil, err
 	}
 	res := requestReplyResult{
 		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
@@ -334,6 +287,69 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		res.ServerCPURatio = ratio(res.GatewayMany.Server.CPUus, res.RawMany.Server.CPUus)
 	}
 	return res, nil
+}
+
+// measureRR runs the warm-up, then o.rounds rounds of each side at one
+// and at replyConcurrency requests in flight (the first side rotating
+// every round, so a neighbour's burst lands on all alike), and returns
+// the figures as fig(level, side), level 0 one in flight.
+func (e *env) measureRR(ctx context.Context, o *options, scenario string, sides []rrSide) (func(li, si int) rrFigures, error) {
+	if o.warmup > 0 {
+		for _, s := range sides {
+			w, err := e.runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs)
+			if err != nil {
+				return nil, err
+			}
+			if w.errors > 0 {
+				return nil, fmt.Errorf("%s (warm-up): %d failed; first: %w", s.name, w.errors, w.firstErr)
+			}
+		}
+	}
+	levels := []int{1, replyConcurrency}
+	totals := make([][]rrWindow, len(levels))
+	perRound := make([][][]float64, len(levels))
+	for li := range levels {
+		totals[li] = make([]rrWindow, len(sides))
+		perRound[li] = make([][]float64, len(sides))
+	}
+	for r := range o.rounds {
+		for li, workers := range levels {
+			for k := range sides {
+				si := (r + k) % len(sides)
+				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
+				if err != nil {
+					return nil, err
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				if w.errors > 0 || w.requests == 0 {
+					return nil, fmt.Errorf("%s, %d in flight: %d answered, %d failed; first failure: %v", sides[si].name, workers, w.requests, w.errors, w.firstErr)
+				}
+				e.log.Info("window", "scenario", scenario, "side", sides[si].name, "in_flight", workers, "round", r, "requests", w.requests, "elapsed", w.elapsed)
+				t := &totals[li][si]
+				t.requests += w.requests
+				t.elapsed += w.elapsed
+				t.lat.merge(&w.lat)
+				t.all, t.server = t.all.add(w.all), t.server.add(w.server)
+				t.busy, t.ticks = t.busy+w.busy, t.ticks+w.ticks
+				perRound[li][si] = append(perRound[li][si], float64(w.requests)/w.elapsed.Seconds())
+			}
+		}
+	}
+	return func(li, si int) rrFigures {
+		t := &totals[li][si]
+		f := rrFigures{Requests: t.requests, Seconds: t.elapsed.Seconds(), PerSecond: float64(t.requests) / t.elapsed.Seconds(),
+			Latency: t.lat.summary(), RoundPerSecond: perRound[li][si], All: perReq(t.all, t.requests)}
+		if e.split {
+			s := perReq(t.server, t.requests)
+			f.Server = &s
+		}
+		if t.ticks > 0 {
+			f.MachineCores = float64(t.busy) / float64(t.ticks) * float64(runtime.NumCPU())
+		}
+		return f
+	}, nil
 }
 
 // awaitRR runs worker 0's request until it succeeds (bounded).
@@ -362,7 +378,7 @@ func (e *env) gatewayRR(s *side, reqs []replyRequest) rrSide {
 	// Built once, as the fetch scenarios' requests are (see newRequest).
 	built := make([]emulator.Request, len(reqs))
 	for i, r := range reqs {
-		built[i] = newRequestWith(s.client(0), "POST", "/orders/"+r.id, false,
+		built[i] = newRequestWith(s.client(0), "POST", r.path, false,
 			"content-type", "application/json", "content-length", strconv.Itoa(len(r.body)))
 	}
 	return rrSide{name: "gateway", do: func(ctx context.Context, i int) error {
@@ -408,13 +424,8 @@ func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	r.prefix = "raw-" + hex.EncodeToString(b[:]) + "-"
-	r.prod, err = kafka.NewProducer(&kafka.ConfigMap{
-		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
-		"acks": "1", "max.in.flight.requests.per.connection": 1, "linger.ms": 1,
-		"partitioner": "murmur2_random", "go.delivery.report.fields": "none",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("the raw loop's producer: %w", err)
+	if r.prod, err = newRawProducer(broker); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -441,6 +452,20 @@ func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
 	}
 	go r.consume()
 	return r, nil
+}
+
+// newRawProducer is the raw loops' producer, with the processor's settings
+// for a route with acks leader_only (see rawRR).
+func newRawProducer(broker string) (*kafka.Producer, error) {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"acks": "1", "max.in.flight.requests.per.connection": 1, "linger.ms": 1,
+		"partitioner": "murmur2_random", "go.delivery.report.fields": "none",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the raw loop's producer: %w", err)
+	}
+	return p, nil
 }
 
 // assignFromEnd assigns every partition of topic at its current end
@@ -516,7 +541,7 @@ func (r *rawRR) roundTrip(ctx context.Context, i int) error {
 	default:
 	}
 	cid := r.prefix + strconv.FormatUint(r.seq.Add(1), 10)
-	topic, path := requestsTopic, "/orders/"+req.id
+	topic, path := requestsTopic, req.path
 	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 		Key:            []byte(req.id), Value: req.body,
