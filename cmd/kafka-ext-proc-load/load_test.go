@@ -42,7 +42,9 @@ func testScenarios(t *testing.T, split bool) {
 	profs := []string{filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mutex.pprof"), filepath.Join(dir, "allocs.pprof")}
 	args = append(args, "-cpuprofile", profs[0], "-mutexprofile", profs[1], "-allocprofile", profs[2])
 	if split {
-		args = append(args, "-split")
+		// The split run also has the raw loops carry the processor's
+		// record headers, read back from Kafka.
+		args = append(args, "-split", "-raw-headers", "gateway")
 	}
 	code := run(ctx, args, &out, &errOut)
 	if code != 0 {
@@ -116,6 +118,11 @@ func testScenarios(t *testing.T, split bool) {
 	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
 		t.Errorf("request-reply: %+v", rr)
 	}
+	// Its own five headers, or the processor's: the request headers the
+	// emulator sends (more than five) with reply-to and the correlation id.
+	if !split && rr.RawHeaders != 5 || split && rr.RawHeaders <= 5 {
+		t.Errorf("request-reply (split %v): the raw loop's records carry %d headers", split, rr.RawHeaders)
+	}
 	// Every answer was 204 (the scenario fails otherwise).
 	var ow onewayResult
 	if err := json.Unmarshal(got[scenarioOneway], &ow); err != nil {
@@ -129,7 +136,7 @@ func testScenarios(t *testing.T, split bool) {
 		}
 	}
 	if ow.HopRateRatio <= 0 || ow.HopCeilingRatio <= 0 || ow.RateRatio <= 0 || ow.LatencyRatio <= 0 || ow.HopCPURatio <= 0 ||
-		ow.Concurrency != replyConcurrency || ow.BodyBytes <= 0 {
+		ow.Concurrency != replyConcurrency || ow.BodyBytes <= 0 || ow.RawHeaders != 1 {
 		t.Errorf("produce-oneway: %+v", ow)
 	}
 	// Every record reached every stream once (the scenario fails
@@ -199,7 +206,7 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, longPollResult{Scenario: scenarioLongPoll, Processor: waitFigures{Waiters: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
+	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, RawHeaders: 11, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3}); err != nil {
@@ -211,7 +218,7 @@ func TestTextReport(t *testing.T) {
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
-		"produce-oneway:", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
+		"request records carry 11 headers", "produce-oneway:", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -223,6 +230,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"},
 		{"-waiters", "100001"},
+		{"-raw-headers", "some"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},

@@ -92,7 +92,14 @@ type options struct {
 	profiles    profiles
 	logLevel    slog.Level
 	limits      string // more fields of the processor's limits, YAML flow form
+	rawHeaders  string // rawHeadersOwn or rawHeadersGateway
 }
+
+// Values of -raw-headers: which headers the raw loops' records carry.
+const (
+	rawHeadersOwn     = "own"
+	rawHeadersGateway = "gateway"
+)
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
@@ -122,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
+	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -136,6 +144,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
 		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout or all", *scenario)
+	}
+	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
+		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)

@@ -7,7 +7,7 @@ def stat(f): [.[] | f | select(. != null)] | if length == 0 then null else [(med
 
 group_by(.scenario) | map(
   if .[0].scenario == "request-reply" then {
-    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency,
+    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency, raw_headers: .[0].raw_headers,
     latency_ratio: stat(.latency_ratio),
     latency_p99_ratio: stat(.latency_p99_ratio),
     rate_ratio: stat(.rate_ratio),
@@ -38,7 +38,7 @@ group_by(.scenario) | map(
     gateway_n_machine_cores: stat(.gateway_n.machine_cores),
     raw_n_machine_cores: stat(.raw_n.machine_cores)
   } elif .[0].scenario == "produce-oneway" then {
-    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency,
+    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency, raw_headers: .[0].raw_headers,
     hop_rate_ratio: stat(.hop_rate_ratio),
     hop_ceiling_ratio: stat(.hop_ceiling_ratio),
     rate_ratio: stat(.rate_ratio),

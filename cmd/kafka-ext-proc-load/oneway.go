@@ -45,6 +45,8 @@ type onewayResult struct {
 	// Concurrency in flight, over every process.
 	HopCPURatio   float64 `json:"hop_cpu_ratio"`
 	TargetHopRate float64 `json:"target_hop_rate_ratio"`
+	RawHeaders    int     `json:"raw_headers"` // as requestReplyResult.RawHeaders
+
 }
 
 func (onewayResult) isResult() {}
@@ -56,6 +58,7 @@ type rawOneway struct {
 	reqs     []replyRequest
 	prod     *kafka.Producer
 	delivery []chan kafka.Event
+	headers  []kafka.Header // as rawRR.headers
 }
 
 func startRawOneway(broker string, reqs []replyRequest) (*rawOneway, error) {
@@ -74,8 +77,8 @@ func (r *rawOneway) close() { r.prod.Close() }
 
 func (r *rawOneway) side() rrSide { return rrSide{name: "raw librdkafka", do: r.produce} }
 
-// produce writes worker i's record with the headers the processor writes
-// for it and waits for its delivery report.
+// produce writes worker i's record as the processor writes it (key, body,
+// content-type) and waits for its delivery report.
 func (r *rawOneway) produce(ctx context.Context, i int) error {
 	req := r.reqs[i%len(r.reqs)]
 	delivery := r.delivery[i%len(r.delivery)]
@@ -88,10 +91,12 @@ func (r *rawOneway) produce(ctx context.Context, i int) error {
 	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 		Key:            []byte(req.id), Value: req.body,
-		Headers: []kafka.Header{
-			{Key: ":method", Value: []byte("POST")}, {Key: ":path", Value: []byte(req.path)},
-			{Key: "content-type", Value: []byte("application/json")},
-		},
+		// The processor's oneway record carries content-type alone (and the
+		// route's overrides, none here).
+		Headers: []kafka.Header{{Key: "content-type", Value: []byte("application/json")}},
+	}
+	if r.headers != nil {
+		m.Headers = withHeaders(r.headers, req.path, "", "")
 	}
 	if err := r.prod.Produce(m, delivery); err != nil {
 		return fmt.Errorf("producing a record: %w", err)
@@ -136,6 +141,9 @@ func runProduceOneway(ctx context.Context, e *env, o *options) (result, error) {
 			return nil, err
 		}
 	}
+	if raw.headers, err = e.captureWithHeaders(ctx, o, eventsTopic, reqs); err != nil {
+		return nil, err
+	}
 	answers, err := e.captureReplies(ctx, reqs)
 	if err != nil {
 		return nil, err
@@ -166,6 +174,7 @@ func runProduceOneway(ctx context.Context, e *env, o *options) (result, error) {
 		GatewayMany: fig(1, 0), RawMany: fig(1, 1), HopMany: fig(1, 2),
 		TargetHopRate: 0.9,
 	}
+	res.RawHeaders = rawHeaderCount(raw.headers, 1)
 	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
 	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
 	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)

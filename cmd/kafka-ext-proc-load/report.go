@@ -107,6 +107,7 @@ func roundList(v []float64) string {
 func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 	fmt.Fprintf(b, "%s: POST /orders/{id} (%d-byte body, %d-byte reply) answered by the demo responder; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
 		r.Scenario, r.BodyBytes, r.ReplyBytes, r.Rounds, r.Duration, r.Conns)
+	fmt.Fprintf(b, "  the raw loop's request records carry %d headers\n", r.RawHeaders)
 	reportRRFigures(b, r.Concurrency, [3]rrFigures{r.GatewayOne, r.RawOne, r.HopOne}, [3]rrFigures{r.GatewayMany, r.RawMany, r.HopMany})
 	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
 	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
@@ -147,6 +148,7 @@ func reportRRFigures(b *strings.Builder, n int, one, many [3]rrFigures) {
 func reportOneway(b *strings.Builder, r onewayResult) {
 	fmt.Fprintf(b, "%s: POST /events/{id} (%d-byte body, answered 204) vs the raw librdkafka write; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
 		r.Scenario, r.BodyBytes, r.Rounds, r.Duration, r.Conns)
+	fmt.Fprintf(b, "  the raw write's records carry %d headers\n", r.RawHeaders)
 	reportRRFigures(b, r.Concurrency, [3]rrFigures{r.GatewayOne, r.RawOne, r.HopOne}, [3]rrFigures{r.GatewayMany, r.RawMany, r.HopMany})
 	fmt.Fprintf(b, "  ratio     rate with %d in flight %.2f × the hop baseline's (issue 20 target ≥ %.1f), which reaches %.2f × the raw write's; gateway ÷ raw %.2f\n",
 		r.Concurrency, r.HopRateRatio, r.TargetHopRate, r.HopCeilingRatio, r.RateRatio)

@@ -209,9 +209,12 @@ type requestReplyResult struct {
 	// reach in RateRatio here.
 	HopRateRatio    float64 `json:"hop_rate_ratio"`
 	HopCeilingRatio float64 `json:"hop_ceiling_ratio"`
-	ServerCPURatio  float64 `json:"server_cpu_ratio,omitempty"`
-	TargetLatency   float64 `json:"target_latency_ratio"`
-	TargetRate      float64 `json:"target_rate_ratio"`
+	// RawHeaders is how many headers the raw loop's request records carry:
+	// its own five, or (-raw-headers gateway) as many as the processor's.
+	RawHeaders     int     `json:"raw_headers"`
+	ServerCPURatio float64 `json:"server_cpu_ratio,omitempty"`
+	TargetLatency  float64 `json:"target_latency_ratio"`
+	TargetRate     float64 `json:"target_rate_ratio"`
 }
 
 func (requestReplyResult) isResult() {}
@@ -245,6 +248,9 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 			return nil, err
 		}
 	}
+	if raw.headers, err = e.captureWithHeaders(ctx, o, requestsTopic, reqs); err != nil {
+		return nil, err
+	}
 	answers, err := e.captureReplies(ctx, reqs)
 	if err != nil {
 		return nil, err
@@ -276,6 +282,7 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		HopOne: fig(0, 2), HopMany: fig(1, 2),
 		TargetLatency: 2, TargetRate: 0.5,
 	}
+	res.RawHeaders = rawHeaderCount(raw.headers, 5)
 	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
 	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
 	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
@@ -352,6 +359,32 @@ func (e *env) measureRR(ctx context.Context, o *options, scenario string, sides 
 	}, nil
 }
 
+// captureWithHeaders returns nil unless -raw-headers is gateway; then it
+// runs the first request once through the processor and returns the
+// headers of the record it wrote to topic, for the raw loop to carry.
+func (e *env) captureWithHeaders(ctx context.Context, o *options, topic string, reqs []replyRequest) ([]kafka.Header, error) {
+	if o.rawHeaders != rawHeadersGateway {
+		return nil, nil
+	}
+	hr, err := newHeaderReader(e.srv.brokerAddr(), topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := awaitRR(ctx, e.gatewayRR(e.procSide, reqs[:1])); err != nil {
+		_ = hr.cons.Close()
+		return nil, err
+	}
+	return hr.read(ctx)
+}
+
+// rawHeaderCount is len(headers), or own when the raw loop keeps its own.
+func rawHeaderCount(headers []kafka.Header, own int) int {
+	if headers == nil {
+		return own
+	}
+	return len(headers)
+}
+
 // awaitRR runs worker 0's request until it succeeds (bounded).
 func awaitRR(ctx context.Context, s rrSide) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -405,6 +438,10 @@ type rawRR struct {
 	cons   *kafka.Consumer
 	prefix string
 	seq    atomic.Uint64
+	// headers, when set before the rounds, replaces the five headers of a
+	// raw request record with those of the processor's (-raw-headers
+	// gateway; see withHeaders).
+	headers []kafka.Header
 
 	mu      sync.Mutex
 	waiting map[string]chan []byte
@@ -472,23 +509,96 @@ func newRawProducer(broker string) (*kafka.Producer, error) {
 // offset (read from the broker, so no reply written after this is missed,
 // as a logical "end" resolved later could).
 func assignFromEnd(c *kafka.Consumer, topic string) error {
+	parts, err := endOffsets(c, topic)
+	if err != nil {
+		return err
+	}
+	return c.Assign(parts)
+}
+
+// endOffsets reads the end offset of every partition of topic from the
+// broker.
+func endOffsets(c *kafka.Consumer, topic string) ([]kafka.TopicPartition, error) {
 	md, err := c.GetMetadata(&topic, false, 10_000)
 	if err != nil {
-		return fmt.Errorf("metadata of %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	tm, ok := md.Topics[topic]
 	if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
-		return fmt.Errorf("metadata of %s: %v", topic, tm.Error)
+		return nil, fmt.Errorf("metadata of %s: %v", topic, tm.Error)
 	}
 	parts := make([]kafka.TopicPartition, len(tm.Partitions))
 	for i, p := range tm.Partitions {
 		_, hi, err := c.QueryWatermarkOffsets(topic, p.ID, 10_000)
 		if err != nil {
-			return fmt.Errorf("end offset of %s/%d: %w", topic, p.ID, err)
+			return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.ID, err)
 		}
 		parts[i] = kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(hi)}
 	}
-	return c.Assign(parts)
+	return parts, nil
+}
+
+// headerReader reads back the headers of a record the processor writes, so
+// the raw loops can carry the same (-raw-headers gateway): it notes the
+// topic's end offsets (mark) before the processor writes, then reads the
+// first record written after them (read).
+type headerReader struct {
+	cons  *kafka.Consumer
+	topic string
+	from  []kafka.TopicPartition
+}
+
+func newHeaderReader(broker, topic string) (*headerReader, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"group.id": "kafka-ext-proc-load-headers", "enable.auto.commit": false, "enable.auto.offset.store": false,
+		"auto.offset.reset": "earliest",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the header reader: %w", err)
+	}
+	h := &headerReader{cons: c, topic: topic}
+	if h.from, err = endOffsets(c, topic); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// read returns the headers of the first record written after the mark
+// (bounded by ctx and 10 s) and closes the reader.
+func (h *headerReader) read(ctx context.Context) ([]kafka.Header, error) {
+	defer func() { _ = h.cons.Close() }()
+	if err := h.cons.Assign(h.from); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if m, ok := h.cons.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			return m.Headers, nil
+		}
+	}
+	return nil, fmt.Errorf("reading back a record the processor wrote to %s: %w", h.topic, ctx.Err())
+}
+
+// withHeaders is the record headers of tmpl (read back from the processor's
+// records) for another request: its :path, and the raw loop's reply-to and
+// correlation id where tmpl has them.
+func withHeaders(tmpl []kafka.Header, path, replyTo, cid string) []kafka.Header {
+	out := make([]kafka.Header, len(tmpl))
+	for i, h := range tmpl {
+		switch h.Key {
+		case ":path":
+			h.Value = []byte(path)
+		case replyToHeader:
+			h.Value = []byte(replyTo)
+		case correlationHeader:
+			h.Value = []byte(cid)
+		}
+		out[i] = h
+	}
+	return out
 }
 
 // consume hands each reply to the round trip waiting for its id.
@@ -550,6 +660,9 @@ func (r *rawRR) roundTrip(ctx context.Context, i int) error {
 			{Key: "content-type", Value: []byte("application/json")},
 			{Key: replyToHeader, Value: []byte(rawRepliesTopic)}, {Key: correlationHeader, Value: []byte(cid)},
 		},
+	}
+	if r.headers != nil {
+		m.Headers = withHeaders(r.headers, path, rawRepliesTopic, cid)
 	}
 	r.mu.Lock()
 	r.waiting[cid] = w.reply
