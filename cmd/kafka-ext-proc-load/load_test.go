@@ -153,6 +153,38 @@ func testScenarios(t *testing.T, split bool) {
 	checkMedians(t, raw, split)
 }
 
+// TestViewScale runs the view-scale scenario small, as a user would.
+// Heap figures are only checked as reported: a collection between the two
+// samples can make a delta of a small view negative.
+func TestViewScale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "view-scale", "-json", "-view-keys", "3000", "-keys", "50",
+		"-clients", "4", "-conns", "2", "-duration", "100ms", "-rounds", "2", "-timeout", "90s"}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	var r viewScaleResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v (output %q)", err, out.String())
+	}
+	if r.Keys != 3000 || r.SmallKeys != 50 || r.Partitions != 4 || r.RawSeconds <= 0 || r.ReadySeconds <= 0 || r.LoadRatio <= 0 ||
+		r.LiveBytes != 3000*int64(len("k1500")+r.ValueBytes) || r.HeapPerKey == 0 || r.MemRatio == 0 {
+		t.Errorf("view-scale: %+v", r)
+	}
+	// Every GET was answered 200 with the key's value (the scenario fails
+	// otherwise).
+	for name, g := range map[string]rate{"big": r.BigGet, "small": r.SmallGet} {
+		if g.Requests <= 0 || g.Errors != 0 || len(g.RoundPerSecond) != 2 {
+			t.Errorf("view-scale %s GETs: %+v", name, g)
+		}
+	}
+	if r.GetRatio <= 0 {
+		t.Errorf("view-scale: %+v", r)
+	}
+}
+
 // checkMedians runs medians.jq, which BENCHMARKS.md uses, over the output,
 // so a renamed field cannot silently turn its figures into nulls.
 func checkMedians(t *testing.T, jsonl []byte, split bool) {
@@ -212,13 +244,16 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3}); err != nil {
 		t.Fatal(err)
 	}
+	if err := report(&b, false, viewScaleResult{Scenario: scenarioViewScale, Keys: 9, LoadRatio: 1.25, OverheadPerKey: 70}); err != nil {
+		t.Fatal(err)
+	}
 	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
-		"request records carry 11 headers", "produce-oneway:", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
+		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -231,6 +266,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-scenario", "nope"},
 		{"-waiters", "100001"},
 		{"-raw-headers", "some"},
+		{"-view-keys", "2000001"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},

@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|all [-split] [flags]
 package main
 
 import (
@@ -50,7 +50,10 @@ const (
 	// scenarioOneway measures the oneway produce route against its hop
 	// baseline.
 	scenarioOneway = "produce-oneway"
-	scenarioAll    = "all"
+	// scenarioViewScale measures a view of a large topic (not in "all":
+	// it writes -view-keys records first).
+	scenarioViewScale = "view-scale"
+	scenarioAll       = "all"
 )
 
 // Bounds on the flags, so a typo cannot start a run that never ends or
@@ -60,6 +63,7 @@ const (
 	maxConns    = 64
 	maxWaiters  = 100000 // issue 20's target is measured at 100,000
 	maxKeys     = 100000
+	maxViewKeys = 2_000_000
 	maxDuration = 10 * time.Minute
 	minValue    = 48 // room for the JSON envelope of a value
 	maxValue    = 64 << 10
@@ -76,7 +80,8 @@ type options struct {
 	warmup    time.Duration // unmeasured load per target before the rounds
 	rounds    int           // rounds; each measures both targets, alternating which goes first
 	maxReqs   int64         // request budget per target and round
-	keys      int           // keys of the merged route
+	keys      int           // keys of the merged route (and of view-scale's small view)
+	viewKeys  int           // keys of view-scale's big view
 	valueSize int           // bytes per record value
 	waiters   int           // long-poll waiters
 	register  time.Duration // bound on registering the waiters (and the fan-out's streams)
@@ -105,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout or all")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, or all (every one but view-scale)")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -114,7 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load per target before the rounds")
 	fs.IntVar(&o.rounds, "rounds", 6, "rounds of the fetch scenarios; each measures both targets, alternating which goes first")
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
-	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route")
+	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route, and of the small view of view-scale")
+	fs.IntVar(&o.viewKeys, "view-keys", 1_000_000, "keys of the big view of view-scale")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
 	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 100000)")
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
@@ -138,12 +144,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
 		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale or all", *scenario)
 	}
 	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
 		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)
@@ -160,6 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"rounds", int64(o.rounds), 1, 100},
 		{"max-requests", o.maxReqs, 1, 1 << 40},
 		{"keys", int64(o.keys), 1, maxKeys},
+		{"view-keys", int64(o.viewKeys), 1, maxViewKeys},
 		{"value-size", int64(o.valueSize), minValue, maxValue},
 		{"waiters", int64(o.waiters), 1, maxWaiters},
 		{"streams", int64(o.streams), 1, maxStreams},
@@ -256,6 +263,8 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runProduceOneway(ctx, e, o)
 		case scenarioFanout:
 			res, err = runFanout(ctx, e, o)
+		case scenarioViewScale:
+			res, err = runViewScale(ctx, e, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -57,6 +57,17 @@ group_by(.scenario) | map(
     hop_n_all_allocs_per_req: stat(.hop_n.all.allocs_per_req),
     gateway_n_server_cpu_us_per_req: stat(.gateway_n.server.cpu_us_per_req),
     hop_n_server_cpu_us_per_req: stat(.hop_n.server.cpu_us_per_req)
+  } elif .[0].scenario == "view-scale" then {
+    scenario: .[0].scenario, runs: length, keys: .[0].keys, small_keys: .[0].small_keys, value_bytes: .[0].value_bytes,
+    load_ratio: stat(.load_ratio),
+    raw_seconds: stat(.raw_seconds),
+    ready_seconds: stat(.ready_seconds),
+    heap_bytes_per_key: stat(.heap_bytes_per_key),
+    overhead_bytes_per_key: stat(.overhead_bytes_per_key),
+    mem_ratio: stat(.mem_ratio),
+    get_ratio: stat(.get_ratio),
+    big_get_req_per_s: stat(.big_get.req_per_s),
+    small_get_req_per_s: stat(.small_get.req_per_s)
   } elif .[0].scenario == "grpc-fanout" then {
     scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
     lag_p50_ms: stat(.lag.p50_ms),

@@ -29,6 +29,8 @@ func report(w io.Writer, asJSON bool, r result) error {
 		reportRequestReply(&b, r)
 	case onewayResult:
 		reportOneway(&b, r)
+	case viewScaleResult:
+		reportViewScale(&b, r)
 	case fanoutResult:
 		reportFanout(&b, r)
 	}
@@ -154,6 +156,17 @@ func reportOneway(b *strings.Builder, r onewayResult) {
 		r.Concurrency, r.HopRateRatio, r.TargetHopRate, r.HopCeilingRatio, r.RateRatio)
 	fmt.Fprintf(b, "            median with 1 in flight %.2f × the raw write's, %.2f × the hop's; CPU per request with %d in flight %.2f × the hop's over every process\n",
 		r.LatencyRatio, r.HopLatencyRatio, r.Concurrency, r.HopCPURatio)
+}
+
+func reportViewScale(b *strings.Builder, r viewScaleResult) {
+	fmt.Fprintf(b, "%s: %d keys × %d B over %d partitions (written in %.1fs), beside a view of %d keys\n",
+		r.Scenario, r.Keys, r.ValueBytes, r.Partitions, r.FillSeconds, r.SmallKeys)
+	fmt.Fprintf(b, "  load      raw librdkafka consumer to the end %.2fs; processor start to views ready %.2fs: %.2f × (issue 20 target ≤ 1.5)\n",
+		r.RawSeconds, r.ReadySeconds, r.LoadRatio)
+	fmt.Fprintf(b, "  memory    Go heap %d B for %d B of keys and values: %.0f B per key, %.0f B over the key and value (target ≤ 64), %.2f ×\n",
+		r.HeapBytes, r.LiveBytes, r.HeapPerKey, r.OverheadPerKey, r.MemRatio)
+	fmt.Fprintf(b, "  GET       single key, big view %.0f req/s, small view %.0f req/s: %.2f × (rounds %s / %s)\n",
+		r.BigGet.PerSecond, r.SmallGet.PerSecond, r.GetRatio, roundList(r.BigGet.RoundPerSecond), roundList(r.SmallGet.RoundPerSecond))
 }
 
 func reportFanout(b *strings.Builder, r fanoutResult) {
