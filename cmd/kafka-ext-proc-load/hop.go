@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -87,6 +88,46 @@ func (h *hop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	}
 	answerAndLinger(stream, a.answer)
 	return nil
+}
+
+// measureWithHop measures the gateway (reqs through the processor), the
+// raw side and the raw side behind the hop baseline (measureRR; sides 0,
+// 1, 2). First the gateway and the raw side must answer (the processor
+// answers 503 until its reply index has caught up, a raw consumer must
+// have its assignment); with -raw-headers gateway, *headers gets the
+// processor's record headers read back from topic; then the processor's
+// answers are captured for the hop to replay.
+func (e *env) measureWithHop(ctx context.Context, o *options, scenario, topic string, reqs []replyRequest, raw rrSide, headers *[]kafka.Header) (func(li, si int) rrFigures, error) {
+	gw := e.gatewayRR(e.procSide, reqs)
+	for _, s := range []rrSide{gw, raw} {
+		if err := awaitRR(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if *headers, err = e.captureWithHeaders(ctx, o, topic, reqs); err != nil {
+		return nil, err
+	}
+	answers, err := e.captureReplies(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	hb, err := startHop(raw.do, answers)
+	if err != nil {
+		return nil, err
+	}
+	defer hb.stop()
+	hopSide, err := e.dial("hop baseline", hb.addr(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	defer hopSide.close()
+	hs := e.gatewayRR(hopSide, reqs)
+	hs.name = "raw + ext_proc hop"
+	if err := awaitRR(ctx, hs); err != nil {
+		return nil, err
+	}
+	return e.measureRR(ctx, o, scenario, []rrSide{gw, raw, hs})
 }
 
 // captureReplies records the processor's answer to each request, for the hop

@@ -135,35 +135,7 @@ func runProduceOneway(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, err
 	}
 	defer raw.close()
-	gw := e.gatewayRR(e.procSide, reqs)
-	for _, s := range []rrSide{gw, raw.side()} {
-		if err := awaitRR(ctx, s); err != nil {
-			return nil, err
-		}
-	}
-	if raw.headers, err = e.captureWithHeaders(ctx, o, eventsTopic, reqs); err != nil {
-		return nil, err
-	}
-	answers, err := e.captureReplies(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	hb, err := startHop(raw.produce, answers)
-	if err != nil {
-		return nil, err
-	}
-	defer hb.stop()
-	hopSide, err := e.dial("hop baseline", hb.addr(), o.conns)
-	if err != nil {
-		return nil, err
-	}
-	defer hopSide.close()
-	hs := e.gatewayRR(hopSide, reqs)
-	hs.name = "raw + ext_proc hop"
-	if err := awaitRR(ctx, hs); err != nil {
-		return nil, err
-	}
-	fig, err := e.measureRR(ctx, o, scenarioOneway, []rrSide{gw, raw.side(), hs})
+	fig, err := e.measureWithHop(ctx, o, scenarioOneway, eventsTopic, reqs, raw.side(), &raw.headers)
 	if err != nil {
 		return nil, err
 	}

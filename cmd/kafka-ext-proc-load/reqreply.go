@@ -234,44 +234,12 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	defer func() { _ = e.srv.stopResponder(ctx) }()
 
-	gw := e.gatewayRR(e.procSide, reqs)
 	raw, err := startRawRR(e.srv.brokerAddr(), reqs)
 	if err != nil {
 		return nil, err
 	}
 	defer raw.close()
-	// The processor answers 503 until its reply index has caught up, the
-	// raw loop's consumer must have its assignment: all answer before
-	// anything is measured or captured.
-	for _, s := range []rrSide{gw, raw.side()} {
-		if err := awaitRR(ctx, s); err != nil {
-			return nil, err
-		}
-	}
-	if raw.headers, err = e.captureWithHeaders(ctx, o, requestsTopic, reqs); err != nil {
-		return nil, err
-	}
-	answers, err := e.captureReplies(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	hb, err := startHop(raw.roundTrip, answers)
-	if err != nil {
-		return nil, err
-	}
-	defer hb.stop()
-	hopSide, err := e.dial("hop baseline", hb.addr(), o.conns)
-	if err != nil {
-		return nil, err
-	}
-	defer hopSide.close()
-	hs := e.gatewayRR(hopSide, reqs)
-	hs.name = "raw + ext_proc hop"
-	if err := awaitRR(ctx, hs); err != nil {
-		return nil, err
-	}
-	sides := []rrSide{gw, raw.side(), hs}
-	fig, err := e.measureRR(ctx, o, scenarioRequestReply, sides)
+	fig, err := e.measureWithHop(ctx, o, scenarioRequestReply, requestsTopic, reqs, raw.side(), &raw.headers)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,10 @@ func benchConfig(more bool, limits string) string {
 	return fetchRoutesYAML + extra + "limits: { max-wait: 60s" + limits + " }\n"
 }
 
-const fetchRoutesYAML = `
+// bindingsYAML starts the load generator's configurations: one Kafka
+// cluster (stack.PointAt points it at the embedded broker) and an http-kafka
+// binding whose routes follow.
+const bindingsYAML = `
 bindings:
   kafka0:
     type: kafka
@@ -56,7 +59,9 @@ bindings:
     type: http-kafka
     kind: proxy
     routes:
-      - when: [{ method: GET, path: /merged }]
+`
+
+const fetchRoutesYAML = bindingsYAML + `      - when: [{ method: GET, path: /merged }]
         exit: kafka0
         with: { capability: fetch, topic: bench-merged, merge: { content-type: application/json } }
       - when: [{ method: GET, path: "/items/{id}" }]

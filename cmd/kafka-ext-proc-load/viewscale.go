@@ -33,17 +33,7 @@ const (
 	viewsReadyGauge = "kafka_ext_proc_views_ready"
 )
 
-const viewScaleYAML = `
-bindings:
-  kafka0:
-    type: kafka
-    kind: client
-    options: { bootstrap.servers: "127.0.0.1:9092" }
-  http0:
-    type: http-kafka
-    kind: proxy
-    routes:
-      - when: [{ method: GET, path: "/big/{id}" }]
+const viewScaleYAML = bindingsYAML + `      - when: [{ method: GET, path: "/big/{id}" }]
         exit: kafka0
         with: { capability: fetch, topic: ` + bigTopic + `, filters: [{ key: "${params.id}" }] }
       - when: [{ method: GET, path: "/small/{id}" }]
