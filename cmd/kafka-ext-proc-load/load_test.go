@@ -185,6 +185,29 @@ func TestViewScale(t *testing.T) {
 	}
 }
 
+// TestIdleRoutes runs the idle-routes scenario small, as a user would. The
+// idle CPU and memory deltas are only checked as reported: neither has a
+// sign a small run can promise.
+func TestIdleRoutes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s"}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	var r idleRoutesResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v (output %q)", err, out.String())
+	}
+	// Every GET was answered 200 with the route's record (the scenario
+	// fails otherwise).
+	if r.Routes != 20 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
+		r.AllRoutesPerSecond <= 0 || r.OneRoutePerSecond <= 0 || r.RouteRatio <= 0 {
+		t.Errorf("idle-routes: %+v", r)
+	}
+}
+
 // checkMedians runs medians.jq, which BENCHMARKS.md uses, over the output,
 // so a renamed field cannot silently turn its figures into nulls.
 func checkMedians(t *testing.T, jsonl []byte, split bool) {
@@ -247,13 +270,16 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, viewScaleResult{Scenario: scenarioViewScale, Keys: 9, LoadRatio: 1.25, OverheadPerKey: 70}); err != nil {
 		t.Fatal(err)
 	}
+	if err := report(&b, false, idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: 8, IdleCores: 0.005, RouteRatio: 0.97}); err != nil {
+		t.Fatal(err)
+	}
 	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
-		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
+		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "idle-routes: 8 fetch routes", "0.50 % its own (issue 20 target ≤ 1 %)", "0.97 ×", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -267,6 +293,8 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-waiters", "100001"},
 		{"-raw-headers", "some"},
 		{"-view-keys", "2000001"},
+		{"-routes", "10001"},
+		{"-idle", "1ms"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},

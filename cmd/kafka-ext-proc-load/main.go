@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|all [-split] [flags]
 package main
 
 import (
@@ -53,7 +53,10 @@ const (
 	// scenarioViewScale measures a view of a large topic (not in "all":
 	// it writes -view-keys records first).
 	scenarioViewScale = "view-scale"
-	scenarioAll       = "all"
+	// scenarioIdleRoutes measures a processor of many routes with no
+	// traffic (not in "all": it idles twice for -idle).
+	scenarioIdleRoutes = "idle-routes"
+	scenarioAll        = "all"
 )
 
 // Bounds on the flags, so a typo cannot start a run that never ends or
@@ -64,6 +67,7 @@ const (
 	maxWaiters  = 100000 // issue 20's target is measured at 100,000
 	maxKeys     = 100000
 	maxViewKeys = 2_000_000
+	maxRoutes   = 10000
 	maxDuration = 10 * time.Minute
 	minValue    = 48 // room for the JSON envelope of a value
 	maxValue    = 64 << 10
@@ -82,6 +86,8 @@ type options struct {
 	maxReqs   int64         // request budget per target and round
 	keys      int           // keys of the merged route (and of view-scale's small view)
 	viewKeys  int           // keys of view-scale's big view
+	routes    int           // idle-routes' routes
+	idle      time.Duration // idle-routes' measured idle time, before and with the processor
 	valueSize int           // bytes per record value
 	waiters   int           // long-poll waiters
 	register  time.Duration // bound on registering the waiters (and the fan-out's streams)
@@ -110,7 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, or all (every one but view-scale)")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, or all (every one but view-scale and idle-routes)")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -121,6 +127,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
 	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route, and of the small view of view-scale")
 	fs.IntVar(&o.viewKeys, "view-keys", 1_000_000, "keys of the big view of view-scale")
+	fs.IntVar(&o.routes, "routes", 1000, "fetch routes (one topic each) of idle-routes")
+	fs.DurationVar(&o.idle, "idle", 10*time.Second, "how long idle-routes measures the idle process, before and with the processor")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
 	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 100000)")
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
@@ -144,12 +152,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale, scenarioIdleRoutes:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
 		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes or all", *scenario)
 	}
 	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
 		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)
@@ -167,6 +175,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"max-requests", o.maxReqs, 1, 1 << 40},
 		{"keys", int64(o.keys), 1, maxKeys},
 		{"view-keys", int64(o.viewKeys), 1, maxViewKeys},
+		{"routes", int64(o.routes), 1, maxRoutes},
 		{"value-size", int64(o.valueSize), minValue, maxValue},
 		{"waiters", int64(o.waiters), 1, maxWaiters},
 		{"streams", int64(o.streams), 1, maxStreams},
@@ -187,6 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"register-timeout", o.register, time.Second},
 		{"fanout-duration", o.fanDuration, time.Millisecond},
 		{"timeout", o.timeout, time.Second},
+		{"idle", o.idle, 10 * time.Millisecond},
 	} {
 		if d.v < d.lo || d.v > maxDuration {
 			return nil, fmt.Errorf("-%s %v: want %v..%v", d.name, d.v, d.lo, maxDuration)
@@ -265,6 +275,8 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runFanout(ctx, e, o)
 		case scenarioViewScale:
 			res, err = runViewScale(ctx, e, o)
+		case scenarioIdleRoutes:
+			res, err = runIdleRoutes(ctx, e, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -68,6 +68,16 @@ group_by(.scenario) | map(
     get_ratio: stat(.get_ratio),
     big_get_req_per_s: stat(.big_get.req_per_s),
     small_get_req_per_s: stat(.small_get.req_per_s)
+  } elif .[0].scenario == "idle-routes" then {
+    scenario: .[0].scenario, runs: length, routes: .[0].routes,
+    idle_cores: stat(.idle_cores),
+    baseline_cores: stat(.baseline_cores),
+    with_processor_cores: stat(.with_processor_cores),
+    ready_seconds: stat(.ready_seconds),
+    heap_bytes_per_route: stat(.heap_bytes_per_route),
+    stack_bytes_per_route: stat(.stack_bytes_per_route),
+    goroutines_per_route: stat(.goroutines_per_route),
+    route_ratio: stat(.route_ratio)
   } elif .[0].scenario == "grpc-fanout" then {
     scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
     lag_p50_ms: stat(.lag.p50_ms),

@@ -31,6 +31,8 @@ func report(w io.Writer, asJSON bool, r result) error {
 		reportOneway(&b, r)
 	case viewScaleResult:
 		reportViewScale(&b, r)
+	case idleRoutesResult:
+		reportIdleRoutes(&b, r)
 	case fanoutResult:
 		reportFanout(&b, r)
 	}
@@ -167,6 +169,14 @@ func reportViewScale(b *strings.Builder, r viewScaleResult) {
 		r.HeapBytes, r.LiveBytes, r.HeapPerKey, r.OverheadPerKey, r.MemRatio)
 	fmt.Fprintf(b, "  GET       single key, big view %.0f req/s, small view %.0f req/s: %.2f × (rounds %s / %s)\n",
 		r.BigGet.PerSecond, r.SmallGet.PerSecond, r.GetRatio, roundList(r.BigGet.RoundPerSecond), roundList(r.SmallGet.RoundPerSecond))
+}
+
+func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {
+	fmt.Fprintf(b, "%s: %d fetch routes on a topic each, views ready %.2fs after the start\n", r.Scenario, r.Routes, r.ReadySeconds)
+	fmt.Fprintf(b, "  idle      %.1f %% of a core with the processor, %.1f %% before it (over %.0fs each): %.2f %% its own (issue 20 target ≤ 1 %%)\n",
+		100*r.WithProcessorCores, 100*r.BaselineCores, r.IdleSeconds, 100*r.IdleCores)
+	fmt.Fprintf(b, "  memory    per route %.0f B heap, %.0f B stacks, %.2f goroutines\n", r.HeapPerRoute, r.StacksPerRoute, r.GoroutinesPerRoute)
+	fmt.Fprintf(b, "  GET       one to each route %.0f req/s, as many to one route %.0f req/s: %.2f ×\n", r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio)
 }
 
 func reportFanout(b *strings.Builder, r fanoutResult) {

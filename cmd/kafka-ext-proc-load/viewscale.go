@@ -167,6 +167,12 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 // fillTopic writes n records (keys viewKey(i), JSON values of size bytes,
 // content-type application/json) and returns once all were acknowledged.
 func fillTopic(ctx context.Context, broker, topic string, n, size int) error {
+	return fillTopics(ctx, broker, n, size, func(i int) (string, string) { return topic, viewKey(i) })
+}
+
+// fillTopics writes n records, record i to the topic and key rec names,
+// as fillTopic does.
+func fillTopics(ctx context.Context, broker string, n, size int, rec func(i int) (topic, key string)) error {
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
 		"acks": "1", "linger.ms": 20, "go.delivery.report.fields": "none",
@@ -195,7 +201,7 @@ func fillTopic(ctx context.Context, broker, topic string, n, size int) error {
 	}()
 	hdr := []kafka.Header{{Key: "content-type", Value: []byte("application/json")}}
 	for i := 0; i < n; {
-		k := viewKey(i)
+		topic, k := rec(i)
 		err := p.Produce(&kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 			Key:            []byte(k), Value: jsonValue(k, 1, size), Headers: hdr,
@@ -215,11 +221,11 @@ func fillTopic(ctx context.Context, broker, topic string, n, size int) error {
 	select {
 	case err := <-acked:
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", topic, err)
+			return fmt.Errorf("writing %d records: %w", n, err)
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("writing %s: %w", topic, ctx.Err())
+		return fmt.Errorf("writing %d records: %w", n, ctx.Err())
 	}
 }
 
