@@ -66,6 +66,9 @@ group_by(.scenario) | map(
     overhead_bytes_per_key: stat(.overhead_bytes_per_key),
     mem_ratio: stat(.mem_ratio),
     get_ratio: stat(.get_ratio),
+    wake_ratio: stat(.wake_ratio),
+    big_wake_ms: stat(.big_wake_ms),
+    small_wake_ms: stat(.small_wake_ms),
     big_get_req_per_s: stat(.big_get.req_per_s),
     small_get_req_per_s: stat(.small_get.req_per_s)
   } elif .[0].scenario == "idle-routes" then {

@@ -169,6 +169,8 @@ func reportViewScale(b *strings.Builder, r viewScaleResult) {
 		r.HeapBytes, r.LiveBytes, r.HeapPerKey, r.OverheadPerKey, r.MemRatio)
 	fmt.Fprintf(b, "  GET       single key, big view %.0f req/s, small view %.0f req/s: %.2f × (rounds %s / %s)\n",
 		r.BigGet.PerSecond, r.SmallGet.PerSecond, r.GetRatio, roundList(r.BigGet.RoundPerSecond), roundList(r.SmallGet.RoundPerSecond))
+	fmt.Fprintf(b, "  wake-up   a long poll woken by a write, median of %d: big view %.1f ms, small view %.1f ms: %.2f ×\n",
+		viewWakeRounds, r.BigWakeMs, r.SmallWakeMs, r.WakeRatio)
 }
 
 func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,6 +73,11 @@ type viewScaleResult struct {
 	BigGet   rate    `json:"big_get"`
 	SmallGet rate    `json:"small_get"`
 	GetRatio float64 `json:"get_ratio"`
+	// Median of viewWakeRounds wake-ups of a long poll on one key of each
+	// view by a write to it; WakeRatio big ÷ small (target: 1).
+	BigWakeMs   float64 `json:"big_wake_ms"`
+	SmallWakeMs float64 `json:"small_wake_ms"`
+	WakeRatio   float64 `json:"wake_ratio"`
 }
 
 func (viewScaleResult) isResult() {}
@@ -161,7 +168,81 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 	}
 	res.BigGet, res.SmallGet = rateOf(bw, bRounds, false), rateOf(sw, sRounds, false)
 	res.GetRatio = ratio(res.BigGet.PerSecond, res.SmallGet.PerSecond)
+
+	// Wake-ups: a waiter on a key of each view in turn, woken by a write.
+	w, err := newFanoutWriter(broker.Addr())
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	var bigWake, smallWake []time.Duration
+	for r := range viewWakeRounds {
+		for _, isBig := range []bool{r%2 == 0, r%2 != 0} {
+			topic, path, key := smallTopic, "/small/", viewKey(o.keys/2)
+			if isBig {
+				topic, path, key = bigTopic, "/big/", viewKey(o.viewKeys/2)
+			}
+			d, err := wakeOnce(ctx, proc, s, w.prod, topic, path+key, key, r+2, o.valueSize)
+			if err != nil {
+				return nil, err
+			}
+			if isBig {
+				bigWake = append(bigWake, d)
+			} else {
+				smallWake = append(smallWake, d)
+			}
+		}
+	}
+	res.BigWakeMs, res.SmallWakeMs = ms(median(bigWake)), ms(median(smallWake))
+	res.WakeRatio = ratio(res.BigWakeMs, res.SmallWakeMs)
 	return res, nil
+}
+
+// viewWakeRounds is how many wake-ups view-scale times on each view.
+const viewWakeRounds = 5
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// wakeOnce holds one long poll on path (if-none-match its current tag),
+// waits until the processor counts it, writes version seq of key, and
+// returns the time from the write's produce call to the answer, which must
+// be 200 with the new value.
+func wakeOnce(ctx context.Context, proc *stack.Processor, s *side, prod *kafka.Producer, topic, path, key string, seq, size int) (time.Duration, error) {
+	first, err := exchange(ctx, s.client(0), newRequest(s.client(0), path))
+	if err != nil || first.status != 200 || first.header("etag") == "" {
+		return 0, fmt.Errorf("GET %s: %d, etag %q, %v", path, first.status, first.header("etag"), err)
+	}
+	want := jsonValue(key, seq, size)
+	got := make(chan outcome, 1)
+	go func() {
+		rep, err := exchange(ctx, s.client(0), newRequest(s.client(0), path, "if-none-match", first.header("etag"), "prefer", "wait=60"))
+		got <- outcome{rep, err}
+	}()
+	if err := awaitGauge(ctx, proc, waitersGauge, 1, time.Minute); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	err = prod.Produce(&kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            []byte(key), Value: want,
+		Headers: []kafka.Header{{Key: "content-type", Value: []byte("application/json")}},
+	}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", topic, err)
+	}
+	select {
+	case o := <-got:
+		if o.err != nil || o.rep.status != 200 || !bytes.Equal(o.rep.body, want) {
+			return 0, fmt.Errorf("the long poll on %s: %d with %q, %v; want 200 with the new value", path, o.rep.status, o.rep.body, o.err)
+		}
+		return o.rep.at.Sub(t0), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("the long poll on %s: %w", path, ctx.Err())
+	}
 }
 
 // fillTopic writes n records (keys viewKey(i), JSON values of size bytes,
