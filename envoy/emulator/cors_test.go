@@ -3,6 +3,8 @@ package emulator
 import (
 	"net/http"
 	"os"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
@@ -169,5 +171,65 @@ func TestCORSOnlyOnRoutesWithPolicy(t *testing.T) {
 			t.Errorf("%s: %d %v, want the processor's 204 without access-control-*", name, resp.StatusCode, resp.Header)
 		}
 		p.stream(t)
+	}
+}
+
+// The policy's fields shape the answers as cors_filter.cc does: matcher
+// kinds, "*" origins, "*" methods and headers echoing the request,
+// credentials, private network access, and unmatched preflights kept when
+// forward_not_matching_preflights is false.
+func TestCORSPolicyRules(t *testing.T) {
+	routes := []envoy.Route{
+		{Name: "star", Prefix: "/star", Cluster: "c", CORS: &envoy.CORSPolicy{
+			AllowOrigins: []envoy.StringMatch{{Exact: "*"}}, AllowMethods: "*", AllowHeaders: "*",
+			AllowCredentials: true, AllowPrivateNetworkAccess: true, ForwardNotMatchingPreflights: true,
+		}},
+		{Name: "kinds", Prefix: "/kinds", Cluster: "c", CORS: &envoy.CORSPolicy{
+			AllowOrigins: []envoy.StringMatch{{Prefix: "https://a."}, {Suffix: ".B.example", IgnoreCase: true},
+				{Contains: "-c-"}, {Regex: `https://d[0-9]+\.example`}},
+			ExposeHeaders: "etag",
+		}},
+	}
+	cors, err := compileCORS(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Emulator{cors: cors}
+	pre := func(origin string) Headers {
+		return Headers{{":method", "OPTIONS"}, {"origin", origin}, {"access-control-request-method", "DELETE"},
+			{"access-control-request-headers", "x-a, x-b"}, {"access-control-request-private-network", "true"}}
+	}
+	rep, add := e.corsDecode(pre("https://anything.example"), &routes[0])
+	want := Headers{{"access-control-allow-origin", "https://anything.example"}, {"access-control-allow-credentials", "true"},
+		{"access-control-allow-methods", "DELETE"}, {"access-control-allow-headers", "x-a, x-b"},
+		{"access-control-allow-private-network", "true"}}
+	if rep == nil || rep.Status != 200 || len(rep.Body) != 0 || !reflect.DeepEqual(rep.Headers, want) || add != nil {
+		t.Errorf("star preflight: %+v %v, want 200 with %v", rep, add, want)
+	}
+	for origin, ok := range map[string]bool{
+		"https://a.example": true, "https://x.b.EXAMPLE": true, "https://x-c-y": true, "https://d42.example": true,
+		"https://d42.example.evil": false, "http://a.example": false, "https://b.example.org": false,
+	} {
+		rep, add := e.corsDecode(Headers{{":method", "GET"}, {"origin", origin}}, &routes[1])
+		wantAdd := Headers(nil)
+		if ok {
+			wantAdd = Headers{{"access-control-allow-origin", origin}, {"access-control-expose-headers", "etag"}}
+		}
+		if rep != nil || !reflect.DeepEqual(add, wantAdd) {
+			t.Errorf("GET from %s: %+v %v, want %v", origin, rep, add, wantAdd)
+		}
+		// forward_not_matching_preflights false: the filter answers an
+		// unmatched preflight too, without access-control-allow-origin.
+		rep, _ = e.corsDecode(pre(origin), &routes[1])
+		if rep == nil || rep.Status != 200 {
+			t.Fatalf("preflight from %s: %+v, want the filter's 200", origin, rep)
+		}
+		if _, has := rep.Headers.Get("access-control-allow-origin"); has != ok {
+			t.Errorf("preflight from %s: allow-origin present %v, want %v", origin, has, ok)
+		}
+	}
+	if _, err := compileCORS([]envoy.Route{{Name: "bad", CORS: &envoy.CORSPolicy{AllowOrigins: []envoy.StringMatch{{Regex: "("}}}}}); err == nil ||
+		!strings.Contains(err.Error(), `route 0 ("bad"): CORS allow_origin_string_match`) {
+		t.Errorf("bad regex: %v, want an error naming the route", err)
 	}
 }
