@@ -1,0 +1,250 @@
+package e2e_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/proto/example"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
+)
+
+// noReplyConfig has the request-reply shapes with no responder running at
+// first, each on a topic of its own, and a short reply-timeout so that the
+// first attempt of each request times out.
+const noReplyConfig = `
+bindings:
+  kafka0: { type: kafka, kind: client, options: { bootstrap.servers: "localhost:9092" } }
+  http0:
+    type: http-kafka
+    kind: proxy
+    routes:
+      - when: [{ method: POST, path: /sync }]
+        exit: kafka0
+        with: { capability: produce, topic: noreply-sync, reply-to: noreply-http-replies }
+      - when: [{ method: POST, path: /async }, { method: GET, path: "/async;cid={correlationId}" }]
+        exit: kafka0
+        with:
+          capability: produce
+          topic: noreply-async
+          reply-to: noreply-http-replies
+          async: { location: "/async;cid=${correlationId}" }
+  grpc0:
+    type: grpc-kafka
+    kind: proxy
+    routes:
+      - when: [{ method: example.Echo/* }]
+        exit: kafka0
+        with: { capability: produce, topic: noreply-grpc, reply-to: noreply-grpc-replies }
+limits: { reply-timeout: 3s, kafka-timeout: 5s, idempotency-window: 10m }
+`
+
+// A retry with the idempotency key of a request-reply request that has no
+// reply yet (its responder is down: the first attempt timed out, or its
+// 202 was lost) writes nothing, whether it comes in a row, at once, or
+// through another replica, and answers as the first attempt did; once a
+// responder answers, every retry gets the one reply. The reply index
+// cannot catch these retries (there is no reply to find), so this is the
+// key index's work alone.
+func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
+	e := startEnv(t, noReplyConfig)
+	a := &replica{base: e.base, h1: e.h1, grpcc: e.grpcConn()}
+	b := startReplica(t, e)
+	host := strings.TrimPrefix(e.base, "http://")
+
+	grpcAnswer := func(msgs []string, err error) string {
+		st := status.Convert(err)
+		return fmt.Sprintf("%q %v %s", msgs, st.Code(), st.Message())
+	}
+	shapes := []struct {
+		idemShape
+		first string // what the first attempt answers, with no responder (a regexp)
+		reply string // what a retry answers once the responder answered (a regexp)
+	}{
+		{idemShape{name: "sync", topic: "noreply-sync", records: 1, send: func(t *testing.T, r *replica, key string) string {
+			t.Helper()
+			return sendTo(t, r, host, "POST", "/sync", `{"n":1}`, "idempotency-key", key, "content-type", "application/json")
+		}}, `^504 location="" body=.*"detail":"no reply within limits.reply-timeout \(3s\); the request was written to topic \\"noreply-sync\\": retry with the same idempotency-key header to get its reply without writing it again"`,
+			`^201 location="" body=.*"body":\{"n":1\}`},
+		{idemShape{name: "async", topic: "noreply-async", records: 1, send: func(t *testing.T, r *replica, key string) string {
+			t.Helper()
+			return sendTo(t, r, host, "POST", "/async", `{"n":2}`, "idempotency-key", key, "content-type", "application/json", "prefer", "respond-async")
+		}}, `^202 location="/async;cid=async-[^"]+"`,
+			`^201 location="" body=.*"body":\{"n":2\}`},
+		{idemShape{name: "gRPC unary", topic: "noreply-grpc", records: 2, send: func(t *testing.T, r *replica, key string) string {
+			t.Helper()
+			ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
+			resp, err := example.NewEchoClient(r.grpcc).Say(ctx, &example.EchoMessage{Message: "once"})
+			var msgs []string
+			if err == nil {
+				msgs = append(msgs, resp.GetMessage())
+			}
+			return grpcAnswer(msgs, err)
+		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"`,
+			`^\["once"\] OK $`},
+		{idemShape{name: "gRPC stream", topic: "noreply-grpc", records: 3, send: func(t *testing.T, r *replica, key string) string {
+			t.Helper()
+			ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
+			st, err := r.grpcc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/example.Echo/Chat", grpc.ForceCodecV2(rawCodec{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"m1", "m2"} {
+				if err := st.SendMsg(&rawMessage{b: []byte(v)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			var msgs []string
+			for {
+				var m rawMessage
+				if err = st.RecvMsg(&m); err != nil {
+					break
+				}
+				msgs = append(msgs, string(m.b))
+			}
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return grpcAnswer(msgs, err)
+		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"`,
+			`^\["m1" "m2"\] OK $`},
+	}
+	// The two gRPC shapes share a topic: their keys tell them apart.
+	keysOf := func(name string) []string {
+		k := strings.ReplaceAll(name, " ", "-")
+		return []string{k + "-in-a-row", k + "-at-once", k + "-two-replicas"}
+	}
+	count := func(topic, key string) int { return len(recordsWithPrefix(e, topic, key+"-")) }
+	same := func(t *testing.T, how string, answers ...string) {
+		t.Helper()
+		for _, ans := range answers[1:] {
+			if ans != answers[0] {
+				t.Errorf("%s: answers differ:\n%s\n%s", how, answers[0], ans)
+			}
+		}
+	}
+	atOnce := func(sends ...func() string) []string {
+		answers := make([]string, len(sends))
+		var wg sync.WaitGroup
+		for i, send := range sends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = send()
+			}()
+		}
+		wg.Wait()
+		return answers
+	}
+	locations := map[string]string{} // async key → its location
+	var mu sync.Mutex
+
+	t.Run("no responder", func(t *testing.T) {
+		for _, sh := range shapes {
+			t.Run(sh.name, func(t *testing.T) {
+				t.Parallel()
+				keys := keysOf(sh.name)
+				check := func(how, key string, answers ...string) {
+					t.Helper()
+					if !regexp.MustCompile(sh.first).MatchString(answers[0]) {
+						t.Errorf("%s: first answer\n%s\nwant\n%s", how, answers[0], sh.first)
+					}
+					same(t, how, answers...)
+					if n := count(sh.topic, key); n != sh.records {
+						t.Errorf("%s: %d records with key %s in %s, want %d (one request's)", how, n, key, sh.topic, sh.records)
+					}
+					if m := regexp.MustCompile(`location="([^"]+)"`).FindStringSubmatch(answers[0]); m != nil {
+						mu.Lock()
+						locations[key] = m[1]
+						mu.Unlock()
+					}
+				}
+				check("twice in a row", keys[0], sh.send(t, a, keys[0]), sh.send(t, a, keys[0]))
+				check("twice at once", keys[1], atOnce(
+					func() string { return sh.send(t, a, keys[1]) },
+					func() string { return sh.send(t, a, keys[1]) })...)
+				check("two replicas", keys[2], sh.send(t, a, keys[2]), sh.send(t, b, keys[2]))
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// A responder starts and answers every request in the log: once each,
+	// as each was written once.
+	start := func(topic string, h responder.Handler, dedup func(*responder.Request) string) *responder.Responder {
+		r, err := responder.Start(responder.Options{
+			Properties: map[string]string{"bootstrap.servers": e.dev.Broker.Addr()},
+			Topic:      topic, Handler: h, DedupKey: dedup,
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		return r
+	}
+	responders := []*responder.Responder{
+		start("noreply-sync", responder.HTTPEcho(), nil),
+		start("noreply-async", responder.HTTPEcho(), nil),
+		start("noreply-grpc", responder.GRPCEcho(), responder.GRPCDedupKey),
+	}
+	// 3 keys per shape: one record each for HTTP, 2 per unary call, 3 per
+	// streamed call.
+	wantHandled := []uint64{3, 3, 3*2 + 3*3}
+	pollUntil(t, "the responders answered every request", func() bool {
+		for i, r := range responders {
+			if r.Handled() < wantHandled[i] {
+				return false
+			}
+		}
+		return true
+	})
+
+	t.Run("responder answers", func(t *testing.T) {
+		for _, sh := range shapes {
+			t.Run(sh.name, func(t *testing.T) {
+				t.Parallel()
+				for _, key := range keysOf(sh.name) {
+					// The retries (follow-ups for async) through both
+					// replicas at once get the one reply.
+					send := func(r *replica) string { return sh.send(t, r, key) }
+					if sh.name == "async" {
+						loc := locations[key]
+						if loc == "" {
+							t.Fatalf("%s: no location from the first attempt", key)
+						}
+						send = func(r *replica) string { return sendTo(t, r, host, "GET", loc, "", "prefer", "wait=10") }
+					}
+					answers := atOnce(func() string { return send(a) }, func() string { return send(b) })
+					same(t, key, answers...)
+					if !regexp.MustCompile(sh.reply).MatchString(answers[0]) {
+						t.Errorf("%s: %s, want the responder's reply (%s)", key, answers[0], sh.reply)
+					}
+					if n := count(sh.topic, key); n != sh.records {
+						t.Errorf("%s: %d records after the retries, want %d (one request's)", key, n, sh.records)
+					}
+				}
+			})
+		}
+	})
+	for i, r := range responders {
+		if r.Handled() != wantHandled[i] {
+			t.Errorf("the responder of %s handled %d requests, want %d", r.Topic(), r.Handled(), wantHandled[i])
+		}
+	}
+}
