@@ -459,8 +459,9 @@ func TestGRPCProduceStatusAndTimeouts(t *testing.T) {
 
 	start := time.Now()
 	err := call(ctx, "/example.Silent/Call", "anyone?")
-	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(status.Convert(err).Message(), "reply-timeout") {
-		t.Fatalf("no responder: %v", err)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(status.Convert(err).Message(), "reply-timeout") ||
+		!strings.HasSuffix(status.Convert(err).Message(), "this request has no idempotency-key metadata, so a retry may write it a second time (send one to make a retry safe)") {
+		t.Fatalf("no responder: %v, want DEADLINE_EXCEEDED saying a retry without a key may write again", err)
 	}
 	if took := time.Since(start); took < 2*time.Second || took > 10*time.Second {
 		t.Fatalf("the reply timeout took %v, want about 2s", took)

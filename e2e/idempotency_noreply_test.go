@@ -90,7 +90,7 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 				msgs = append(msgs, resp.GetMessage())
 			}
 			return grpcAnswer(msgs, err)
-		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"`,
+		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"; is a responder consuming "noreply-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
 			`^\["once"\] OK $`},
 		{idemShape{name: "gRPC stream", topic: "noreply-grpc", records: 3, send: func(t *testing.T, r *replica, key string) string {
 			t.Helper()
@@ -119,7 +119,7 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 				err = nil
 			}
 			return grpcAnswer(msgs, err)
-		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"`,
+		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"; is a responder consuming "noreply-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
 			`^\["m1" "m2"\] OK $`},
 	}
 	// The two gRPC shapes share a topic: their keys tell them apart.

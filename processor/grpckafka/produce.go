@@ -372,8 +372,11 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 		case err := <-failed:
 			return produceStatus(err, pc.topic, pc.static, pc.retry)
 		case <-rw.timeout:
+			// What a retry does is said here as in the HTTP binding's 504:
+			// a caller that timed out needs it most.
 			return capability.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
-				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q?", pc.limits.ReplyTimeout, replyTo, pc.topic))
+				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q? %s",
+				pc.limits.ReplyTimeout, replyTo, pc.topic, pc.retry.UnknownOutcome()))
 		case <-ctx.Done():
 			return capability.NewStatus(codes.Canceled, "the call ended")
 		}
