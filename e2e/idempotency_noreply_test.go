@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -125,7 +126,11 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 	// The two gRPC shapes share a topic: their keys tell them apart.
 	keysOf := func(name string) []string {
 		k := strings.ReplaceAll(name, " ", "-")
-		return []string{k + "-in-a-row", k + "-at-once", k + "-two-replicas"}
+		keys := []string{k + "-in-a-row", k + "-at-once", k + "-two-replicas"}
+		if name == "sync" {
+			keys = append(keys, "sync-gave-up")
+		}
+		return keys
 	}
 	count := func(topic, key string) int { return len(recordsWithPrefix(e, topic, key+"-")) }
 	same := func(t *testing.T, how string, answers ...string) {
@@ -179,6 +184,26 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 				check("two replicas", keys[2], sh.send(t, a, keys[2]), sh.send(t, b, keys[2]))
 			})
 		}
+		// The first attempt's client gives up before any answer (the
+		// processor goes on writing the request): its retry, through
+		// another replica, answers as a first attempt would and writes
+		// nothing.
+		t.Run("sync, the client gave up", func(t *testing.T) {
+			t.Parallel()
+			key := "sync-gave-up"
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second) // below reply-timeout
+			defer cancel()
+			resp, body, err := e.sendReq(ctx, a.h1, "POST", "/sync", `{"n":1}`, "idempotency-key", key, "content-type", "application/json")
+			if err == nil {
+				t.Fatalf("the first attempt was answered %d %s before the client gave up", resp.StatusCode, body)
+			}
+			if got := shapes[0].send(t, b, key); !regexp.MustCompile(shapes[0].first).MatchString(got) {
+				t.Errorf("the retry: %s\nwant %s", got, shapes[0].first)
+			}
+			if n := count("noreply-sync", key); n != 1 {
+				t.Errorf("%d records with key %s, want 1", n, key)
+			}
+		})
 	})
 	if t.Failed() {
 		return
@@ -203,9 +228,9 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 		start("noreply-async", responder.HTTPEcho(), nil),
 		start("noreply-grpc", responder.GRPCEcho(), responder.GRPCDedupKey),
 	}
-	// 3 keys per shape: one record each for HTTP, 2 per unary call, 3 per
-	// streamed call.
-	wantHandled := []uint64{3, 3, 3*2 + 3*3}
+	// 3 keys per shape (4 for sync): one record each for HTTP, 2 per unary
+	// call, 3 per streamed call.
+	wantHandled := []uint64{4, 3, 3*2 + 3*3}
 	pollUntil(t, "the responders answered every request", func() bool {
 		for i, r := range responders {
 			if r.Handled() < wantHandled[i] {
