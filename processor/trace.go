@@ -43,11 +43,12 @@ func (t tracing) start(ctx context.Context, kind string, headers route.Headers) 
 }
 
 // end records the outcome and ends the span.
-func endSpan(span trace.Span, binding, status string, failed bool) {
+func endSpan(span trace.Span, binding, route, status string, failed bool) {
 	if span == nil {
 		return
 	}
-	span.SetAttributes(attribute.String("kafka_ext_proc.binding", binding), attribute.String("kafka_ext_proc.status", status))
+	span.SetAttributes(attribute.String("kafka_ext_proc.binding", binding), attribute.String("kafka_ext_proc.route", route),
+		attribute.String("kafka_ext_proc.status", status))
 	if failed {
 		span.SetStatus(codes.Error, status)
 	}
