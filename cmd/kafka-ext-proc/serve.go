@@ -22,7 +22,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
 	grace := fs.Duration("grace", 30*time.Second, "drain grace period on SIGTERM")
 	drainDelay := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, keep serving this long after health turns NOT_SERVING (one Envoy health-check interval)")
-	watch := fs.Duration("watch", 2*time.Second, "check the configuration file for changes this often (0: only on SIGHUP)")
+	watch := fs.Duration("watch", 2*time.Second, "check the configuration file and the files it reads (${file:} secrets, keys-file) for changes this often (0: only on SIGHUP)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	otlp := fs.String("otlp-endpoint", "", "export a span per request to this OTLP/gRPC collector (host:port); off when empty")
 	otlpInsecure := fs.Bool("otlp-insecure", false, "talk to the OTLP collector without TLS")
@@ -72,7 +72,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // serveUntilDone reloads the configuration on SIGHUP or a change of its
-// file (checked every watch; 0: only on SIGHUP), and drains when ctx ends.
+// file or of a file it reads (checked every watch; 0: only on SIGHUP), and
+// drains when ctx ends.
 func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger, cfgPath string, watch, grace time.Duration) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -81,7 +82,8 @@ func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger
 	if watch > 0 {
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
-		go stack.WatchFile(wctx, cfgPath, watch, func() {
+		files := func() []string { return append([]string{cfgPath}, p.Files()...) }
+		go stack.WatchFiles(wctx, watch, files, func() {
 			select {
 			case fileChanged <- struct{}{}:
 			default:
@@ -89,11 +91,7 @@ func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger
 		})
 	}
 	reload := func() {
-		next, err := config.Load(cfgPath)
-		if err == nil {
-			err = p.Reload(next)
-		}
-		if err != nil {
+		if err := p.ReloadFrom(func() (*config.Config, error) { return config.Load(cfgPath) }); err != nil {
 			logger.Error("reload refused; the previous configuration keeps serving", "config", cfgPath, "err", err)
 			return
 		}
