@@ -227,10 +227,11 @@ func (x *exchange) run() error {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
 	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
+	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, logPath, headers)
 	x.logMu.Lock()
 	x.logAttrs = append(x.attrBuf[:0], slog.String("kind", x.kind), slog.String("path", logPath), slog.String("request_id", headers.Get("x-request-id")))
+	x.logAttrs = append(x.logAttrs, traceAttrs(x.span)...)
 	x.logMu.Unlock()
-	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
