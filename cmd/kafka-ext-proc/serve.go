@@ -24,7 +24,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	drainDelay := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, keep serving this long after health turns NOT_SERVING (one Envoy health-check interval)")
 	watch := fs.Duration("watch", 2*time.Second, "check the configuration file and the files it reads (${file:} secrets, keys-file) for changes this often (0: only on SIGHUP)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	otlp := fs.String("otlp-endpoint", "", "export a span per request to this OTLP/gRPC collector (host:port); off when empty")
+	otlp := fs.String("otlp-endpoint", "", "export a span per request to this OTLP collector (host:port or URL; default OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT); off when none is set")
+	otlpProtocol := fs.String("otlp-protocol", "", "grpc or http/protobuf (default OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
 	otlpInsecure := fs.Bool("otlp-insecure", false, "talk to the OTLP collector without TLS")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate chain for TLS on the ext_proc port")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -51,11 +52,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Config: cfg, Listen: *listen, Admin: *adminAddr, Logger: logger,
 		DrainDelay: *drainDelay, TLS: tlsCfg,
 	}
-	if *otlp != "" {
-		tp, err := stack.OTLPTracing(ctx, *otlp, *otlpInsecure)
-		if err != nil {
-			return err
-		}
+	tp, err := stack.OTLPTracing(ctx, stack.OTLPOptions{Endpoint: *otlp, Protocol: *otlpProtocol, Insecure: *otlpInsecure})
+	if err != nil {
+		return usageError{fmt.Sprintf("tracing: %v", err)}
+	}
+	if tp != nil {
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
