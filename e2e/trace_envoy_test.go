@@ -94,7 +94,7 @@ func TestSpanJoinsTheTraceEnvoyStarted(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range s.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["url.path"] != "/items/nope" {
 		t.Errorf("url.path %q, want /items/nope (no query)", attrs["url.path"])
