@@ -454,26 +454,34 @@ func (d *decoder) routeID(n ast.Node, r *Route) {
 
 // checkRouteIDs gives routes without an id their default one and checks
 // that no two routes of the binding share an id: ids label metrics, and two
-// routes counted as one would hide one of them.
+// routes counted as one would hide one of them. Routes whose default ids
+// collide (one condition, told apart by their guards) add their
+// capability:topic to it, which tells them apart without their positions.
 func (d *decoder) checkRouteIDs(b *Binding) {
+	defaults := map[string]int{}
+	for _, r := range b.Routes {
+		if r.ID == "" {
+			defaults[DefaultRouteID(r)]++
+		}
+	}
+	for _, r := range b.Routes {
+		if r.ID == "" {
+			r.ID = DefaultRouteID(r)
+			if defaults[r.ID] > 1 && r.With != nil {
+				r.ID += " " + string(r.With.Capability) + ":" + r.With.Topic.Raw
+			}
+		}
+	}
 	seen := map[string]*Route{}
 	for _, r := range b.Routes {
-		explicit := r.ID != ""
-		if !explicit {
-			r.ID = DefaultRouteID(r)
-		}
 		first, dup := seen[r.ID]
 		if !dup {
 			seen[r.ID] = r
 			continue
 		}
-		at := r.Pos
-		if explicit {
-			at = r.IDPos
-		}
-		how := "its default id"
-		if explicit {
-			how = "its id"
+		at, how := r.Pos, "its default id"
+		if r.IDPos != (Pos{}) {
+			at, how = r.IDPos, "its id"
 		}
 		d.errs = append(d.errs, &Error{Pos: at, Msg: fmt.Sprintf(
 			"routes[%d]: %s %q is also routes[%d]'s (line %d): route ids label metrics and must be unique in a binding; give one of them an `id`",

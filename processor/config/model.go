@@ -290,6 +290,8 @@ type JWTOptions struct {
 // matches rather than where it stands, so reordering the file keeps it:
 // its first condition's `METHOD:/path` (`*` for any method or path), gRPC
 // method or service; a route without conditions is `capability:topic`.
+// Routes of one binding whose default ids are equal each add their
+// capability:topic (see checkRouteIDs).
 func DefaultRouteID(r *Route) string {
 	if len(r.When) > 0 {
 		c := r.When[0]

@@ -66,10 +66,19 @@ func TestRouteIDsDefaultToWhatTheRouteMatches(t *testing.T) {
 }
 
 func TestRouteIDsMustBeUnique(t *testing.T) {
-	dupDefault := strings.Replace(routeIDConfig, `path: "/events/{id}"`, `method: GET, path: "/items/{id}"`, 1)
-	_, err := Parse("c.yaml", []byte(dupDefault), nil)
-	if err == nil || !strings.Contains(err.Error(), `c.yaml:11:9: routes[1]: its default id "GET:/items/{id}" is also routes[0]'s (line 8)`) {
-		t.Errorf("two routes with one default id: %v", err)
+	// One condition, two topics (told apart by guards, say): each adds its topic.
+	twoTopics := strings.Replace(routeIDConfig, `path: "/events/{id}"`, `method: GET, path: "/items/{id}"`, 1)
+	cfg, err := Parse("c.yaml", []byte(twoTopics), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := routeIDs(t, cfg)["h"]; ids[0] != "GET:/items/{id} fetch:items" || ids[1] != "GET:/items/{id} fetch:events" {
+		t.Errorf("routes of one condition: ids %q, want each with its capability:topic", ids)
+	}
+	sameTopic := strings.Replace(twoTopics, "topic: events", "topic: items", 1)
+	_, err = Parse("c.yaml", []byte(sameTopic), nil)
+	if err == nil || !strings.Contains(err.Error(), `c.yaml:11:9: routes[1]: its default id "GET:/items/{id} fetch:items" is also routes[0]'s (line 8)`) {
+		t.Errorf("two routes with one condition and topic: %v", err)
 	}
 	dupExplicit := strings.Replace(routeIDConfig, `- exit: k`, `- id: orders-in
         exit: k`, 1)
