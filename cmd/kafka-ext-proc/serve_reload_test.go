@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -172,28 +171,5 @@ bindings:
 	}
 	if s := get(newKey); s != 404 {
 		t.Errorf("after the refusal the previous configuration serves: %d, want 404", s)
-	}
-}
-
-func waitReady(t *testing.T, admin string, logs fmt.Stringer) {
-	t.Helper()
-	waitFor(t, "serve to be ready", logs, func() bool {
-		resp, err := http.Get("http://" + admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-}
-
-func waitFor(t *testing.T, what string, logs fmt.Stringer, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30s for %s:\n%s", what, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
