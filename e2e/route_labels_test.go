@@ -4,8 +4,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/proto/example"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -69,5 +74,41 @@ limits:`, 1)
 	}
 	if n := value(mfs, "kafka_ext_proc_exchange_duration_seconds", map[string]string{"route": itemsRoute, "mode": "request"}); n != 0 {
 		t.Errorf("requests of %s observed %v, want 0: every one asked to wait", itemsRoute, n)
+	}
+}
+
+// gRPC exchanges are labelled by the route's id (its method or service),
+// their gRPC code (code is none) and outcome; a fetch stream's duration is
+// mode stream, a unary call's mode request.
+func TestGRPCExchangeLabels(t *testing.T) {
+	e, _ := startGRPC(t, withAdmin)
+	e.put("fanout", 0, "k", []byte("v"))
+	if r, err := example.NewEchoClient(e.grpcConn()).Say(ctxFor(t, 30*time.Second), &example.EchoMessage{Message: "hi"}); err != nil || r.GetMessage() != "hi" {
+		t.Fatalf("Say: %v %v", r, err)
+	}
+	st, err := subscribeErr(ctxFor(t, 20*time.Second), e.grpcConn(), "/example.Fanout/Subscribe", []byte{0x0a, 0x01, 'x'})
+	if err == nil {
+		_, s := endStatus(st)
+		err = s.Err()
+	}
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a fetch with a request: %v, want INVALID_ARGUMENT", err)
+	}
+	mfs := e.scrape()
+	for _, c := range []struct {
+		labels map[string]string
+		want   float64
+	}{
+		{map[string]string{"route": "example.Echo/*", "kind": "grpc", "outcome": "ok", "code": "none", "grpc_code": "OK"}, 1},
+		{map[string]string{"route": "example.Fanout", "capability": "fetch", "outcome": "client_error", "code": "none", "grpc_code": "INVALID_ARGUMENT"}, 1},
+	} {
+		if n := value(mfs, "kafka_ext_proc_exchanges_total", c.labels); n != c.want {
+			t.Errorf("exchanges %v: %v, want %v", c.labels, n, c.want)
+		}
+	}
+	for _, c := range []struct{ route, mode string }{{"example.Echo/*", "request"}, {"example.Fanout", "stream"}} {
+		if n := value(mfs, "kafka_ext_proc_exchange_duration_seconds", map[string]string{"route": c.route, "mode": c.mode}); n != 1 {
+			t.Errorf("durations of %s in mode %s: %v, want 1", c.route, c.mode, n)
+		}
 	}
 }
