@@ -183,6 +183,25 @@ func subscribeErr(ctx context.Context, cc *grpc.ClientConn, method string, reque
 	return st, nil
 }
 
+// sendAll opens a client-streaming call (bidi when serverStreams) with raw
+// messages, sends msgs and half-closes; the caller reads the answer.
+func sendAll(ctx context.Context, t testing.TB, cc *grpc.ClientConn, method string, serverStreams bool, msgs ...string) grpc.ClientStream {
+	t.Helper()
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: serverStreams}, method, grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range msgs {
+		if err := st.SendMsg(&rawMessage{b: []byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // receive reads n messages of a fetch stream.
 func receive(t testing.TB, st grpc.ClientStream, n, field int) []fetched {
 	t.Helper()

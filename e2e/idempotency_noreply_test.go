@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -20,35 +19,10 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 )
 
-// noReplyConfig has the request-reply shapes with no responder running at
-// first, each on a topic of its own, and a short reply-timeout so that the
-// first attempt of each request times out.
-const noReplyConfig = `
-bindings:
-  kafka0: { type: kafka, kind: client, options: { bootstrap.servers: "localhost:9092" } }
-  http0:
-    type: http-kafka
-    kind: proxy
-    routes:
-      - when: [{ method: POST, path: /sync }]
-        exit: kafka0
-        with: { capability: produce, topic: noreply-sync, reply-to: noreply-http-replies }
-      - when: [{ method: POST, path: /async }, { method: GET, path: "/async;cid={correlationId}" }]
-        exit: kafka0
-        with:
-          capability: produce
-          topic: noreply-async
-          reply-to: noreply-http-replies
-          async: { location: "/async;cid=${correlationId}" }
-  grpc0:
-    type: grpc-kafka
-    kind: proxy
-    routes:
-      - when: [{ method: example.Echo/* }]
-        exit: kafka0
-        with: { capability: produce, topic: noreply-grpc, reply-to: noreply-grpc-replies }
-limits: { reply-timeout: 3s, kafka-timeout: 5s, idempotency-window: 10m }
-`
+// noReplyConfig is idemConfig with a short reply-timeout, so that the
+// first attempt of each request-reply request times out while no responder
+// runs.
+var noReplyConfig = strings.Replace(idemConfig, "reply-timeout: 10s", "reply-timeout: 3s", 1)
 
 // A retry with the idempotency key of a request-reply request that has no
 // reply yet (its responder is down: the first attempt timed out, or its
@@ -72,17 +46,17 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 		first string // what the first attempt answers, with no responder (a regexp)
 		reply string // what a retry answers once the responder answered (a regexp)
 	}{
-		{idemShape{name: "sync", topic: "noreply-sync", records: 1, send: func(t *testing.T, r *replica, key string) string {
+		{idemShape{name: "sync", topic: "idem-sync", records: 1, send: func(t *testing.T, r *replica, key string) string {
 			t.Helper()
 			return sendTo(t, r, host, "POST", "/sync", `{"n":1}`, "idempotency-key", key, "content-type", "application/json")
-		}}, `^504 location="" body=.*"detail":"no reply within limits.reply-timeout \(3s\); the request was written to topic \\"noreply-sync\\": retry with the same idempotency-key header to get its reply without writing it again"`,
+		}}, `^504 location="" body=.*"detail":"no reply within limits.reply-timeout \(3s\); the request was written to topic \\"idem-sync\\": retry with the same idempotency-key header to get its reply without writing it again"`,
 			`^201 location="" body=.*"body":\{"n":1\}`},
-		{idemShape{name: "async", topic: "noreply-async", records: 1, send: func(t *testing.T, r *replica, key string) string {
+		{idemShape{name: "async", topic: "idem-async", records: 1, send: func(t *testing.T, r *replica, key string) string {
 			t.Helper()
 			return sendTo(t, r, host, "POST", "/async", `{"n":2}`, "idempotency-key", key, "content-type", "application/json", "prefer", "respond-async")
 		}}, `^202 location="/async;cid=async-[^"]+"`,
 			`^201 location="" body=.*"body":\{"n":2\}`},
-		{idemShape{name: "gRPC unary", topic: "noreply-grpc", records: 2, send: func(t *testing.T, r *replica, key string) string {
+		{idemShape{name: "gRPC unary", topic: "idem-grpc", records: 2, send: func(t *testing.T, r *replica, key string) string {
 			t.Helper()
 			ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
 			resp, err := example.NewEchoClient(r.grpcc).Say(ctx, &example.EchoMessage{Message: "once"})
@@ -91,24 +65,14 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 				msgs = append(msgs, resp.GetMessage())
 			}
 			return grpcAnswer(msgs, err)
-		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"; is a responder consuming "noreply-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
+		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "idem-grpc-replies"; is a responder consuming "idem-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
 			`^\["once"\] OK $`},
-		{idemShape{name: "gRPC stream", topic: "noreply-grpc", records: 3, send: func(t *testing.T, r *replica, key string) string {
+		{idemShape{name: "gRPC stream", topic: "idem-grpc", records: 3, send: func(t *testing.T, r *replica, key string) string {
 			t.Helper()
 			ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
-			st, err := r.grpcc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/example.Echo/Chat", grpc.ForceCodecV2(rawCodec{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range []string{"m1", "m2"} {
-				if err := st.SendMsg(&rawMessage{b: []byte(v)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := st.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
+			st := sendAll(ctx, t, r.grpcc, "/example.Echo/Chat", true, "m1", "m2")
 			var msgs []string
+			var err error
 			for {
 				var m rawMessage
 				if err = st.RecvMsg(&m); err != nil {
@@ -120,7 +84,7 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 				err = nil
 			}
 			return grpcAnswer(msgs, err)
-		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "noreply-grpc-replies"; is a responder consuming "noreply-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
+		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "idem-grpc-replies"; is a responder consuming "idem-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
 			`^\["m1" "m2"\] OK $`},
 	}
 	// The two gRPC shapes share a topic: their keys tell them apart.
@@ -200,7 +164,7 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 			if got := shapes[0].send(t, b, key); !regexp.MustCompile(shapes[0].first).MatchString(got) {
 				t.Errorf("the retry: %s\nwant %s", got, shapes[0].first)
 			}
-			if n := count("noreply-sync", key); n != 1 {
+			if n := count("idem-sync", key); n != 1 {
 				t.Errorf("%d records with key %s, want 1", n, key)
 			}
 		})
@@ -224,9 +188,9 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 		return r
 	}
 	responders := []*responder.Responder{
-		start("noreply-sync", responder.HTTPEcho(), nil),
-		start("noreply-async", responder.HTTPEcho(), nil),
-		start("noreply-grpc", responder.GRPCEcho(), responder.GRPCDedupKey),
+		start("idem-sync", responder.HTTPEcho(), nil),
+		start("idem-async", responder.HTTPEcho(), nil),
+		start("idem-grpc", responder.GRPCEcho(), responder.GRPCDedupKey),
 	}
 	// 3 keys per shape (4 for sync): one record each for HTTP, 2 per unary
 	// call, 3 per streamed call.

@@ -142,20 +142,9 @@ func idemShapes(host string) []idemShape {
 		{name: "oneway gRPC", topic: "idem-grpc-oneway", records: 2, send: func(t *testing.T, r *replica, key string) string {
 			t.Helper()
 			ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
-			st, err := r.grpcc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/example.Oneway/Send", grpc.ForceCodecV2(rawCodec{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range []string{"m1", "m2"} {
-				if err := st.SendMsg(&rawMessage{b: []byte(v)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := st.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
+			st := sendAll(ctx, t, r.grpcc, "/example.Oneway/Send", false, "m1", "m2")
 			var m rawMessage
-			err = st.RecvMsg(&m)
+			err := st.RecvMsg(&m)
 			return fmt.Sprintf("%q %v", m.b, status.Code(err))
 		}},
 		{name: "sync", topic: "idem-sync", records: 1, send: httpSend("POST", "/sync", `{"n":2}`)},
@@ -402,18 +391,7 @@ func TestIdempotencyGRPCStreamResumes(t *testing.T) {
 	send := func(r *replica, msgs ...string) {
 		t.Helper()
 		ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", "resume-1")
-		st, err := r.grpcc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/example.Oneway/Send", grpc.ForceCodecV2(rawCodec{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range msgs {
-			if err := st.SendMsg(&rawMessage{b: []byte(v)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := st.CloseSend(); err != nil {
-			t.Fatal(err)
-		}
+		st := sendAll(ctx, t, r.grpcc, "/example.Oneway/Send", false, msgs...)
 		var m rawMessage
 		if err := st.RecvMsg(&m); err != nil {
 			t.Fatalf("%v: %v", msgs, err)
