@@ -54,12 +54,13 @@ func (d *decoder) top(body ast.Node) *Config {
 	if !ok {
 		return nil
 	}
-	m := d.fields(entries, "the top level", "bindings", "guards", "limits")
+	m := d.fields(entries, "the top level", "bindings", "guards", "limits", "catalogs")
 	cfg := &Config{
-		Source: d.file,
-		Kafka:  map[string]*KafkaCluster{},
-		Guards: map[string]*Guard{},
-		Limits: DefaultLimits(),
+		Source:   d.file,
+		Kafka:    map[string]*KafkaCluster{},
+		Guards:   map[string]*Guard{},
+		Limits:   DefaultLimits(),
+		Catalogs: map[string]*Catalog{},
 	}
 	d.guardNames = map[string]bool{}
 	d.proxyTypes = map[string]string{}
@@ -70,6 +71,10 @@ func (d *decoder) top(body ast.Node) *Config {
 	}
 	if e := m["limits"]; e != nil {
 		d.limits(e.v, &cfg.Limits)
+	}
+	// Catalogs before bindings: topic models name them.
+	if e := m["catalogs"]; e != nil {
+		d.catalogs(e.v, cfg)
 	}
 	if e := m["bindings"]; e != nil {
 		d.bindings(e.v, cfg)
@@ -115,7 +120,7 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 			d.kafkaNames[e.key] = true
 			m = d.fields(fields, "a kafka binding", "type", "kind", "options")
 			d.kind(node, m, typ, "client")
-			if kc := d.kafkaCluster(e.key, e.kn, node, m); kc != nil {
+			if kc := d.kafkaCluster(e.key, e.kn, node, m, cfg); kc != nil {
 				cfg.Kafka[e.key] = kc
 			}
 			continue
@@ -170,7 +175,7 @@ func (d *decoder) kind(node ast.Node, m map[string]*entry, typ, want string) {
 	}
 }
 
-func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*entry) *KafkaCluster {
+func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*entry, cfg *Config) *KafkaCluster {
 	kc := &KafkaCluster{Name: name, Properties: map[string]string{}, Pos: d.pos(kn), PropertyPos: map[string]Pos{}}
 	e := m["options"]
 	if e == nil {
@@ -183,6 +188,11 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 	}
 	ok = true
 	for _, p := range entries {
+		if p.key == "topics" {
+			// Not a librdkafka property: the topics' models.
+			kc.Topics = d.topics(p.v, cfg)
+			continue
+		}
 		if p.v != nil {
 			kc.PropertyPos[p.key] = d.pos(p.v)
 		}

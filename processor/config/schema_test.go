@@ -85,6 +85,9 @@ var loaderOnlyRules = []string{
 	"unset environment variable", "missing file reference", "missing keys-file", "keys string not a JWKS",
 	// Arithmetic and grammars beyond a regular expression.
 	"bad topic-pattern", "fractional bytes",
+	// Schemas compiled, catalogs looked up, strategies checked against globs.
+	"inline schema that does not compile", "topic model names an unknown catalog", "strategy topic on a glob",
+	"view on a primitive", "schema model without catalog",
 }
 
 func TestSchemaRejectsInvalidConfigs(t *testing.T) {
