@@ -26,6 +26,9 @@ type ClusterOptions struct {
 	// PartitionCheck is how often partition counts are read to follow
 	// partitions added to topics (views, reply index, log tail); 0 = 30s.
 	PartitionCheck time.Duration
+	// Converters gives a topic's record converter for its views (its
+	// models), or nil (optional).
+	Converters func(topic string) Converter
 }
 
 // Cluster owns every reader and writer of one kafka binding, shared by every
@@ -53,7 +56,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Logger: opts.Logger, Readiness: opts.Readiness,
 		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
-		Stats: rdStats, PartitionCheck: opts.PartitionCheck,
+		Stats: rdStats, PartitionCheck: opts.PartitionCheck, Converters: opts.Converters,
 	})
 	if err != nil {
 		return nil, err

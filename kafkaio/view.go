@@ -99,6 +99,13 @@ type Record struct {
 	Headers   []Header
 }
 
+// Converter turns a record as written into what a view serves: a topic's
+// models check it and convert it (to JSON), in place. It returns false for
+// a record that does not match: the view leaves it out, and its key keeps
+// the previous record. A view calls it once per record, as the record
+// enters the view, so fetches never convert.
+type Converter func(r *Record) bool
+
 // View is the current record per key of one topic (compaction semantics
 // applied here, whatever the broker's compaction lag): a tombstone removes
 // its key, and records without a key are not part of the view.
@@ -106,6 +113,7 @@ type View struct {
 	topic   string
 	topicID [16]byte
 	window  time.Duration // coalescing window of Changed
+	convert Converter     // nil: records are served as written
 
 	mu        sync.RWMutex
 	entries   map[string]*Entry
@@ -303,6 +311,10 @@ func (v *View) Changed() <-chan struct{} {
 // apply folds one record into the view. The caller owns the partition's
 // order: records of a partition arrive in offset order.
 func (v *View) apply(r *Record) {
+	if v.convert != nil && r.Key != nil && r.Value != nil && !v.convert(r) {
+		v.advance(r.Partition, r.Offset+1)
+		return
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if int(r.Partition) < len(v.positions) && r.Offset+1 > v.positions[r.Partition] {

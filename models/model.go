@@ -110,6 +110,10 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	return m, nil
 }
 
+// JSON reports whether clients send and read JSON for this model: a json
+// model, or a view json.
+func (m *Model) JSON() bool { return m.cfg.Model == "json" || m.cfg.View == "json" }
+
 // Warm looks the configured schema up and compiles it: at load, so that a
 // missing subject or a schema that does not compile is reported before
 // traffic, and the first request finds it cached.

@@ -77,6 +77,7 @@ type Processor struct {
 	kafka     map[string]*kafkaio.Cluster
 	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
+	models    *modelMetrics
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
 	delay     time.Duration
@@ -103,7 +104,8 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
+	mm := newModelMetrics(reg, opts.Config)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, mm)
 	if err != nil {
 		drain()
 		return nil, err
@@ -138,6 +140,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		kafka:     clients,
 		routes:    routes,
 		collector: kc,
+		models:    mm,
 		httpk:     httpk,
 		drain:     drain,
 		delay:     opts.DrainDelay,
@@ -145,6 +148,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		logger:    logger,
 	}
 	checkKafka(drainCtx, opts.Config, readiness, logger, &p.wg)
+	warmModels(drainCtx, opts.Config, logger, &p.wg)
 	srv.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
 	readiness.Watch(p.setServing)
@@ -279,6 +283,9 @@ func (p *Processor) Reload(cfg *config.Config) error {
 	}
 	p.cfg = cfg
 	p.collector.setConfig(cfg)
+	p.models.registries.cfg.Store(cfg)
+	// The new configuration's registry catalogs start with empty caches.
+	warmModels(context.Background(), cfg, p.logger, &p.wg)
 	p.httpk.Retain(cfg)
 	return nil
 }
@@ -314,6 +321,7 @@ func (p *Processor) Shutdown(ctx context.Context) {
 			<-stopped
 		}
 		closeKafka(p.kafka)
+		p.cfg.Close()
 		if p.admin != nil {
 			_ = p.admin.Close()
 		}
@@ -323,7 +331,7 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, mm *modelMetrics) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
@@ -334,6 +342,7 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 			// its budget resumes from the ring.
 			LogRingRecords: max(cfg.Limits.StreamLagBudget, 1024),
 			Logger:         logger, Readiness: readiness, PartitionCheck: partitionCheck,
+			Converters: mm.converters(name, k, logger),
 		})
 		if err != nil {
 			closeKafka(clusters)
@@ -363,6 +372,9 @@ func sameKafka(old, next *config.Config) error {
 		}
 		if !maps.Equal(o.Properties, k.Properties) {
 			return fmt.Errorf("the options of kafka binding %q changed: restart to apply", name)
+		}
+		if !sameTopicModels(o.Topics, k.Topics) {
+			return fmt.Errorf("the topic models of kafka binding %q changed: restart to apply (views hold records converted with them)", name)
 		}
 	}
 	if old.Limits != next.Limits {

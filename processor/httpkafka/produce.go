@@ -61,7 +61,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	if isFollowUp(req) {
 		return h.followUp(ctx, kr, req, opts)
 	}
-	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
+	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	if bad := p.idempotencyKey(); bad != nil {
 		return bad
 	}
@@ -109,6 +109,9 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
+	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
+		return bad
+	}
 	return h.requestReply(ctx, kr, p, rec)
 }
 
@@ -120,6 +123,8 @@ type produceCall struct {
 	// refs resolve the route's templates; its idempotency key is given or
 	// generated, its correlation id set once computed.
 	refs *kafkaroute.Refs
+	// kafka is the exit's configuration: the topics' models.
+	kafka *config.KafkaCluster
 }
 
 // idempotencyKey reads the idempotency header, or generates the UUID that
@@ -172,8 +177,13 @@ func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
 	return withApplied(r, applied)
 }
 
-// reply answers with a reply record.
-func (p *produceCall) reply(rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+// reply answers with a reply record, converted for the client when the
+// reply topic's model has a view.
+func (p *produceCall) reply(ctx context.Context, rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+	rec, bad := decodeReply(ctx, p.kafka, rec)
+	if bad != nil {
+		return bad
+	}
 	return withApplied(replyResponse(rec, p.opts.Correlation.CorrelationID, p.opts.Correlation.ReplyTo), applied)
 }
 
@@ -216,6 +226,9 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, req *capabil
 	default:
 		rec.Value = req.Body
 	}
+	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
+		return bad
+	}
 	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 		return produceFailure(ctx, err, rec.Topic, w.Topic.Static())
 	}
@@ -254,7 +267,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		r, end := h.awaitReply(ctx, req.Drain, f.Watch, wait)
 		switch end {
 		case replied:
-			return p.reply(r, applied)
+			return p.reply(ctx, r, applied)
 		case clientGone:
 			return gone()
 		}
@@ -268,7 +281,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 	r, end := h.awaitReply(ctx, drain, f.Watch, req.Limits.ReplyTimeout)
 	switch end {
 	case replied:
-		return p.reply(r, "")
+		return p.reply(ctx, r, "")
 	case clientGone:
 		return gone()
 	}
@@ -317,7 +330,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 // followUp answers a GET on an async location from the reply index.
 func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
 	w := req.Match.Route.With
-	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
+	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.refs.CorrelationID = req.Match.Params["correlationId"]
 	if !followUpAllowed(p.refs.CorrelationID, req.Match.Identities) {
 		// Malformed, or issued to another caller: either way not a
@@ -343,7 +356,7 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 	r, end := h.awaitReply(ctx, req.Drain, watch, wait)
 	switch end {
 	case replied:
-		return p.reply(r, applied)
+		return p.reply(ctx, r, applied)
 	case clientGone:
 		return gone()
 	}
