@@ -11,6 +11,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
@@ -71,6 +74,13 @@ bindings:
       - when: [{ method: GET, path: "/{topic}/{id}" }]
         exit: kafka0
         with: { capability: fetch, topic: "${params.topic}", topic-pattern: "*", filters: [{ key: "${params.id}" }] }
+  grpc0:
+    type: grpc-kafka
+    kind: proxy
+    routes:
+      - when: [{ service: example.Events }]
+        exit: kafka0
+        with: { capability: produce, topic: events, key: "${idempotencyKey}" }
 limits: { kafka-timeout: 5s }
 `
 
@@ -230,6 +240,37 @@ func TestModels(t *testing.T) {
 		etag := resp.Header.Get("etag")
 		if r2, _ := e.request(e.h1, "GET", "/events", "", "if-none-match", etag); etag == "" || r2.StatusCode != http.StatusNotModified {
 			t.Errorf("merged events again with etag %q: %d, want 304", etag, r2.StatusCode)
+		}
+	})
+
+	t.Run("grpc: a protobuf message framed on its way in; a bad one INVALID_ARGUMENT with BadRequest", func(t *testing.T) {
+		before := len(e.readTopic("events"))
+		// Event{id: "g1", text: "yo"}.
+		if _, err := auditUnary(e, "/example.Events/Put", []byte{0x0a, 2, 'g', '1', 0x12, 2, 'y', 'o'}, "idempotency-key", "g1"); err != nil {
+			t.Fatalf("valid event over gRPC: %v", err)
+		}
+		// Field 2 as a varint: a wrong wire type for a string.
+		_, err := auditUnary(e, "/example.Events/Put", []byte{0x0a, 2, 'g', '2', 0x10, 5}, "idempotency-key", "g2")
+		st := status.Convert(err)
+		if st.Code() != codes.InvalidArgument {
+			t.Fatalf("bad event over gRPC: %v, want INVALID_ARGUMENT", err)
+		}
+		var br *errdetails.BadRequest
+		for _, d := range st.Details() {
+			if b, ok := d.(*errdetails.BadRequest); ok {
+				br = b
+			}
+		}
+		if br == nil || len(br.GetFieldViolations()) == 0 || br.GetFieldViolations()[0].GetDescription() == "" {
+			t.Errorf("bad event: details %v, want a google.rpc.BadRequest with a field violation", st.Details())
+		}
+		ms := e.readTopic("events")
+		if len(ms) != before+1 {
+			t.Fatalf("events: %d records after the calls, want %d (the bad one not written)", len(ms), before+1)
+		}
+		want := []byte{0, 0, 0, 0, 12, 2, 2, 0x0a, 2, 'g', '1', 0x12, 2, 'y', 'o'}
+		if last := ms[len(ms)-1]; string(last.Key) != "g1" || !bytes.Equal(last.Value, want) {
+			t.Errorf("gRPC event: %s %x, want g1 %x", last.Key, last.Value, want)
 		}
 	})
 

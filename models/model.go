@@ -157,6 +157,44 @@ func (m *Model) Encode(ctx context.Context, dst, src []byte) ([]byte, error) {
 	return out, nil
 }
 
+// EncodeNative checks a value sent in the model's own format (a gRPC
+// client's protobuf message) against the configured schema and appends
+// what is written to Kafka to dst: the value, framed if the model frames.
+// A view does not apply: the value is not JSON. Errors are *Error.
+func (m *Model) EncodeNative(ctx context.Context, dst, src []byte) ([]byte, error) {
+	if m.prim != nil {
+		return m.Encode(ctx, dst, src)
+	}
+	c, id, err := m.configured(ctx)
+	if err != nil {
+		return dst, err
+	}
+	if err := c.validate(src, c.index()); err != nil {
+		return dst, m.named(err, m.name)
+	}
+	if m.frame {
+		dst, _ = defaultHeader.AppendEncode(dst, id, c.index())
+	}
+	return append(dst, src...), nil
+}
+
+// DecodeNative checks a value read from Kafka and appends it in the
+// model's own format, unframed (what a gRPC client reads). Errors are
+// *Error.
+func (m *Model) DecodeNative(ctx context.Context, dst, src []byte) ([]byte, error) {
+	if m.prim != nil {
+		return m.Decode(ctx, dst, src)
+	}
+	c, payload, index, name, err := m.unframe(ctx, src)
+	if err != nil {
+		return dst, err
+	}
+	if err := c.validate(payload, index); err != nil {
+		return dst, m.named(err, name)
+	}
+	return append(dst, payload...), nil
+}
+
 // Decode checks a value read from Kafka and appends what clients see to
 // dst: the value itself when validating only, else its JSON. Errors are
 // *Error.

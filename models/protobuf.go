@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,7 +216,14 @@ func (c *protoCodec) toJSON(dst, payload []byte, index []int) ([]byte, error) {
 	if err != nil {
 		return dst, parseError("", "#", "cannot render as JSON", err)
 	}
-	return append(dst, b...), nil
+	// protojson varies its whitespace on purpose (its output is not
+	// stable); replicas must serve the same bytes for one record.
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if err := json.Compact(&out, b); err != nil {
+		return dst, parseError("", "#", "cannot render as JSON", err)
+	}
+	return append(dst, out.Bytes()...), nil
 }
 
 func (c *protoCodec) index() []int { return c.idx }

@@ -92,6 +92,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	if w.Key != nil {
 		key = []byte(w.Key.Expand(refs.Resolve))
 	}
+	key, st = encodeKey(ctx, kr.Kafka, topic, key)
+	if st != nil {
+		return *st
+	}
 	var cid string
 	if w.ReplyTo != "" {
 		cid = correlationID(refs.IdempotencyKey, opts.Correlation, call.Service, call.Method, w.ReplyTo, overrides, refs.Identities)
@@ -111,7 +115,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	}
 	pc := &produceCall{
 		h: h, call: call, prod: kr.Producer, topic: topic, static: w.Topic.Static(), key: key,
-		limits: call.Limits,
+		limits: call.Limits, kafka: kr.Kafka,
 	}
 	if w.ReplyTo == "" {
 		pc.headers = append(overrides, requestMeta(call.Headers)...)
@@ -179,6 +183,7 @@ type produceCall struct {
 	key     []byte
 	headers []kafkaio.Header
 	limits  config.Limits
+	kafka   *config.KafkaCluster // the exit's configuration: the topic's models
 }
 
 func (pc *produceCall) record(value []byte) *kafkaio.Record {
@@ -194,6 +199,10 @@ func (pc *produceCall) oneway(ctx context.Context) capability.Status {
 		}
 		if err != nil {
 			return capability.NewStatus(codes.Canceled, "the request ended: "+err.Error())
+		}
+		msg, st := encodeMessage(ctx, pc.kafka, pc.topic, msg)
+		if st != nil {
+			return *st
 		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
 			return produceStatus(err, pc.topic, pc.static, "")
@@ -381,6 +390,11 @@ func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progre
 			}
 			return
 		}
+		msg, st := encodeMessage(ctx, pc.kafka, pc.topic, msg)
+		if st != nil {
+			failed <- &refusedError{*st}
+			return
+		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
 			// A record handed over whose acknowledgement was not waited
 			// for (the client left meanwhile) may well be in the log: the
@@ -419,6 +433,10 @@ func terminalStatus(r *kafkaio.Record) capability.Status {
 
 // produceStatus maps a failed produce (DESIGN §6.6).
 func produceStatus(err error, topic string, static bool, idemName string) capability.Status {
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		return refused.st
+	}
 	retry := "retry"
 	if idemName != "" {
 		retry = "retry with an " + idemName + " to make the retry safe"
