@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,8 @@ func newModelMetrics(reg prometheus.Registerer, cfg *config.Config) *modelMetric
 // converters returns the view converters of one kafka binding: each
 // topic's models decode keys and values once, as records enter the view.
 // A record that does not match is left out, counted, and logged once per
-// topic (with its position, never its content).
+// topic (with its position, never its content); one whose schema cannot be
+// had now is held aside by the view and served once it converts.
 func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) kafkaio.Converter {
 	var logged sync.Map // topics whose first refused record was logged
 	return func(topic string) kafkaio.Converter {
@@ -44,18 +46,22 @@ func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *s
 			return nil
 		}
 		counter := m.invalid.WithLabelValues(name, tm.Name)
-		return func(r *kafkaio.Record) bool {
-			ctx := context.Background()
-			err := convert(ctx, tm, r)
-			if err == nil {
-				return true
+		return func(r *kafkaio.Record) error {
+			err := convert(context.Background(), tm, r)
+			switch {
+			case err == nil:
+				return nil
+			case models.KindOf(err) == models.KindUnavailable:
+				// Held aside by the view and tried again: the registry
+				// may answer later. Its health is logged by the catalog.
+				return fmt.Errorf("%w: %w", kafkaio.ErrLater, err)
 			}
 			counter.Inc()
 			if _, seen := logged.LoadOrStore(topic, true); !seen {
 				logger.Warn("a record does not match its topic's model and is left out of the view (further ones are counted in kafka_ext_proc_model_invalid_records_total)",
 					"kafka", name, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "kind", models.KindOf(err).String())
 			}
-			return false
+			return err
 		}
 	}
 }
