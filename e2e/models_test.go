@@ -311,6 +311,15 @@ func TestModels(t *testing.T) {
 		if !strings.Contains(p.Detail, "cannot be reached") || resp.Header.Get("retry-after") == "" {
 			t.Errorf("cold schema: %q retry-after %q, want the reason and a retry-after", p.Detail, resp.Header.Get("retry-after"))
 		}
+		// /readyz says so, and stays ready: cached schemas are served.
+		ready, _ := e.dev.Processor.Readiness.Ready()
+		notes := strings.Join(e.dev.Processor.Readiness.Notes(), "\n")
+		if !ready || !strings.Contains(notes, "catalog registry0: the schema registry is unreachable") {
+			t.Errorf("readiness %v with notes %q: want ready, noting the unreachable registry", ready, notes)
+		}
+		if up := e.gauge("kafka_ext_proc_schema_registry_up"); up != 0 {
+			t.Errorf("kafka_ext_proc_schema_registry_up = %v during the outage, want 0", up)
+		}
 		if ms := e.readTopic("cold"); len(ms) != 0 {
 			t.Errorf("cold: %d records written, want none", len(ms))
 		}

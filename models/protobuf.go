@@ -200,7 +200,9 @@ func (c *protoCodec) fromJSON(dst, src []byte) ([]byte, error) {
 	if err := proto.CheckInitialized(m); err != nil {
 		return dst, invalidError("", "#", strings.TrimPrefix(err.Error(), "proto: "), err)
 	}
-	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	// Deterministic: fields in number order, so one body is one record
+	// value (dynamicpb otherwise ranges its fields in map order).
+	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, m)
 	if err != nil {
 		return dst, invalidError("", "#", "cannot encode", err)
 	}

@@ -157,3 +157,20 @@ func sameTopicModels(a, b []*config.TopicModels) bool {
 	}
 	return true
 }
+
+// registryNotes say, for /readyz, which schema registries fail now and
+// which subjects they lack; requests whose schemas are cached are served.
+func (c *registryCollector) notes() []string {
+	var out []string
+	for _, r := range c.cfg.Load().Registries() {
+		st := r.Status()
+		if !st.Healthy {
+			out = append(out, fmt.Sprintf("catalog %s: the schema registry is unreachable since %s (%s); cached schemas are served",
+				st.Catalog, st.Since.UTC().Format(time.RFC3339), st.LastError))
+		}
+		for _, m := range st.Missing {
+			out = append(out, fmt.Sprintf("catalog %s: the schema registry does not have %s", st.Catalog, m))
+		}
+	}
+	return out
+}

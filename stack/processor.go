@@ -105,6 +105,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	drainCtx, drain := context.WithCancel(context.Background())
 
 	mm := newModelMetrics(reg, opts.Config)
+	readiness.SetNotes(mm.registries.notes)
 	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, mm)
 	if err != nil {
 		drain()
