@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout, all, or models (not in all)")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -127,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout, scenarioModels:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
 		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout}
@@ -240,6 +240,8 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runRequestReply(ctx, e, o)
 		case scenarioFanout:
 			res, err = runFanout(ctx, e, o)
+		case scenarioModels:
+			res, err = runModels(ctx, e, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -29,6 +29,8 @@ func report(w io.Writer, asJSON bool, r result) error {
 		reportRequestReply(&b, r)
 	case fanoutResult:
 		reportFanout(&b, r)
+	case modelsResult:
+		reportModels(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
