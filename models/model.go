@@ -110,6 +110,21 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	return m, nil
 }
 
+// Kind is the model's name: json, avro, protobuf or a primitive.
+func (m *Model) Kind() string { return m.cfg.Model }
+
+// StaticSchema returns the configured schema when its catalog holds it in
+// memory (inline, filesystem): what a document generated without a
+// registry can show.
+func (m *Model) StaticSchema() (Schema, bool) {
+	c, ok := m.cfg.Catalog.(*Static)
+	if !ok {
+		return Schema{}, false
+	}
+	s, err := c.Lookup(context.Background(), m.cfg.Ref)
+	return s, err == nil
+}
+
 // JSON reports whether clients send and read JSON for this model: a json
 // model, or a view json.
 func (m *Model) JSON() bool { return m.cfg.Model == "json" || m.cfg.View == "json" }
