@@ -11,10 +11,10 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 )
