@@ -2,8 +2,10 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -17,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 const (
@@ -56,6 +60,10 @@ bindings:
           value: { model: protobuf, view: json, catalog: { registry0: [{ strategy: topic, record: example.Event }] } }
         - name: cold
           value: { model: avro, view: json, catalog: { registry0: [{ strategy: topic }] } }
+        - name: quotes
+          value: { model: avro, view: json, catalog: { inline0: [{ subject: order }] } }
+        - name: quote-replies
+          value: { model: avro, view: json, catalog: { inline0: [{ subject: order }] } }
         - name: notes
           value: { model: avro, view: json, catalog: { inline0: [{ subject: order }] } }
   http0:
@@ -65,6 +73,9 @@ bindings:
       - when: [{ method: POST, path: "/items/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: items, key: "${params.id}" }
+      - when: [{ method: POST, path: "/quotes/{id}" }]
+        exit: kafka0
+        with: { capability: produce, topic: quotes, key: "${params.id}", reply-to: quote-replies }
       - when: [{ method: POST, path: "/{topic}/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: "${params.topic}", topic-pattern: "*", key: "${params.id}" }
@@ -122,8 +133,20 @@ func startModels(t *testing.T) (*env, *countingRegistry) {
 	e := startEnv(t, yaml, withTopics(
 		embedded.Topic{Name: "items", Compact: true}, embedded.Topic{Name: "orders", Compact: true},
 		embedded.Topic{Name: "events", Compact: true}, embedded.Topic{Name: "notes", Compact: true},
-		embedded.Topic{Name: "cold", Compact: true}))
+		embedded.Topic{Name: "cold", Compact: true}, embedded.Topic{Name: "quotes"}, embedded.Topic{Name: "quote-replies"}),
+		func(o *stack.DevOptions) {
+			o.Responders = append(o.Responders, responder.Options{Topic: "quotes", Handler: avroQuoter, Logger: slog.New(slog.DiscardHandler)})
+		})
 	return e, reg
+}
+
+// avroQuoter answers an Avro order {"name":"a","qty":1,"note":"x"} with the
+// Avro order {"name":"b","qty":2,"note":null}, and anything else with 400.
+func avroQuoter(_ context.Context, req *responder.Request) ([]responder.Reply, error) {
+	if !bytes.Equal(req.Value, []byte{2, 'a', 2, 2, 2, 'x'}) {
+		return []responder.Reply{responder.HTTPReply(http.StatusBadRequest, []byte{2, 'e', 0, 0})}, nil
+	}
+	return []responder.Reply{responder.HTTPReply(http.StatusOK, []byte{2, 'b', 4, 0})}, nil
 }
 
 // problem decodes a problem+json answer.
@@ -271,6 +294,13 @@ func TestModels(t *testing.T) {
 		want := []byte{0, 0, 0, 0, 12, 2, 2, 0x0a, 2, 'g', '1', 0x12, 2, 'y', 'o'}
 		if last := ms[len(ms)-1]; string(last.Key) != "g1" || !bytes.Equal(last.Value, want) {
 			t.Errorf("gRPC event: %s %x, want g1 %x", last.Key, last.Value, want)
+		}
+	})
+
+	t.Run("request-reply: the request written as Avro, the Avro reply answered as JSON", func(t *testing.T) {
+		resp, body := post("/quotes/q1", `{"name":"a","qty":1,"note":"x"}`, "application/json")
+		if resp.StatusCode != http.StatusOK || body != `{"name":"b","qty":2,"note":null}` || resp.Header.Get("content-type") != "application/json" {
+			t.Errorf("quote: %d %s %q, want 200 application/json with the reply as JSON", resp.StatusCode, resp.Header.Get("content-type"), body)
 		}
 	})
 
