@@ -529,3 +529,28 @@ func (d *decoder) modelCatalog(n ast.Node, cfg *Config, topic string, key bool, 
 	}
 	return ok
 }
+
+// checkGRPCModels refuses a json or avro value model on a topic a
+// grpc-kafka route names: its messages are protobuf, which such a model
+// would refuse, every one.
+func (d *decoder) checkGRPCModels(cfg *Config) {
+	for _, b := range cfg.Bindings {
+		if b.Type != GRPCKafka {
+			continue
+		}
+		for _, r := range b.Routes {
+			if r.With == nil || !r.With.Topic.Static() {
+				continue
+			}
+			tm := cfg.Kafka[r.Exit].Models(r.With.Topic.Raw)
+			if tm == nil || tm.Value == nil {
+				continue
+			}
+			if k := tm.Value.Kind(); k == "json" || k == "avro" {
+				d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
+					"the value model of topic %q is %s (options.topics, line %d), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka",
+					r.With.Topic.Raw, k, tm.Pos.Line)})
+			}
+		}
+	}
+}

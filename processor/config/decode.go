@@ -78,6 +78,7 @@ func (d *decoder) top(body ast.Node) *Config {
 	}
 	if e := m["bindings"]; e != nil {
 		d.bindings(e.v, cfg)
+		d.checkGRPCModels(cfg)
 	} else {
 		d.errorf(node, "missing required field \"bindings\": declare at least one kafka binding and one http-kafka or grpc-kafka binding")
 	}

@@ -68,6 +68,10 @@ var ruleCases = []ruleCase{
 	{"strategy topic on a glob", "catalogs:\n  r0: {type: schema-registry, options: {url: \"http://r:8081\"}}\n" +
 		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: \"t-*\", value: {model: avro, catalog: {r0: [{strategy: topic}]}}}]}}\n",
 		[]string{"c.yaml:4:148: strategy topic needs a topic name, not the glob \"t-*\": name the subject instead"}},
+	{"avro model on a grpc topic", "catalogs:\n  c0: {type: inline, options: {subjects: {s: {schema: '\"string\"'}}}}\n" +
+		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: avro, catalog: {c0: [{subject: s}]}}}]}}\n" +
+		"  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n      - exit: kafka0\n        with: {capability: produce, topic: t}\n",
+		[]string{"c.yaml:10:15: the value model of topic \"t\" is avro (options.topics, line 4), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka"}},
 	{"view on a primitive", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, key: {model: string, view: json}}]}}\n",
 		[]string{"c.yaml:2:124: model string has no view: its values are already text"}},
 
