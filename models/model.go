@@ -125,6 +125,9 @@ func (m *Model) StaticSchema() (Schema, bool) {
 	return s, err == nil
 }
 
+// Frames reports whether values in Kafka carry the registry wire format.
+func (m *Model) Frames() bool { return m.frame }
+
 // JSON reports whether clients send and read JSON for this model: a json
 // model, or a view json.
 func (m *Model) JSON() bool { return m.cfg.Model == "json" || m.cfg.View == "json" }

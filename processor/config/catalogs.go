@@ -532,7 +532,8 @@ func (d *decoder) modelCatalog(n ast.Node, cfg *Config, topic string, key bool, 
 
 // checkGRPCModels refuses a json or avro value model on a topic a
 // grpc-kafka route names: its messages are protobuf, which such a model
-// would refuse, every one.
+// would refuse, every one. A fetch route's topic may not convert or frame
+// its values either: streams do not decode them.
 func (d *decoder) checkGRPCModels(cfg *Config) {
 	for _, b := range cfg.Bindings {
 		if b.Type != GRPCKafka {
@@ -546,10 +547,17 @@ func (d *decoder) checkGRPCModels(cfg *Config) {
 			if tm == nil || tm.Value == nil {
 				continue
 			}
-			if k := tm.Value.Kind(); k == "json" || k == "avro" {
+			switch k := tm.Value.Kind(); {
+			case k == "json" || k == "avro":
 				d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
 					"the value model of topic %q is %s (options.topics, line %d), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka",
 					r.With.Topic.Raw, k, tm.Pos.Line)})
+			case r.With.Capability == Fetch && (tm.Value.JSON() || tm.Value.Frames()):
+				// Streams send records as written: a client would get JSON
+				// or the registry's frame where it expects a message.
+				d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
+					"topic %q holds values converted or framed by its model (options.topics, line %d), and grpc-kafka fetch streams send records as written: use a protobuf model without view and with frame: false for this topic",
+					r.With.Topic.Raw, tm.Pos.Line)})
 			}
 		}
 	}
