@@ -144,7 +144,7 @@ func startModels(t *testing.T) (*env, *countingRegistry) {
 // Avro order {"name":"b","qty":2,"note":null}, and anything else with 400.
 func avroQuoter(_ context.Context, req *responder.Request) ([]responder.Reply, error) {
 	if !bytes.Equal(req.Value, []byte{2, 'a', 2, 2, 2, 'x'}) {
-		return []responder.Reply{responder.HTTPReply(http.StatusBadRequest, []byte{2, 'e', 0, 0})}, nil
+		return []responder.Reply{responder.HTTPReply(http.StatusBadRequest, []byte("unknown order"))}, nil
 	}
 	return []responder.Reply{responder.HTTPReply(http.StatusOK, []byte{2, 'b', 4, 0})}, nil
 }
@@ -301,6 +301,11 @@ func TestModels(t *testing.T) {
 		resp, body := post("/quotes/q1", `{"name":"a","qty":1,"note":"x"}`, "application/json")
 		if resp.StatusCode != http.StatusOK || body != `{"name":"b","qty":2,"note":null}` || resp.Header.Get("content-type") != "application/json" {
 			t.Errorf("quote: %d %s %q, want 200 application/json with the reply as JSON", resp.StatusCode, resp.Header.Get("content-type"), body)
+		}
+		// The responder's own error answer passes as it is.
+		resp, body = post("/quotes/q2", `{"name":"z","qty":1,"note":null}`, "application/json")
+		if resp.StatusCode != http.StatusBadRequest || body != "unknown order" {
+			t.Errorf("refused quote: %d %q, want the responder's 400 as it wrote it", resp.StatusCode, body)
 		}
 	})
 

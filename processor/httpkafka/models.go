@@ -116,7 +116,7 @@ func reason(e *models.Error) string {
 // topic's value model has a view; a reply that does not match is a 502.
 func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *kafkaio.Record) (*kafkaio.Record, *capability.HTTPResponse) {
 	tm := kc.Models(rec.Topic)
-	if tm == nil || tm.Value == nil || rec.Value == nil {
+	if tm == nil || tm.Value == nil || len(rec.Value) == 0 || !successReply(rec) {
 		return rec, nil
 	}
 	v, err := tm.Value.Decode(ctx, nil, rec.Value)
@@ -153,4 +153,14 @@ func withContentType(hs []kafkaio.Header, ct string) []kafkaio.Header {
 		}
 	}
 	return append(out, kafkaio.Header{Key: "content-type", Value: []byte(ct)})
+}
+
+// successReply reports whether a reply record answers 2xx (no :status is 200).
+func successReply(rec *kafkaio.Record) bool {
+	for _, h := range rec.Headers {
+		if h.Key == ":status" {
+			return len(h.Value) == 3 && h.Value[0] == '2'
+		}
+	}
+	return true
 }
