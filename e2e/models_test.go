@@ -249,6 +249,10 @@ func TestModels(t *testing.T) {
 			resp, _ := e.request(e.h1, "GET", "/events/e3", "")
 			return resp.StatusCode == http.StatusOK
 		})
+		// Written without a content-type, served as the JSON it now is.
+		if resp, body := e.request(e.h1, "GET", "/events/e3", ""); resp.Header.Get("content-type") != "application/json" || body != `{"id":"e3"}` {
+			t.Errorf("GET /events/e3: %q %s, want application/json {\"id\":\"e3\"}", resp.Header.Get("content-type"), body)
+		}
 		resp, body = e.request(e.h1, "GET", "/events", "")
 		if resp.StatusCode != http.StatusOK || body != `[{"id":"e1","text":"hi"},{"id":"e3"}]` {
 			t.Errorf("merged events: %d %s", resp.StatusCode, body)

@@ -3,6 +3,7 @@ package kafkaio
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,18 @@ func (e *Entry) size() int64 {
 type Header struct {
 	Key   string
 	Value []byte
+}
+
+// ReplaceHeader returns hs without the headers named name (any case) and
+// with name: value at the end; hs is not changed.
+func ReplaceHeader(hs []Header, name string, value []byte) []Header {
+	out := make([]Header, 0, len(hs)+1)
+	for _, h := range hs {
+		if !strings.EqualFold(h.Key, name) {
+			out = append(out, h)
+		}
+	}
+	return append(out, Header{Key: name, Value: value})
 }
 
 // Record is a record as read from Kafka.

@@ -81,6 +81,11 @@ func convert(ctx context.Context, tm *config.TopicModels, r *kafkaio.Record) err
 			return err
 		}
 		r.Value = v
+		if tm.Value.JSON() {
+			// What the view serves is JSON, whatever the writer's
+			// content-type header said about the bytes in Kafka.
+			r.Headers = kafkaio.ReplaceHeader(r.Headers, "content-type", []byte("application/json"))
+		}
 	}
 	return nil
 }

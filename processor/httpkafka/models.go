@@ -131,7 +131,7 @@ func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *kafkaio.Reco
 	out := *rec
 	out.Value = v
 	if tm.Value.JSON() {
-		out.Headers = withContentType(rec.Headers, "application/json")
+		out.Headers = kafkaio.ReplaceHeader(rec.Headers, "content-type", []byte("application/json"))
 	}
 	return &out, nil
 }
@@ -142,17 +142,6 @@ func firstViolation(err error) string {
 		return e.Violations[0].Pointer + ": " + e.Violations[0].Detail
 	}
 	return "it does not parse"
-}
-
-// withContentType replaces a record's content-type header.
-func withContentType(hs []kafkaio.Header, ct string) []kafkaio.Header {
-	out := make([]kafkaio.Header, 0, len(hs)+1)
-	for _, h := range hs {
-		if !strings.EqualFold(h.Key, "content-type") {
-			out = append(out, h)
-		}
-	}
-	return append(out, kafkaio.Header{Key: "content-type", Value: []byte(ct)})
 }
 
 // successReply reports whether a reply record answers 2xx (no :status is 200).
