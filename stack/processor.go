@@ -61,6 +61,9 @@ type ProcessorOptions struct {
 	// PartitionCheck is how often the Kafka readers look for partitions
 	// added to their topics (0: every 30s; tests shorten it).
 	PartitionCheck time.Duration
+	// KeysClock is the key index's clock (nil: time.Now): a test runs a
+	// replica ahead in time to see keys expire without waiting for them.
+	KeysClock func() time.Time
 }
 
 // Processor is a running ext_proc server with its health and admin endpoints.
@@ -78,6 +81,7 @@ type Processor struct {
 	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
 	models    *modelMetrics
+	reloads   *reloadMetrics
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
 	delay     time.Duration
@@ -106,7 +110,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 
 	mm := newModelMetrics(reg, opts.Config)
 	readiness.SetNotes(mm.registries.notes)
-	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, mm)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, opts.KeysClock, mm)
 	if err != nil {
 		drain()
 		return nil, err
@@ -142,6 +146,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		routes:    routes,
 		collector: kc,
 		models:    mm,
+		reloads:   newReloadMetrics(reg),
 		httpk:     httpk,
 		drain:     drain,
 		delay:     opts.DrainDelay,
@@ -262,10 +267,17 @@ func (p *Processor) AdminAddr() string {
 
 // Reload swaps in a new configuration; on error the old one keeps serving.
 // Routes, guards and bindings may change; kafka bindings and limits need a
-// restart. Views, reply indexes and open exchanges carry over.
+// restart. Views, reply indexes and open exchanges carry over. The result
+// is counted in the reload metrics.
 func (p *Processor) Reload(cfg *config.Config) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	err := p.reload(cfg)
+	p.reloads.record(err)
+	return err
+}
+
+func (p *Processor) reload(cfg *config.Config) error {
 	if err := sameKafka(p.cfg, cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
@@ -332,12 +344,14 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, mm *modelMetrics) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, keysClock func() time.Time,
+	mm *modelMetrics) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
+			IdempotencyWindow: cfg.Limits.IdempotencyWindow, IdempotencyKeys: cfg.Limits.IdempotencyKeys, KeysClock: keysClock,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
 			// A ring holds at least a stream's lag budget, so a stream within
 			// its budget resumes from the ring.
@@ -372,7 +386,9 @@ func sameKafka(old, next *config.Config) error {
 			return fmt.Errorf("kafka binding %q is new: restart to apply", name)
 		}
 		if !maps.Equal(o.Properties, k.Properties) {
-			return fmt.Errorf("the options of kafka binding %q changed: restart to apply", name)
+			// Secrets read with ${file:} included: librdkafka takes its
+			// credentials when the client is created.
+			return fmt.Errorf("the options of kafka binding %q changed (a ${file:} secret among them counts): restart to apply", name)
 		}
 		if !sameTopicModels(o.Topics, k.Topics) {
 			return fmt.Errorf("the topic models of kafka binding %q changed: restart to apply (views hold records converted with them)", name)

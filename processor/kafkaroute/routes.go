@@ -18,6 +18,9 @@ type Route struct {
 	Exit     string            // the kafka binding's name
 	Cluster  *kafkaio.Cluster  // everything held for that binding
 	Producer *kafkaio.Producer // under the route's acks; produce routes only
+	// CorrelationHeader names the correlation-id header of the binding's
+	// records, by which the key index knows them.
+	CorrelationHeader string
 	// Kafka is the kafka binding's configuration: Kafka.Models(topic) are
 	// the models a topic's keys and values are checked and converted with.
 	Kafka *config.KafkaCluster
@@ -96,7 +99,7 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("kafka binding %q: %w", r.Exit, ErrNotConnected)
 	}
-	kr := &Route{Exit: r.Exit, Cluster: c}
+	kr := &Route{Exit: r.Exit, Cluster: c, CorrelationHeader: correlationHeader(b)}
 	k.mu.Lock()
 	if k.cfg != nil {
 		kr.Kafka = k.cfg.Kafka[r.Exit]
