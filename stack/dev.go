@@ -79,6 +79,9 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	bopts := opts.BrokerOptions
 	bopts.Addr = opts.Kafka
 	bopts.Topics = append(bopts.Topics, TopicsOf(opts.Config)...)
+	// A real cluster must take the largest record the limits allow
+	// (docs/kafka.md); the embedded broker is set up to.
+	bopts.MaxMessageBytes = max(bopts.MaxMessageBytes, opts.Config.Limits.RecordBytes())
 	if bopts.Logger == nil {
 		bopts.Logger = logger
 	}

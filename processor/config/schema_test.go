@@ -84,7 +84,7 @@ var loaderOnlyRules = []string{
 	// The environment and the file system.
 	"unset environment variable", "missing file reference", "missing keys-file", "keys string not a JWKS",
 	// Arithmetic and grammars beyond a regular expression.
-	"bad topic-pattern", "fractional bytes",
+	"bad topic-pattern", "fractional bytes", "message.max.bytes below the limits",
 }
 
 func TestSchemaRejectsInvalidConfigs(t *testing.T) {
