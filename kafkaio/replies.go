@@ -322,26 +322,7 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 
 // partitionCount reads the number of partitions of a reply topic.
 func (x *ReplyIndex) partitionCount(topic string) (int, error) {
-	ms := int(x.opts.KafkaTimeout / time.Millisecond)
-	md, err := x.cons.GetMetadata(&topic, false, ms)
-	if err != nil {
-		return 0, fmt.Errorf("reading the metadata of reply topic %s: %w", topic, err)
-	}
-	tm, ok := md.Topics[topic]
-	if !ok {
-		return 0, fmt.Errorf("reading the metadata of reply topic %s: not in the answer", topic)
-	}
-	switch tm.Error.Code() {
-	case kafka.ErrNoError:
-	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
-		return 0, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
-	default:
-		return 0, fmt.Errorf("reading the metadata of reply topic %s: %w", topic, tm.Error)
-	}
-	if len(tm.Partitions) == 0 {
-		return 0, fmt.Errorf("reply topic %s has no partitions yet", topic)
-	}
-	return len(tm.Partitions), nil
+	return topicPartitionCount(x.cons, topic, "reply topic", x.opts.KafkaTimeout)
 }
 
 // startAndEnd reads the end offsets of a reply topic's n partitions, then

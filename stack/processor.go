@@ -61,6 +61,9 @@ type ProcessorOptions struct {
 	// PartitionCheck is how often the Kafka readers look for partitions
 	// added to their topics (0: every 30s; tests shorten it).
 	PartitionCheck time.Duration
+	// KeysClock is the key index's clock (nil: time.Now): a test runs a
+	// replica ahead in time to see keys expire without waiting for them.
+	KeysClock func() time.Time
 }
 
 // Processor is a running ext_proc server with its health and admin endpoints.
@@ -103,7 +106,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, opts.KeysClock)
 	if err != nil {
 		drain()
 		return nil, err
@@ -323,13 +326,14 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, keysClock func() time.Time) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			MaxRecordBytes: int(cfg.Limits.RecordBytes()),
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
+			IdempotencyWindow: cfg.Limits.IdempotencyWindow, IdempotencyKeys: cfg.Limits.IdempotencyKeys, KeysClock: keysClock,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
 			// A ring holds at least a stream's lag budget, so a stream within
 			// its budget resumes from the ring.

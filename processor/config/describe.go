@@ -70,6 +70,7 @@ func Describe(cfg *Config, w io.Writer) {
 		FormatSize(l.MaxBody), l.MaxWait, l.ReplyTimeout, l.ReplyRetention, l.KafkaTimeout)
 	fmt.Fprintf(w, "        max-view-bytes=%s reply-index-bytes=%s max-views=%d view-idle=%s stream-lag-budget=%d stream-send-interval=%s stream-send-rate=%d\n",
 		FormatSize(l.MaxViewBytes), FormatSize(l.ReplyIndexBytes), l.MaxViews, l.ViewIdle, l.StreamLagBudget, l.StreamSendInterval, l.StreamSendRate)
+	fmt.Fprintf(w, "        idempotency-window=%s idempotency-keys=%d\n", l.IdempotencyWindow, l.IdempotencyKeys)
 }
 
 // table prints aligned columns. Every row has as many cells as the header:

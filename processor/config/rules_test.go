@@ -162,7 +162,7 @@ var ruleCases = []ruleCase{
 	{"bad skew", k0 + "guards:\n  jwt0: {type: jwt, options: {keys: [{kty: EC}], skew: soon}}\n", []string{"c.yaml:4:56: skew: invalid duration \"soon\": use a number with a unit: ms, s, m or h (e.g. 30s, 1m30s)"}},
 
 	// ---- limits
-	{"unknown limit", k0 + "limits: {max-bodies: 1MiB}\n", []string{"c.yaml:3:10: unknown field \"max-bodies\" in limits; allowed: max-body, max-wait, reply-timeout, reply-retention, kafka-timeout, max-view-bytes, reply-index-bytes, max-views, view-idle, stream-lag-budget, stream-send-interval, stream-send-rate"}},
+	{"unknown limit", k0 + "limits: {max-bodies: 1MiB}\n", []string{"c.yaml:3:10: unknown field \"max-bodies\" in limits; allowed: max-body, max-wait, reply-timeout, reply-retention, kafka-timeout, max-view-bytes, reply-index-bytes, max-views, view-idle, stream-lag-budget, stream-send-interval, stream-send-rate, idempotency-window, idempotency-keys"}},
 	{"bad size", k0 + "limits: {max-body: 1 megabyte}\n", []string{"c.yaml:3:20: max-body: invalid size \"1 megabyte\": use a number of bytes or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. 512KiB, 1MiB)"}},
 	{"fractional bytes", k0 + "limits: {max-body: 1.5B}\n", []string{"c.yaml:3:20: max-body: invalid size \"1.5B\": it is not a whole number of bytes"}},
 	{"zero size", k0 + "limits: {max-body: 0}\n", []string{"c.yaml:3:20: max-body must be positive, got 0"}},
