@@ -1,11 +1,9 @@
 package emulator
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -34,18 +32,11 @@ func TestRoundRobinEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	addr := serveEmulator(t, e)
 
 	var got []string
 	for range 2 * n {
-		resp, err := h1Client(t).Get("http://" + ln.Addr().String() + "/items")
+		resp, err := h1Client(t).Get("http://" + addr + "/items")
 		if err != nil {
 			t.Fatal(err)
 		}
