@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,4 +75,30 @@ func listOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, n 
 		return nil, fmt.Errorf("listing the offsets of %s: %d of %d partitions answered", topic, found, n)
 	}
 	return out, nil
+}
+
+// growEach describes topics in one request and calls grow with the
+// partition count of each: how the readers follow partitions added to the
+// topics they assigned.
+func growEach(ctx context.Context, admin *kafka.AdminClient, topics []string, timeout time.Duration, grow func(topic string, n int) error) error {
+	counts, err := partitionCounts(ctx, admin, topics, timeout)
+	errs := []error{err}
+	for name, n := range counts {
+		errs = append(errs, grow(name, n))
+	}
+	return errors.Join(errs...)
+}
+
+// assignAdded assigns partitions old to n-1 of topic at their beginning: a
+// partition added later holds only records written since it was created,
+// so none is missed. what names the topic's role in the error.
+func assignAdded(cons *kafka.Consumer, topic, what string, old, n int) error {
+	assign := make([]kafka.TopicPartition, 0, n-old)
+	for p := old; p < n; p++ {
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
+	}
+	if err := cons.IncrementalAssign(assign); err != nil {
+		return fmt.Errorf("assigning partitions %d to %d added to %s %s: %w", old, n-1, what, topic, err)
+	}
+	return nil
 }

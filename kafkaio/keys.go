@@ -326,33 +326,47 @@ func (x *KeyIndex) reachEnd(t *keyTopic) error {
 // topic returns the topic's state, adding it and assigning its partitions
 // on first use. A failed assignment is tried again by the next caller.
 func (x *KeyIndex) topic(ctx context.Context, topic, header string) (*keyTopic, error) {
-	x.mu.Lock()
-	if x.closed {
+	for {
+		x.mu.Lock()
+		if x.closed {
+			x.mu.Unlock()
+			return nil, ErrKeysClosed
+		}
+		t := x.topics[topic]
+		if t == nil {
+			t = &keyTopic{name: topic, headers: []string{header}, entries: map[string]*keyEntry{}}
+			x.topics[topic] = t
+			x.stats.Topics++
+		} else if !hasString(t.headers, header) {
+			t.headers = append(t.headers, header)
+		}
+		started := t.started
 		x.mu.Unlock()
-		return nil, ErrKeysClosed
+		if started {
+			return t, nil
+		}
+		t.startMu.Lock()
+		x.mu.Lock()
+		started, current := t.started, x.topics[topic] == t
+		x.mu.Unlock()
+		if started || !current {
+			// Started by another caller meanwhile, or dropped after a
+			// failure: look again.
+			t.startMu.Unlock()
+			continue
+		}
+		err := x.assign(ctx, t)
+		if err != nil {
+			// A topic that could not be read is not kept: requests naming
+			// topics that do not exist must not grow the index.
+			x.mu.Lock()
+			delete(x.topics, topic)
+			x.stats.Topics--
+			x.mu.Unlock()
+		}
+		t.startMu.Unlock()
+		return t, err
 	}
-	t := x.topics[topic]
-	if t == nil {
-		t = &keyTopic{name: topic, headers: []string{header}, entries: map[string]*keyEntry{}}
-		x.topics[topic] = t
-		x.stats.Topics++
-	} else if !hasString(t.headers, header) {
-		t.headers = append(t.headers, header)
-	}
-	started := t.started
-	x.mu.Unlock()
-	if started {
-		return t, nil
-	}
-	t.startMu.Lock()
-	defer t.startMu.Unlock()
-	x.mu.Lock()
-	started = t.started
-	x.mu.Unlock()
-	if started {
-		return t, nil
-	}
-	return t, x.assign(ctx, t)
 }
 
 // assign reads the end offsets, then the offsets of now - 2×Window, and
@@ -406,14 +420,11 @@ func (x *KeyIndex) checkPartitions() error {
 		}
 	}
 	x.mu.Unlock()
-	counts, err := partitionCounts(x.ctx, x.admin, names, x.opts.KafkaTimeout)
-	errs := []error{err}
-	for name, n := range counts {
-		errs = append(errs, x.grow(name, n))
-	}
-	return errors.Join(errs...)
+	return growEach(x.ctx, x.lookupAdmin, names, x.opts.KafkaTimeout, x.grow)
 }
 
+// grow assigns the partitions added to a started topic (see assignAdded);
+// a smaller n is a stale answer and ignored.
 func (x *KeyIndex) grow(topic string, n int) error {
 	x.assignMu.Lock()
 	defer x.assignMu.Unlock()
@@ -428,15 +439,11 @@ func (x *KeyIndex) grow(topic string, n int) error {
 		t.next = append(t.next, 0)
 	}
 	x.mu.Unlock()
-	assign := make([]kafka.TopicPartition, 0, n-old)
-	for p := old; p < n; p++ {
-		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := x.cons.IncrementalAssign(assign); err != nil {
+	if err := assignAdded(x.cons, topic, "request topic", old, n); err != nil {
 		x.mu.Lock()
 		t.next = t.next[:old]
 		x.mu.Unlock()
-		return fmt.Errorf("assigning partitions %d to %d added to request topic %s: %w", old, n-1, topic, err)
+		return err
 	}
 	x.logger.Info("reading back partitions added to a request topic", "topic", topic, "partitions_before", old, "partitions", n)
 	return nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
@@ -177,5 +179,38 @@ func TestKeyIndexUnknownTopic(t *testing.T) {
 	err := x.Sync(kafkatest.Ctx(t, 10*time.Second), "missing", cidHeader)
 	if !errors.Is(err, ErrNotReady) || !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("Sync of a missing topic: %v, want ErrNotReady and ErrUnknownTopic", err)
+	}
+	if st := x.Stats(); st.Topics != 0 {
+		t.Fatalf("a missing topic is kept: %+v", st)
+	}
+}
+
+// Partitions added to a request topic are read from their beginning once
+// the index has looked (checkPartitions), and Sync waits for them too.
+func TestKeyIndexFollowsAddedPartitions(t *testing.T) {
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "requests"}})
+	x := testKeyIndex(t, b.Addr(), KeyIndexOptions{}, nil)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		t.Fatal(err)
+	}
+	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	res, err := ac.CreatePartitions(ctx, []kafka.PartitionsSpecification{{Topic: "requests", IncreaseTo: 3}})
+	if err != nil || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("adding partitions: %v %v", err, res)
+	}
+	writeReplies(t, b.Addr(), "requests", testReply{id: "in-new-partition", value: []byte("v"), partition: 2})
+	if err := x.checkPartitions(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		t.Fatal(err)
+	}
+	if s := x.Lookup("requests", "in-new-partition"); s.Records != 1 {
+		t.Fatalf("a record in an added partition: %+v, want read", s)
 	}
 }

@@ -381,12 +381,7 @@ func (x *ReplyIndex) checkPartitions() error {
 		}
 	}
 	x.mu.Unlock()
-	counts, err := partitionCounts(x.ctx, x.admin, names, x.opts.KafkaTimeout)
-	errs := []error{err}
-	for name, n := range counts {
-		errs = append(errs, x.grow(name, n))
-	}
-	return errors.Join(errs...)
+	return growEach(x.ctx, x.admin, names, x.opts.KafkaTimeout, x.grow)
 }
 
 // grow assigns the partitions of a started topic from the number assigned
@@ -410,15 +405,11 @@ func (x *ReplyIndex) grow(topic string, n int) error {
 		t.done = append(t.done, true)
 	}
 	x.mu.Unlock()
-	assign := make([]kafka.TopicPartition, 0, n-old)
-	for p := old; p < n; p++ {
-		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := x.cons.IncrementalAssign(assign); err != nil {
+	if err := assignAdded(x.cons, topic, "reply topic", old, n); err != nil {
 		x.mu.Lock()
 		t.end, t.done = t.end[:old], t.done[:old]
 		x.mu.Unlock()
-		return fmt.Errorf("assigning partitions %d to %d added to reply topic %s: %w", old, n-1, topic, err)
+		return err
 	}
 	x.logger.Info("reading partitions added to a reply topic", "topic", topic, "partitions_before", old, "partitions", n)
 	return nil

@@ -2,6 +2,7 @@ package kafkaroute
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,6 +59,12 @@ func Claim(ctx context.Context, kr *Route, topic, cid string, kafkaTimeout time.
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
 	if err := keys.Sync(ctx, topic, kr.CorrelationHeader); err != nil {
+		if errors.Is(err, kafkaio.ErrUnknownTopic) {
+			// The request topic is missing: answered as a write to it
+			// would be (404 for a templated topic), not as an index
+			// that is not ready.
+			return kafkaio.KeyState{}, fmt.Errorf("%w: %s", kafkaio.ErrUnknownTopic, topic)
+		}
 		return kafkaio.KeyState{}, err
 	}
 	st := keys.Lookup(topic, cid)
