@@ -220,6 +220,7 @@ func TestIdempotencyKeyFaults(t *testing.T) {
 			// limits.kafka-timeout here): the held writes are answered 504,
 			// then written when the broker thaws.
 			fr.freeze()
+			<-fr.holding(1)
 			time.Sleep(1500 * time.Millisecond)
 			fr.thaw()
 		})
