@@ -216,12 +216,12 @@ func TestIdempotencyKeyFaults(t *testing.T) {
 		fr := freezeProduce(e)
 		start := time.Now()
 		n := l.run(prefix, n, conc, self, l.started, func() {
-			// Longer than librdkafka's request timeout (a third of
-			// limits.kafka-timeout here): the held writes are answered 504,
-			// then written when the broker thaws.
+			// Longer than limits.kafka-timeout from the first held write:
+			// the held writes are answered 504, then written when the
+			// broker thaws.
 			fr.freeze()
 			<-fr.holding(1)
-			time.Sleep(1500 * time.Millisecond)
+			time.Sleep(3500 * time.Millisecond)
 			fr.thaw()
 		})
 		lost, dups = l.count(e, prefix, n)
@@ -229,7 +229,7 @@ func TestIdempotencyKeyFaults(t *testing.T) {
 	}
 	t.Run("broker freeze", func(t *testing.T) {
 		// Retries of a 504 sent once the broker answers again.
-		l, n, lost, dups, took := freeze(t, "freeze", 2*time.Second)
+		l, n, lost, dups, took := freeze(t, "freeze", 4*time.Second)
 		l.report("broker freeze", n, lost, dups, 0, took)
 	})
 	t.Run("broker freeze, retried while frozen", func(t *testing.T) {
