@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -414,14 +415,15 @@ func uncommented(t *testing.T, data []byte, names ...string) []byte {
 	return []byte(strings.Join(lines, "\n"))
 }
 
-// The commented downstream TLS and Envoy→processor mTLS blocks pass every
-// check once uncommented, and put their TLS contexts where Envoy uses them.
-func TestTLSExamples(t *testing.T) {
+// shippedWith is the shipped file with the named blocks uncommented, loaded
+// and checked as the processor's validate does.
+func shippedWith(t *testing.T, blocks ...string) *bootstrapv3.Bootstrap {
+	t.Helper()
 	data, err := os.ReadFile(shipped)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Parse(uncommented(t, data, "downstream-tls", "processor-mtls"))
+	b, err := Parse(uncommented(t, data, blocks...))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -431,6 +433,13 @@ func TestTLSExamples(t *testing.T) {
 	if err := Check(b, defaultLimits); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
+	return b
+}
+
+// The commented downstream TLS and Envoy→processor mTLS blocks pass every
+// check once uncommented, and put their TLS contexts where Envoy uses them.
+func TestTLSExamples(t *testing.T) {
+	b := shippedWith(t, "downstream-tls", "processor-mtls")
 	const tlsType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3."
 	if got := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetTransportSocket().GetTypedConfig().GetTypeUrl(); got != tlsType+"DownstreamTlsContext" {
 		t.Errorf("ingress transport socket %q, want a DownstreamTlsContext", got)
@@ -480,4 +489,35 @@ func TestCheckNeedsAnExtProcListener(t *testing.T) {
 	f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
 	wantErr(t, "Check", Check(b, defaultLimits), "no listener runs the ext_proc filter",
 		`listener "ingress"`, `routes[0] "grpc": a listener without ext_proc may only answer directly or route to a cluster of the admin address`)
+}
+
+// The commented CORS blocks pass every check once uncommented: the CORS
+// filter comes before ext_proc (Envoy answers preflights), and the CORS
+// policy sits on a route with a route action, since Envoy's CORS filter
+// skips direct_response routes.
+func TestCORSExample(t *testing.T) {
+	b := shippedWith(t, "cors-route", "cors-filter")
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range hcm.GetHttpFilters() {
+		names = append(names, f.GetName())
+	}
+	if cors, ep := slices.Index(names, "envoy.filters.http.cors"), slices.Index(names, "envoy.filters.http.ext_proc"); cors < 0 || cors > ep {
+		t.Errorf("filters %v: want the CORS filter before ext_proc", names)
+	}
+	var withPolicy []string
+	for _, r := range hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+		if _, ok := r.GetTypedPerFilterConfig()["envoy.filters.http.cors"]; ok {
+			if r.GetRoute() == nil {
+				t.Errorf("route %q has a CORS policy but no route action: Envoy's CORS filter skips it", r.GetName())
+			}
+			withPolicy = append(withPolicy, r.GetName())
+		}
+	}
+	if len(withPolicy) != 1 {
+		t.Errorf("routes with a CORS policy: %v, want one", withPolicy)
+	}
 }

@@ -8,8 +8,9 @@
 //
 //   - A condition without a path matches every path; it is listed in
 //     info.description, not under paths.
-//   - A path-only condition of a produce route accepts any method; the
-//     document lists the write methods (POST, PUT, PATCH, DELETE).
+//   - A condition's methods are the router's (config.MethodsOf): a
+//     path-only produce condition writes for GET, POST, PUT, PATCH and
+//     DELETE; a path-only fetch condition answers GET and HEAD.
 //   - Routes are tried in order, so a method on a path belongs to the first
 //     route that claims it; later claims are left out (noted when the
 //     condition names the method). Templates that differ only in parameter
@@ -42,10 +43,6 @@ type Options struct {
 	Version string   // info.version; default "1.0.0"
 	Servers []string // server URLs, e.g. the Envoy listener's
 }
-
-// writeMethods are the methods listed for a path-only produce condition,
-// which in fact accepts any method.
-func writeMethods() []string { return []string{"POST", "PUT", "PATCH", "DELETE"} }
 
 // Generate describes one http-kafka binding of cfg.
 func Generate(cfg *config.Config, opts Options) (*Document, error) {
@@ -146,35 +143,20 @@ func (g *generator) route(r *config.Route) {
 		return // the loader refuses an http route without `with`
 	}
 	if len(r.When) == 0 {
-		g.note("%s (%s %s) has no `when`: it matches every method and path.", g.routeName(r), r.With.Capability, r.With.Topic.Raw)
+		g.note("%s (%s %s) has no `when`: it matches %s on every path.", g.routeName(r), r.With.Capability, r.With.Topic.Raw,
+			strings.Join(config.MethodsOf("", r.With.Capability), ", "))
 		return
 	}
 	for i, c := range r.When {
 		if c.Path == nil {
-			method := c.Method
-			if method == "" {
-				method = "any method"
-			}
-			g.note("%s (%s %s) matches %s on every path.", g.routeName(r), r.With.Capability, r.With.Topic.Raw, method)
+			g.note("%s (%s %s) matches %s on every path.", g.routeName(r), r.With.Capability, r.With.Topic.Raw,
+				strings.Join(c.Methods(r.With.Capability), ", "))
 			continue
 		}
-		for _, m := range methodsOf(r.With, c) {
+		for _, m := range c.Methods(r.With.Capability) { // the router's rule
 			g.operation(r, i, c, m)
 		}
 	}
-}
-
-// methodsOf lists the methods a condition accepts, as documented.
-func methodsOf(w *config.With, c config.Condition) []string {
-	switch {
-	case w.Capability == config.Fetch && (c.Method == "" || c.Method == "GET"):
-		return []string{"GET", "HEAD"} // HEAD is answered on GET fetch conditions
-	case c.Method != "":
-		return []string{c.Method}
-	case w.Capability == config.Produce:
-		return writeMethods()
-	}
-	return nil
 }
 
 // pathKey is the OpenAPI path for a template: the template itself (the
@@ -351,7 +333,7 @@ func (g *generator) produce(op *Operation, w *config.With, method string, anyMet
 		op.Responses["504"] = problem(fmt.Sprintf("The record was not acknowledged within limits.kafka-timeout (%s).", fmtDuration(limits.KafkaTimeout)))
 	}
 	if anyMethod {
-		op.Description += " The route accepts any method on this path; the write methods are listed."
+		op.Description += " The route names no method: it writes for GET, POST, PUT, PATCH and DELETE on this path (OPTIONS, HEAD and TRACE are answered 405)."
 	}
 }
 

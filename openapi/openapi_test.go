@@ -312,14 +312,18 @@ func TestAsyncAndGuards(t *testing.T) {
 	}
 
 	events := doc.Paths["/events/{id}"]
-	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+	// The router's rule (config.MethodsOf): a path-only produce writes for
+	// GET too, and never for OPTIONS, HEAD or TRACE.
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		op := events.Operation(m)
 		if op == nil || op.Responses["204"] == nil || op.Responses["202"] != nil {
 			t.Errorf("oneway %s /events/{id}: %+v, want 204 and no 202", m, op)
 		}
 	}
-	if events.Get != nil {
-		t.Error("a path-only produce condition lists GET")
+	for _, m := range []string{"OPTIONS", "HEAD", "TRACE"} {
+		if events.Operation(m) != nil {
+			t.Errorf("a path-only produce condition lists %s", m)
+		}
 	}
 
 	tenant := doc.Paths["/tenants/{tenant}/items"].Get

@@ -291,7 +291,13 @@ func kindOf(typ config.BindingType) string {
 // routeFailure turns a matching error into the answer of DESIGN §6.1.
 func routeFailure(err error, what string) *failure {
 	var ge *route.GuardError
+	var me *route.MethodError
 	switch {
+	case errors.As(err, &me):
+		allow := strings.Join(me.Allow, ", ")
+		return &failure{http: http.StatusMethodNotAllowed, grpc: codes.Unimplemented,
+			detail:  fmt.Sprintf("no route answers %s; the routes of this path accept %s", what, allow),
+			headers: []route.Header{{Name: "allow", Value: allow}}}
 	case errors.As(err, &ge) && ge.Forbidden:
 		return &failure{http: http.StatusForbidden, grpc: codes.PermissionDenied,
 			detail: fmt.Sprintf("the credentials lack role(s) %s required by guard %q", strings.Join(ge.Missing, ", "), ge.Guard)}

@@ -42,7 +42,9 @@ func GRPCEnd(code int, message string) Reply {
 // (the same bytes, so the response is the request message, whatever its
 // type) and ends it OK when the client half-closes. The `meta:*` headers of
 // a request record are copied onto its echo, so the caller's metadata comes
-// back as response metadata.
+// back as response metadata; those Envoy added (x-request-id,
+// x-forwarded-*, x-envoy-*) are not: they describe the request's way in,
+// and a client would take them for the server's.
 func GRPCEcho() Handler {
 	return func(_ context.Context, req *Request) ([]Reply, error) {
 		if req.Value == nil {
@@ -50,7 +52,7 @@ func GRPCEcho() Handler {
 		}
 		var meta []Header
 		for _, h := range req.Headers {
-			if strings.HasPrefix(h.Key, "meta:") && h.Key != "meta:idempotency-key" {
+			if name, ok := strings.CutPrefix(h.Key, "meta:"); ok && !proxyAdded(name) && name != "idempotency-key" {
 				meta = append(meta, h)
 			}
 		}
@@ -64,3 +66,8 @@ func GRPCEcho() Handler {
 // an echo written twice is harmless, as the gateway ends a call at its
 // first terminal reply and never produces a replay it has a reply for.
 func GRPCDedupKey(*Request) string { return "" }
+
+// proxyAdded reports request headers Envoy adds or owns.
+func proxyAdded(name string) bool {
+	return name == "x-request-id" || strings.HasPrefix(name, "x-forwarded-") || strings.HasPrefix(name, "x-envoy-")
+}

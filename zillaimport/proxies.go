@@ -298,8 +298,13 @@ func (im *importer) grpcKafka(name string, b *node) {
 	}
 	headers := im.stringMap(zo.get("correlation").get("headers"), "correlation.headers")
 	why := correlationDefaults(headers, "service", "method", "correlation-id", "reply-to")
+	// Zilla's names of the reply headers that end a call are fixed, whatever
+	// the correlation-id header is called.
+	for _, n := range []string{"status", "message"} {
+		headers.set(n, zillaPrefix+n)
+	}
 	corr := &omap{}
-	corr.set("headers", headers, append(why, "a reply ends the call with gateway:status and gateway:message (Zilla: zilla:status, zilla:message); services must write those")...)
+	corr.set("headers", headers, append(why, "status, message: the headers of the reply that ends a call, fixed in Zilla")...)
 	opts.set("correlation", corr)
 	out.set("options", opts)
 	var routes []any

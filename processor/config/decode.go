@@ -300,6 +300,7 @@ func (d *decoder) grpcOptions(n ast.Node) *GRPCOptions {
 		},
 	}
 	if n == nil {
+		o.Correlation.defaultStatusNames()
 		return o
 	}
 	m := d.object(n, "options", "grpc-kafka options", "idempotency", "reliability", "correlation")
@@ -328,9 +329,26 @@ func (d *decoder) grpcOptions(n ast.Node) *GRPCOptions {
 		}
 	}
 	if e := m["correlation"]; e != nil {
-		d.correlation(e.v, "grpc-kafka", &o.Correlation, "service", "method", "correlation-id", "reply-to")
+		d.correlation(e.v, "grpc-kafka", &o.Correlation, "service", "method", "correlation-id", "reply-to", "status", "message")
 	}
+	o.Correlation.defaultStatusNames()
 	return o
+}
+
+// defaultStatusNames names the status and message headers not named: the
+// correlation-id header's prefix (up to its last ':', else gateway:) +
+// status / message.
+func (c *CorrelationHeaders) defaultStatusNames() {
+	prefix := "gateway:"
+	if i := strings.LastIndexByte(c.CorrelationID, ':'); i >= 0 {
+		prefix = c.CorrelationID[:i+1]
+	}
+	if c.Status == "" {
+		c.Status = prefix + "status"
+	}
+	if c.Message == "" {
+		c.Message = prefix + "message"
+	}
 }
 
 func (d *decoder) correlation(n ast.Node, typ string, c *CorrelationHeaders, allowed ...string) {
@@ -351,6 +369,8 @@ func (d *decoder) correlation(n ast.Node, typ string, c *CorrelationHeaders, all
 	set("correlation-id", &c.CorrelationID)
 	set("service", &c.Service)
 	set("method", &c.Method)
+	set("status", &c.Status)
+	set("message", &c.Message)
 }
 
 // object is mapping + fields for nested objects with a fixed set of keys.
@@ -600,7 +620,8 @@ func (d *decoder) grpcCondition(n ast.Node, rc *routeCtx) {
 }
 
 // metadata reads one `metadata` entry. Binary (-bin) metadata is compared by
-// its decoded bytes, so it must be given as {base64: ...}, and only it may be.
+// its decoded bytes, so it must be given as {base64: ...}; {base64: ...} on a
+// name without -bin, as Zilla writes it, names the <name>-bin metadata.
 func (d *decoder) metadata(e entry) (MetadataMatch, bool) {
 	name := strings.ToLower(e.key)
 	if !headerRe.MatchString(name) {
@@ -621,8 +642,10 @@ func (d *decoder) metadata(e entry) (MetadataMatch, bool) {
 			return MetadataMatch{}, false
 		}
 		if !binary {
-			d.errorf(b.v, "metadata %q is not binary: {base64: ...} is only for names ending in -bin; give a string", e.key)
-			return MetadataMatch{}, false
+			// Zilla's gRPC server strips -bin from binary metadata names, so
+			// its conditions name binary metadata without it: this one
+			// matches the metadata a client sends as <name>-bin.
+			name += "-bin"
 		}
 		v, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {

@@ -131,7 +131,7 @@ func TestFullConfig(t *testing.T) {
 	check("grpc0 options", *grpc.GRPC, GRPCOptions{
 		IdempotencyMetadata: "idempotency-key", ReliabilityField: 32767, ReliabilityMetadata: "last-message-id",
 		Correlation: CorrelationHeaders{ReplyTo: "gateway:reply-to", CorrelationID: "gateway:correlation-id",
-			Service: "gateway:service", Method: "gateway:method"},
+			Service: "gateway:service", Method: "gateway:method", Status: "gateway:status", Message: "gateway:message"},
 	})
 	g := grpc.Routes
 	check("grpc route 0 when", g[0].When, []Condition{{GRPCMethod: "example.v1.Items/Watch", Metadata: []MetadataMatch{
@@ -193,7 +193,8 @@ guards:
 	}
 	if got, want := *cfg.Bindings[1].GRPC, (GRPCOptions{IdempotencyMetadata: "idempotency-key", ReliabilityField: 32767,
 		ReliabilityMetadata: "last-message-id", Correlation: CorrelationHeaders{ReplyTo: "gateway:reply-to",
-			CorrelationID: "gateway:correlation-id", Service: "gateway:service", Method: "gateway:method"}}); got != want {
+			CorrelationID: "gateway:correlation-id", Service: "gateway:service", Method: "gateway:method",
+			Status: "gateway:status", Message: "gateway:message"}}); got != want {
 		t.Errorf("grpc options = %+v", got)
 	}
 	if w := cfg.Bindings[0].Routes[0].With; w.Acks != AcksInSyncReplicas || w.Key != nil {

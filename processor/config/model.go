@@ -84,6 +84,13 @@ type CorrelationHeaders struct {
 	CorrelationID string // default gateway:correlation-id
 	Service       string // grpc-kafka only; default gateway:service
 	Method        string // grpc-kafka only; default gateway:method
+	// Status and Message name the headers of the null-value reply record
+	// that ends a gRPC call (grpc-kafka only). Default: the prefix of
+	// CorrelationID (up to its last ':') + status / message, so
+	// zilla:correlation-id gives zilla:status and zilla:message; without a
+	// ':', gateway:status and gateway:message.
+	Status  string
+	Message string
 }
 
 // HTTPOptions are http-kafka options with defaults applied.

@@ -93,7 +93,6 @@ var ruleCases = []ruleCase{
 	{"grpc service shape", g0 + "      - exit: kafka0\n        when: [{service: example.v1.Items/Get}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:26: gRPC service \"example.v1.Items/Get\" must be a fully qualified service name such as example.v1.Items"}},
 	{"grpc service contradicts method", g0 + "      - exit: kafka0\n        when: [{method: a.B/C, service: a.D}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:41: service \"a.D\" contradicts method \"a.B/C\": the condition could never match; keep one of them"}},
 	{"bad base64", g0 + "      - exit: kafka0\n        when: [{service: a.B, metadata: {trace-bin: {base64: \"@@\"}}}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:62: metadata \"trace-bin\": \"@@\" is not valid base64 (standard alphabet, padding optional)"}},
-	{"base64 for text metadata", g0 + "      - exit: kafka0\n        when: [{service: a.B, metadata: {tenant: {base64: AQID}}}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:59: metadata \"tenant\" is not binary: {base64: ...} is only for names ending in -bin; give a string"}},
 	{"string for binary metadata", g0 + "      - exit: kafka0\n        when: [{service: a.B, metadata: {trace-bin: AQID}}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:53: metadata \"trace-bin\" is binary: give its value as {base64: ...}"}},
 	{"unknown field in base64 value", g0 + "      - exit: kafka0\n        when: [{service: a.B, metadata: {trace-bin: {base64: AQID, hex: \"01\"}}}]\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:8:68: unknown field \"hex\" in a binary metadata value; allowed: base64"}},
 
@@ -193,5 +192,41 @@ func TestRules(t *testing.T) {
 				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// Zilla names binary metadata without -bin (its gRPC server strips it): a
+// {base64: ...} value on such a name is the <name>-bin metadata.
+func TestBase64MetadataWithoutBinSuffix(t *testing.T) {
+	yaml := g0 + "      - exit: kafka0\n        when: [{service: a.B, metadata: {custom-binary: {base64: AQID}}}]\n        with: {capability: produce, topic: t}\n"
+	cfg, err := Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := cfg.Bindings[0].Routes[0].When[0].Metadata
+	if len(md) != 1 || md[0].Name != "custom-binary-bin" || string(md[0].Value) != "\x01\x02\x03" || !md[0].Binary {
+		t.Fatalf("metadata %+v, want custom-binary-bin = 01 02 03", md)
+	}
+}
+
+// The status and message headers follow the correlation-id header's prefix
+// unless named, so a responder written for Zilla (zilla:*) needs one setting.
+func TestStatusHeadersFollowCorrelationPrefix(t *testing.T) {
+	for _, tc := range []struct{ headers, status, message string }{
+		{"{}", "gateway:status", "gateway:message"},
+		{"{correlation-id: zilla:correlation-id}", "zilla:status", "zilla:message"},
+		{"{correlation-id: cid}", "gateway:status", "gateway:message"},
+		{"{correlation-id: a:b:cid, message: why}", "a:b:status", "why"},
+		{"{status: s, message: m}", "s", "m"},
+	} {
+		yaml := k0 + "  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    options: {correlation: {headers: " + tc.headers + "}}\n" +
+			"    routes:\n      - exit: kafka0\n        with: {capability: produce, topic: t, reply-to: r}\n"
+		cfg, err := Parse("c.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.headers, err)
+		}
+		if c := cfg.Bindings[0].GRPC.Correlation; c.Status != tc.status || c.Message != tc.message {
+			t.Errorf("%s: status %q message %q, want %q %q", tc.headers, c.Status, c.Message, tc.status, tc.message)
+		}
 	}
 }

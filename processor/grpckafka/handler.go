@@ -109,6 +109,7 @@ func grpcOptions(b *config.Binding) *config.GRPCOptions {
 		Correlation: config.CorrelationHeaders{
 			ReplyTo: config.DefaultReplyToHeader, CorrelationID: config.DefaultCorrelationIDHeader,
 			Service: config.DefaultServiceHeader, Method: config.DefaultMethodHeader,
+			Status: "gateway:status", Message: "gateway:message",
 		},
 	}
 }

@@ -41,8 +41,10 @@ import (
 //   - Replies: reply records with the correlation id, from the cluster's reply
 //     index, watched before anything is produced. Each record with a value is
 //     one response message (the first one's `meta:*` headers are the response
-//     metadata); a null-value record ends the call with gateway:status (0 if
-//     absent) and gateway:message, its `meta:*` headers as trailers.
+//     metadata); a null-value record ends the call with the status header
+//     (options.correlation.headers.status, default gateway:status; OK when
+//     absent, as a responder that only writes successes would) and the
+//     message header, its `meta:*` headers as trailers.
 //   - Replay: with an idempotency key, the reply index is caught up first;
 //     a stored reply (complete or partial) is a replay: the call attaches to
 //     it and produces nothing. A call with the same correlation id already in
@@ -61,13 +63,6 @@ import (
 // limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry
 // safe); a broker rejection is RESOURCE_EXHAUSTED (too large),
 // PERMISSION_DENIED (ACL) or INTERNAL, with the broker's reason.
-
-// Reply header names (DESIGN §6: fixed; options rename only the
-// correlation headers).
-const (
-	statusHeader  = "gateway:status"
-	messageHeader = "gateway:message"
-)
 
 func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
 	w := call.Match.Route.With
@@ -117,6 +112,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	pc := &produceCall{
 		h: h, call: call, prod: kr.Producer, topic: topic, static: w.Topic.Static(), key: key,
 		limits: call.Limits, retry: kafkaroute.RetryHint{Name: opts.IdempotencyMetadata + " metadata", Given: given},
+		corr: opts.Correlation,
 	}
 	if w.ReplyTo == "" {
 		pc.headers = overrides
@@ -192,6 +188,7 @@ type produceCall struct {
 	headers []kafkaio.Header
 	limits  config.Limits
 	retry   kafkaroute.RetryHint
+	corr    config.CorrelationHeaders // names of the reply's status and message headers
 }
 
 func (pc *produceCall) record(value []byte) *kafkaio.Record {
@@ -383,7 +380,7 @@ func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capabil
 	for ; rw.sent < len(recs); rw.sent++ {
 		r := recs[rw.sent]
 		if r.Value == nil {
-			return terminalStatus(r), true
+			return terminalStatus(r, rw.pc.corr.Status, rw.pc.corr.Message), true
 		}
 		if !rw.headers {
 			rw.headers = true
@@ -465,18 +462,19 @@ func (pc *produceCall) produceRequests(ctx context.Context, skip int, events cha
 	}
 }
 
-// terminalStatus is the status a null-value reply ends the call with.
-func terminalStatus(r *kafkaio.Record) capability.Status {
+// terminalStatus is the status a null-value reply ends the call with: the
+// code in the statusName header (OK without one), the text in messageName.
+func terminalStatus(r *kafkaio.Record, statusName, messageName string) capability.Status {
 	st := capability.Status{Code: codes.OK}
 	for _, h := range r.Headers {
 		switch h.Key {
-		case statusHeader:
+		case statusName:
 			n, err := strconv.Atoi(string(h.Value))
 			if err != nil || n < 0 || n > 16 {
-				return capability.NewStatus(codes.Unknown, fmt.Sprintf("the responder ended the call with an invalid %s %q", statusHeader, h.Value))
+				return capability.NewStatus(codes.Unknown, fmt.Sprintf("the responder ended the call with an invalid %s %q", statusName, h.Value))
 			}
 			st.Code = codes.Code(n)
-		case messageHeader:
+		case messageName:
 			st.Message = string(h.Value)
 		}
 	}

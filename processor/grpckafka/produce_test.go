@@ -81,6 +81,7 @@ func TestMetadataMapping(t *testing.T) {
 }
 
 func TestTerminalStatus(t *testing.T) {
+	const statusHeader, messageHeader = "gateway:status", "gateway:message"
 	for _, tc := range []struct {
 		hs   []kafkaio.Header
 		code codes.Code
@@ -91,8 +92,9 @@ func TestTerminalStatus(t *testing.T) {
 		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("9")}, {Key: messageHeader, Value: []byte("Custom Error Message")}}, codes.FailedPrecondition, "Custom Error Message"},
 		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("17")}}, codes.Unknown, ""},
 		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("x")}}, codes.Unknown, ""},
+		{[]kafkaio.Header{{Key: "zilla:status", Value: []byte("9")}}, codes.OK, ""}, // another name: not the status
 	} {
-		st := terminalStatus(&kafkaio.Record{Headers: tc.hs})
+		st := terminalStatus(&kafkaio.Record{Headers: tc.hs}, statusHeader, messageHeader)
 		if st.Code != tc.code || (tc.msg != "" && st.Message != tc.msg) {
 			t.Errorf("%v: %v %q", tc.hs, st.Code, st.Message)
 		}

@@ -122,7 +122,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
 	prefs := httphdr.ParsePrefer(req.Prefer)
 	var wait time.Duration
-	var applied string
+	var applied string // preference-applied, sent only on an answer that waited
 	if prefs.WaitSet {
 		wait = min(prefs.Wait, req.Limits.MaxWait)
 		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
@@ -150,24 +150,28 @@ func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capab
 }
 
 // answerOrWait answers from the view, or, while the answer is what the
-// client has (its if-none-match, or a missing record it waits for), waits
-// for a change until deadline, ctx or drain.
+// client has (its if-none-match, or, without a tag, a missing record it
+// waits for), waits for a change until deadline, ctx or drain. A client with a tag
+// that no longer matches is answered at once, a 404 too: the record it had
+// was deleted (spec fetch rule 6). preference-applied is sent only on an
+// answer that waited.
 func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel selection, inm httphdr.IfNoneMatch,
 	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {
+	waited := ""
 	for {
 		ans := f.answer(view, sel)
 		waiting := ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline)
 		switch {
 		case inm.Present() && inm.Matches(ans.tag):
 			if !waiting {
-				return notModified(ans, applied)
+				return notModified(ans, waited)
 			}
-		case ans.status == http.StatusNotFound && waitSet:
+		case ans.status == http.StatusNotFound && waitSet && len(inm.Tags) == 0:
 			if !waiting {
-				return notFound(topic, applied)
+				return notFound(topic, waited)
 			}
 		default:
-			return ans.reply(applied)
+			return ans.reply(waited)
 		}
 		// Only a request that waits registers a watch (it takes the view's
 		// write lock). Read again after registering: a write between the
@@ -177,6 +181,7 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel
 			stop()
 			continue
 		}
+		waited = applied
 		timer := time.NewTimer(time.Until(deadline))
 		f.waiting.Add(1)
 		select {
@@ -440,9 +445,14 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 	return withApplied(r, applied)
 }
 
+// notModified carries the representation headers the 200 would (RFC 9110
+// §15.4.5): etag and content-type.
 func notModified(a answer, applied string) *capability.HTTPResponse {
-	hs := make([]route.Header, 1, 2) // etag, preference-applied
-	hs[0] = route.Header{Name: "etag", Value: httphdr.Quote(a.tag)}
+	hs := make([]route.Header, 0, 3) // etag, content-type, preference-applied
+	hs = append(hs, route.Header{Name: "etag", Value: httphdr.Quote(a.tag)})
+	if a.contentType != "" {
+		hs = append(hs, route.Header{Name: "content-type", Value: a.contentType})
+	}
 	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: hs}
 	return withApplied(r, applied)
 }

@@ -389,3 +389,51 @@ bindings:
 		t.Error("a request created a topic")
 	}
 }
+
+// A 304 carries the representation headers of the 200 (content-type), for
+// one record and for the merged collection. Checked here, at the answer the
+// processor sends: Envoy passes them on, while the emulator's Go server
+// strips content-type from every 304.
+func TestFetchNotModifiedCarriesContentType(t *testing.T) {
+	f := newFixture(t, 1)
+	f.put(0, "j", []byte(`{"n":1}`), "content-type", "application/json")
+	f.put(0, "raw", []byte("bytes"))
+	for _, tc := range []struct {
+		route  int
+		params map[string]string
+		ct     string
+	}{
+		{0, map[string]string{"id": "j"}, "application/json"},
+		{0, map[string]string{"id": "raw"}, "application/octet-stream"},
+		{1, nil, "application/json"},
+	} {
+		route := f.route(tc.route, f.client)
+		ok := get(route, tc.params)
+		if ok.Status != 200 || header(ok, "content-type") != tc.ct {
+			t.Fatalf("route %d %v: %d %v", tc.route, tc.params, ok.Status, ok.Headers)
+		}
+		r := get(route, tc.params, "if-none-match", header(ok, "etag"))
+		if r.Status != 304 || header(r, "content-type") != tc.ct || header(r, "preference-applied") != "" {
+			t.Errorf("route %d %v: 304 %d %v, want content-type %s and no preference-applied", tc.route, tc.params, r.Status, r.Headers, tc.ct)
+		}
+	}
+}
+
+// A tombstone wakes a waiter holding the deleted record's tag with 404 at
+// once, and a stale tag on a deleted key is 404 without waiting.
+func TestFetchDeleteAnswersWaitersAtOnce(t *testing.T) {
+	f := newFixture(t, 1)
+	f.put(0, "d", []byte("v"))
+	route := f.route(0, f.client)
+	id := map[string]string{"id": "d"}
+	tag := header(get(route, id), "etag")
+	got := make(chan *capability.HTTPResponse, 1)
+	go func() { got <- get(route, id, "if-none-match", tag, "prefer", "wait=20") }()
+	waitForWaiters(t, 1, func() { f.put(0, "d", nil) }, route)
+	if r := <-got; r.Status != 404 || header(r, "preference-applied") != "wait=20" {
+		t.Fatalf("waiter: %d %v, want 404 saying it waited", r.Status, r.Headers)
+	}
+	if r := get(route, id, "if-none-match", tag, "prefer", "wait=20"); r.Status != 404 || header(r, "preference-applied") != "" {
+		t.Fatalf("stale tag: %d %v, want 404 at once", r.Status, r.Headers)
+	}
+}

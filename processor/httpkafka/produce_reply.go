@@ -22,7 +22,8 @@ import (
 //     correlation and reply-to headers, and names that are not HTTP tokens
 //     (so every `gateway:*` header) are dropped, as are values with control
 //     characters (a newline would split the response);
-//   - 204 and 304 carry no body.
+//   - 204 and 304 carry no body; a body without a content-type is
+//     application/octet-stream.
 func replyResponse(rec *kafkaio.Record, dropNames ...string) *capability.HTTPResponse {
 	status := http.StatusOK
 	seen := false
@@ -50,6 +51,11 @@ func replyResponse(rec *kafkaio.Record, dropNames ...string) *capability.HTTPRes
 	resp.Status = status
 	if status != http.StatusNoContent && status != http.StatusNotModified {
 		resp.Body = rec.Value
+		if len(resp.Body) > 0 && !hasHeader(resp.Headers, "content-type") {
+			// Said here rather than left to Envoy, whose local replies
+			// would call the bytes text/plain.
+			resp.Headers = append(resp.Headers, route.Header{Name: "content-type", Value: "application/octet-stream"})
+		}
 	}
 	return resp
 }
@@ -76,4 +82,9 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+func hasHeader(hs []route.Header, name string) bool {
+	_, ok := route.Headers(hs).Lookup(name)
+	return ok
 }

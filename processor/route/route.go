@@ -9,8 +9,13 @@
 // ORed, and a route without `when` matches everything. A matching route whose
 // guards fail is skipped (see GuardChecker and GuardError).
 //
-// HTTP conditions: no method means any method, and HEAD also matches the GET
-// conditions of fetch routes. Path templates (DESIGN §6.1, §6.7):
+// HTTP conditions: a condition accepts the methods config.MethodsOf lists: the
+// one it names (HEAD also matches the GET conditions of fetch routes), or,
+// naming none, GET and HEAD for a fetch and GET, POST, PUT, PATCH and DELETE
+// for a produce, so a CORS preflight (OPTIONS) never writes. A route without
+// `when` is a condition without method or path. A request whose path some
+// route matches, but not its method, fails with a *MethodError (405).
+// Path templates (DESIGN §6.1, §6.7):
 //
 //   - A template matches the path without its query string (SplitPath).
 //   - Literal parts compare byte for byte with the path as sent, still
@@ -86,6 +91,24 @@ func (e *GuardError) Error() string {
 
 func (e *GuardError) Unwrap() error { return e.Err }
 
+// MethodError is returned when no route was taken, none was skipped for its
+// guard, and some route's condition matches the path but not the method: the
+// answer is 405 with Allow. It is an ErrNoRoute too.
+type MethodError struct {
+	Method string
+	Allow  []string // the methods the path's conditions accept, in httpMethodOrder
+}
+
+func (e *MethodError) Error() string {
+	return fmt.Sprintf("method %s is not accepted here; allowed: %s", e.Method, strings.Join(e.Allow, ", "))
+}
+
+// Is makes a MethodError an ErrNoRoute: no route matches the request.
+func (e *MethodError) Is(target error) bool { return target == ErrNoRoute }
+
+// httpMethodOrder is the order of Allow.
+var httpMethodOrder = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"}
+
 // Match is a route taken for a request.
 type Match struct {
 	Binding *config.Binding
@@ -147,9 +170,9 @@ type Binding struct {
 }
 
 type compiledRoute struct {
-	cfg   *config.Route
-	fetch bool // HEAD matches the GET conditions of a fetch route
-	conds []condition
+	cfg        *config.Route
+	capability config.Capability // which methods a condition accepts (config.MethodsOf)
+	conds      []condition
 }
 
 type condition struct {
@@ -190,7 +213,10 @@ func Build(cfg *config.Config) (*Table, error) {
 }
 
 func compileRoute(typ config.BindingType, r *config.Route) (*compiledRoute, error) {
-	cr := &compiledRoute{cfg: r, fetch: r.With != nil && r.With.Capability == config.Fetch}
+	cr := &compiledRoute{cfg: r}
+	if r.With != nil {
+		cr.capability = r.With.Capability
+	}
 	for i := range r.When {
 		w := &r.When[i]
 		c := condition{method: w.Method, service: w.Service, metadata: w.Metadata}
@@ -256,16 +282,58 @@ func (b *Binding) MatchHTTP(ctx context.Context, req *HTTPRequest, guards GuardC
 		}
 		return m, nil
 	}
-	return nil, gs.failure()
+	err := gs.failure()
+	if err == ErrNoRoute {
+		if allow := b.allowed(req, spanBuf[:0]); len(allow) > 0 {
+			return nil, &MethodError{Method: req.Method, Allow: allow}
+		}
+	}
+	return nil, err
+}
+
+// allowed lists the methods of the conditions whose path matches the
+// request's, whatever its method: the 405 answer's Allow.
+func (b *Binding) allowed(req *HTTPRequest, spans []int) []string {
+	var set [8]bool // by httpMethodOrder
+	found := false
+	for _, r := range b.routes {
+		conds := r.conds
+		if len(conds) == 0 {
+			conds = []condition{{}}
+		}
+		for i := range conds {
+			c := &conds[i]
+			if c.path != nil {
+				if _, ok := c.path.match(req.Path, spans[:0]); !ok {
+					continue
+				}
+			}
+			for _, m := range config.MethodsOf(c.method, r.capability) {
+				if j := slices.Index(httpMethodOrder, m); j >= 0 {
+					set[j], found = true, true
+				}
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	var allow []string
+	for j, ok := range set {
+		if ok {
+			allow = append(allow, httpMethodOrder[j])
+		}
+	}
+	return allow
 }
 
 func (r *compiledRoute) matchHTTP(req *HTTPRequest, spans []int) (int, *pathMatcher, []int, bool) {
 	if len(r.conds) == 0 {
-		return -1, nil, spans, true
+		return -1, nil, spans, r.accepts("", req.Method)
 	}
 	for i := range r.conds {
 		c := &r.conds[i]
-		if c.method != "" && c.method != req.Method && (req.Method != "HEAD" || c.method != "GET" || !r.fetch) {
+		if !r.accepts(c.method, req.Method) {
 			continue
 		}
 		if c.path == nil {
@@ -276,6 +344,16 @@ func (r *compiledRoute) matchHTTP(req *HTTPRequest, spans []int) (int, *pathMatc
 		}
 	}
 	return 0, nil, spans, false
+}
+
+// accepts: whether a condition naming method (or none) accepts the request's.
+// A route without a capability (only in tests of this package: the loader
+// refuses an http route without `with`) accepts any method.
+func (r *compiledRoute) accepts(method, reqMethod string) bool {
+	if r.capability == "" {
+		return method == "" || method == reqMethod
+	}
+	return config.AcceptsMethod(method, r.capability, reqMethod)
 }
 
 // MatchGRPC is MatchHTTP for gRPC requests.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -128,15 +129,47 @@ func TestHTTPMatching(t *testing.T) {
 	}
 }
 
-func TestRouteWithoutWhenMatchesEverything(t *testing.T) {
+func TestRouteWithoutWhenMatchesEveryPath(t *testing.T) {
 	b := httpTable(t,
 		&config.Route{When: []config.Condition{{Method: "GET", Path: path(t, "/a")}}, With: fetch("a")},
 		&config.Route{With: produce("all")},
 	)
-	for _, r := range []*HTTPRequest{get("GET", "/b"), get("POST", "/a"), get("BREW", "*"), get("GET", "")} {
+	for _, r := range []*HTTPRequest{get("GET", "/b"), get("POST", "/a"), get("DELETE", "*"), get("GET", "")} {
 		m, err := b.MatchHTTP(context.Background(), r, nil)
 		if err != nil || m.Route.Index != 1 || m.Condition != -1 || m.Params != nil {
 			t.Fatalf("%s %s: %+v, %v", r.Method, r.Path, m, err)
+		}
+	}
+	// Every path, but only the methods a produce writes for: 405 otherwise.
+	for _, method := range []string{"OPTIONS", "HEAD", "TRACE", "BREW"} {
+		m, err := b.MatchHTTP(context.Background(), get(method, "/b"), nil)
+		var me *MethodError
+		if !errors.As(err, &me) || strings.Join(me.Allow, ",") != "GET,POST,PUT,PATCH,DELETE" {
+			t.Fatalf("%s: %+v, %v; want a MethodError", method, m, err)
+		}
+	}
+}
+
+func TestMethodErrorAllowsWhatThePathAccepts(t *testing.T) {
+	b := crud(t)
+	for _, tc := range []struct{ method, path, allow string }{
+		{"OPTIONS", "/items/4", "GET,HEAD,POST,PUT,PATCH,DELETE"}, // fetch GET and path-only produce
+		{"PUT", "/items", "GET,HEAD,POST"},
+		{"GET", "/tasks/7", "PUT"},
+		{"OPTIONS", "/other", ""}, // no condition matches the path: plain ErrNoRoute
+	} {
+		_, err := b.MatchHTTP(context.Background(), get(tc.method, tc.path), nil)
+		var me *MethodError
+		if !errors.Is(err, ErrNoRoute) {
+			t.Fatalf("%s %s: %v, want no route", tc.method, tc.path, err)
+		}
+		if got := ""; errors.As(err, &me) {
+			got = strings.Join(me.Allow, ",")
+			if got != tc.allow {
+				t.Errorf("%s %s: allow %q, want %q", tc.method, tc.path, got, tc.allow)
+			}
+		} else if tc.allow != "" {
+			t.Errorf("%s %s: %v, want a MethodError", tc.method, tc.path, err)
 		}
 	}
 }
@@ -330,7 +363,7 @@ func TestGuards(t *testing.T) {
 		&config.Route{Guarded: []config.GuardRequirement{{Guard: "jwt0", Roles: []string{"write:items"}}},
 			When: []config.Condition{{Method: "POST", Path: path(t, "/items")}}, With: produce("w")},
 		&config.Route{Guarded: []config.GuardRequirement{{Guard: "jwt0", Roles: []string{"read:items"}}, {Guard: "jwt1"}},
-			When: []config.Condition{{Path: path(t, "/items")}}, With: fetch("r")},
+			When: []config.Condition{{Path: path(t, "/items")}}, With: produce("r")},
 		&config.Route{When: []config.Condition{{Method: "GET", Path: path(t, "/public")}}, With: fetch("p")},
 		&config.Route{Guarded: []config.GuardRequirement{{Guard: "jwt1", Roles: []string{"admin"}}},
 			When: []config.Condition{{Method: "DELETE", Path: path(t, "/items")}}, With: produce("d")},

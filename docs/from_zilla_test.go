@@ -1,0 +1,63 @@
+package docs
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The differences from Zilla a user meets are rows of the one table in
+// from-zilla.md, each with its reason, and configuration.md points there.
+func TestDifferencesFromZillaTable(t *testing.T) {
+	doc, err := os.ReadFile("from-zilla.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Behaviour differences\n")
+	if !ok {
+		t.Fatal("from-zilla.md has no Behaviour differences section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string][]string{} // topic → cells
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| topic ") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		rows[cells[0]] = cells
+	}
+	for _, topic := range []string{
+		"a path-only produce condition (`when: [{ path: … }]`)",
+		"a method no route of the path accepts",
+		"CORS preflight",
+		"a long poll whose record is deleted",
+		"`preference-applied`",
+		"`304`",
+		"a record or reply without `content-type`",
+		"gRPC call status header",
+		"a terminal gRPC reply without a status header",
+		"gRPC `metadata` condition",
+		"0 or 2 messages on a unary gRPC method",
+		"headers Envoy adds (`x-request-id`, `x-forwarded-proto`, `x-forwarded-for`)",
+		"http route without `with`",
+		"templated `with.topic`",
+		"idempotency key",
+		"broker refuses a record",
+		"async follow-up `GET` without `prefer: wait`",
+	} {
+		cells, ok := rows[topic]
+		switch {
+		case !ok:
+			t.Errorf("no row %q in the differences table", topic)
+		case len(cells) != 4 || strings.TrimSpace(cells[3]) == "":
+			t.Errorf("row %q: %d cells, want topic, Zilla, kafka-ext-proc and a reason", topic, len(cells))
+		}
+	}
+	conf, err := os.ReadFile("configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "(from-zilla.md#behaviour-differences)") {
+		t.Error("configuration.md does not link to the differences table")
+	}
+}
