@@ -45,19 +45,26 @@ import (
 //     (options.correlation.headers.status, default gateway:status; OK when
 //     absent, as a responder that only writes successes would) and the
 //     message header, its `meta:*` headers as trailers.
-//   - Replay: with an idempotency key, the reply index is caught up first;
-//     a stored reply (complete or partial) is a replay: the call attaches to
-//     it and produces nothing. A call with the same correlation id already in
-//     flight on this replica attaches to it too.
+//   - Replay: with an idempotency key, the call claims its correlation id
+//     (kafkaroute.Claim: the key index read up to the topic's end, through
+//     any replica) and the reply index is caught up: a call whose request
+//     ended in the log, or that has a stored reply (complete or partial), is
+//     a replay: it attaches to the replies and produces nothing; one whose
+//     first messages are in the log writes only the ones after them. A call
+//     with the same correlation id already in flight on this replica
+//     attaches to it. Past limits.idempotency-window: FAILED_PRECONDITION.
 //   - Timeouts: grpc-timeout bounds the call (the exchange answers
 //     DEADLINE_EXCEEDED). limits.reply-timeout bounds the silence while the
 //     call waits for its responder: it runs from each request record (and
 //     the half-close) and restarts at each reply; after a reply it stops
 //     until the client sends again, unless the client has half-closed, so a
 //     bidi stream may idle between exchanges. Elapsed: DEADLINE_EXCEEDED.
-//   - Oneway (no reply-to): records carry the overrides and `meta:*` only,
-//     key = with.key (or none), no terminal record; once every record is
-//     acknowledged, one empty message and OK.
+//   - Oneway (no reply-to): records carry the overrides and `meta:*` only
+//     (and the correlation id, `<key>-<hex md5>` as above without reply-to,
+//     when the call has an idempotency key), key = with.key (or none), no
+//     terminal record; once every record is acknowledged, one empty message
+//     and OK. A keyed call writes only the messages after those the log
+//     holds of its correlation id, one call per id at a time per replica.
 //
 // Errors (DESIGN §6.6): a record not enqueued, or not acknowledged within
 // limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry
@@ -111,8 +118,8 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	}
 	pc := &produceCall{
 		h: h, call: call, prod: kr.Producer, topic: topic, static: w.Topic.Static(), key: key,
-		limits: call.Limits, retry: kafkaroute.RetryHint{Name: opts.IdempotencyMetadata + " metadata", Given: given},
-		corr: opts.Correlation,
+		limits: call.Limits, corr: opts.Correlation,
+		retry: kafkaroute.RetryHint{Name: opts.IdempotencyMetadata + " metadata", Given: given},
 	}
 	if w.ReplyTo == "" {
 		pc.headers = overrides

@@ -26,7 +26,10 @@ import (
 // under the route's acks, the answer is 204 No Content — as the reference
 // implementation answers, and because for the CRUD shape (spec §2.5) the
 // write is the whole effect. With acks: none the broker sends nothing back,
-// so there 204 means "handed to the broker".
+// so there 204 means "handed to the broker". A request with an idempotency
+// key also carries its correlation id (onewayCorrelation) and is written
+// only if the log holds no record with it (kafkaroute.Claim): its retry,
+// through any replica, answers 204 again without writing.
 //
 // A route with reply-to is request-reply: the record carries the request
 // headers, reply-to and a correlation id (see correlation), and the answer
@@ -35,8 +38,10 @@ import (
 //  1. The request joins the flight of its correlation id on this replica
 //     (a replay of a request in flight attaches to it).
 //  2. The flight's lead registers a reply watch, waits until the reply
-//     index has caught up, and looks the id up: a stored reply is a replay,
-//     and nothing is produced. Otherwise it produces.
+//     index has caught up, and, for a request with an idempotency key,
+//     claims the id (kafkaroute.Claim): a request record already in the log
+//     or a stored reply is a replay, and nothing is produced. Otherwise it
+//     produces. Past limits.idempotency-window the answer is 410.
 //  3. `prefer: respond-async` on a route with async answers 202 with every
 //     async entry as a header once the record is acknowledged; with
 //     `wait=N` it first waits up to N s (at most limits.max-wait) for the
