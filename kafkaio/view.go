@@ -1,6 +1,7 @@
 package kafkaio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
@@ -56,15 +57,7 @@ func (e *Entry) walkHeaders(fn func(name, value []byte) bool) {
 	}
 }
 
-func encodeHeaders(hs []Header) []byte {
-	if len(hs) == 0 {
-		return nil
-	}
-	size := 0
-	for _, h := range hs {
-		size += 2*binary.MaxVarintLen64 + len(h.Key) + len(h.Value)
-	}
-	b := make([]byte, 0, size)
+func appendHeaders(b []byte, hs []Header) []byte {
 	for _, h := range hs {
 		b = binary.AppendUvarint(b, uint64(len(h.Key)))
 		b = append(b, h.Key...)
@@ -72,6 +65,21 @@ func encodeHeaders(hs []Header) []byte {
 		b = append(b, h.Value...)
 	}
 	return b
+}
+
+// sharedHeaders returns the encoding of hs, the previous entry's when they
+// are equal: the records of a topic mostly carry the same headers (one
+// content-type), and entries sharing one read-only encoding save an
+// allocation per key. The caller holds the write lock.
+func (v *View) sharedHeaders(hs []Header) []byte {
+	if len(hs) == 0 {
+		return nil
+	}
+	v.scratch = appendHeaders(v.scratch[:0], hs)
+	if !bytes.Equal(v.scratch, v.lastHeaders) {
+		v.lastHeaders = bytes.Clone(v.scratch)
+	}
+	return v.lastHeaders
 }
 
 // entryOverhead approximates the bytes an entry costs beyond its data (the
@@ -116,8 +124,12 @@ type View struct {
 	keyWaits  map[string]*keyWait
 	anyWait   chan struct{}
 	anyTimer  *time.Timer
-	ready     chan struct{}
-	readyOnce sync.Once
+	scratch   []byte // sharedHeaders' encoding buffer
+	// lastHeaders is the encoding the last entry got, shared by the next
+	// ones with the same headers.
+	lastHeaders []byte
+	ready       chan struct{}
+	readyOnce   sync.Once
 
 	// Holding is on every fetch's path, so it takes no lock: holders is
 	// raised only under the client's read lock (Views.HoldView) and the
@@ -333,7 +345,7 @@ func (v *View) apply(r *Record) {
 			Timestamp: r.Timestamp.UnixMilli(),
 			Key:       key,
 			Value:     r.Value,
-			headers:   encodeHeaders(r.Headers),
+			headers:   v.sharedHeaders(r.Headers),
 		}
 		if had {
 			v.bytes -= old.size()

@@ -42,7 +42,9 @@ func testScenarios(t *testing.T, split bool) {
 	profs := []string{filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mutex.pprof"), filepath.Join(dir, "allocs.pprof")}
 	args = append(args, "-cpuprofile", profs[0], "-mutexprofile", profs[1], "-allocprofile", profs[2])
 	if split {
-		args = append(args, "-split")
+		// The split run also has the raw loops carry the processor's
+		// record headers, read back from Kafka.
+		args = append(args, "-split", "-raw-headers", "gateway")
 	}
 	code := run(ctx, args, &out, &errOut)
 	if code != 0 {
@@ -116,6 +118,27 @@ func testScenarios(t *testing.T, split bool) {
 	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
 		t.Errorf("request-reply: %+v", rr)
 	}
+	// Its own five headers, or the processor's: the request headers the
+	// emulator sends (more than five) with reply-to and the correlation id.
+	if !split && rr.RawHeaders != 5 || split && rr.RawHeaders <= 5 {
+		t.Errorf("request-reply (split %v): the raw loop's records carry %d headers", split, rr.RawHeaders)
+	}
+	// Every answer was 204 (the scenario fails otherwise).
+	var ow onewayResult
+	if err := json.Unmarshal(got[scenarioOneway], &ow); err != nil {
+		t.Fatalf("produce-oneway: %v (output %q)", err, out.String())
+	}
+	for name, f := range map[string]rrFigures{"gateway 1": ow.GatewayOne, "raw 1": ow.RawOne, "hop 1": ow.HopOne,
+		"gateway n": ow.GatewayMany, "raw n": ow.RawMany, "hop n": ow.HopMany} {
+		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 || f.All.CPUus <= 0 ||
+			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
+			t.Errorf("produce-oneway %s: %+v", name, f)
+		}
+	}
+	if ow.HopRateRatio <= 0 || ow.HopCeilingRatio <= 0 || ow.RateRatio <= 0 || ow.LatencyRatio <= 0 || ow.HopCPURatio <= 0 ||
+		ow.Concurrency != replyConcurrency || ow.BodyBytes <= 0 || ow.RawHeaders != 1 {
+		t.Errorf("produce-oneway: %+v", ow)
+	}
 	// Every record reached every stream once (the scenario fails
 	// otherwise): 20 streams × 100 records.
 	var fo fanoutResult
@@ -128,6 +151,63 @@ func testScenarios(t *testing.T, split bool) {
 		t.Errorf("grpc-fanout: %+v", fo)
 	}
 	checkMedians(t, raw, split)
+}
+
+// TestViewScale runs the view-scale scenario small, as a user would.
+// Heap figures are only checked as reported: a collection between the two
+// samples can make a delta of a small view negative.
+func TestViewScale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "view-scale", "-json", "-view-keys", "3000", "-keys", "50",
+		"-clients", "4", "-conns", "2", "-duration", "100ms", "-rounds", "2", "-timeout", "90s"}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	var r viewScaleResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v (output %q)", err, out.String())
+	}
+	if r.Keys != 3000 || r.SmallKeys != 50 || r.Partitions != 4 || r.RawSeconds <= 0 || r.ReadySeconds <= 0 || r.LoadRatio <= 0 ||
+		r.LiveBytes != 3000*int64(len("k1500")+r.ValueBytes) || r.HeapPerKey == 0 || r.MemRatio == 0 {
+		t.Errorf("view-scale: %+v", r)
+	}
+	// Every GET was answered 200 with the key's value (the scenario fails
+	// otherwise).
+	for name, g := range map[string]rate{"big": r.BigGet, "small": r.SmallGet} {
+		if g.Requests <= 0 || g.Errors != 0 || len(g.RoundPerSecond) != 2 {
+			t.Errorf("view-scale %s GETs: %+v", name, g)
+		}
+	}
+	// Every waiter was answered 200 with the new value (the scenario fails
+	// otherwise).
+	if r.GetRatio <= 0 || r.BigWakeMs <= 0 || r.SmallWakeMs <= 0 || r.WakeRatio <= 0 {
+		t.Errorf("view-scale: %+v", r)
+	}
+}
+
+// TestIdleRoutes runs the idle-routes scenario small, as a user would. The
+// idle CPU and memory deltas are only checked as reported: neither has a
+// sign a small run can promise.
+func TestIdleRoutes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s"}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	var r idleRoutesResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v (output %q)", err, out.String())
+	}
+	// Every GET was answered 200 with the route's record (the scenario
+	// fails otherwise).
+	if r.Routes != 20 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
+		r.AllRoutesPerSecond <= 0 || r.OneRoutePerSecond <= 0 || r.RouteRatio <= 0 {
+		t.Errorf("idle-routes: %+v", r)
+	}
 }
 
 // checkMedians runs medians.jq, which BENCHMARKS.md uses, over the output,
@@ -148,8 +228,8 @@ func checkMedians(t *testing.T, jsonl []byte, split bool) {
 	if err := json.Unmarshal(b, &med); err != nil {
 		t.Fatalf("medians.jq: %v\n%s", err, b)
 	}
-	if len(med) != 5 {
-		t.Fatalf("medians.jq: %d scenarios, want 5:\n%s", len(med), b)
+	if len(med) != 6 {
+		t.Fatalf("medians.jq: %d scenarios, want 6:\n%s", len(med), b)
 	}
 	for _, m := range med {
 		for k, v := range m {
@@ -183,7 +263,16 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, longPollResult{Scenario: scenarioLongPoll, Processor: waitFigures{Waiters: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
+	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, RawHeaders: 11, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(&b, false, viewScaleResult{Scenario: scenarioViewScale, Keys: 9, LoadRatio: 1.25, OverheadPerKey: 70, WakeRatio: 1.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(&b, false, idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: 8, IdleCores: 0.005, RouteRatio: 0.97}); err != nil {
 		t.Fatal(err)
 	}
 	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
@@ -192,6 +281,7 @@ func TestTextReport(t *testing.T) {
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
+		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "small view 0.0 ms: 1.50 ×", "idle-routes: 8 fetch routes", "0.50 % its own (issue 20 target ≤ 1 %)", "0.97 ×", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -202,7 +292,11 @@ func TestTextReport(t *testing.T) {
 func TestFlagsRefuseOutOfBounds(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"},
-		{"-waiters", "20001"},
+		{"-waiters", "100001"},
+		{"-raw-headers", "some"},
+		{"-view-keys", "2000001"},
+		{"-routes", "10001"},
+		{"-idle", "1ms"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},

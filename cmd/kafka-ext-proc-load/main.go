@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|grpc-fanout|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|all [-split] [flags]
 package main
 
 import (
@@ -47,7 +47,16 @@ const (
 	// scenarioRequestReply and scenarioFanout measure the request-reply and fan-out targets (BENCHMARKS.md, targets 3 and 4).
 	scenarioRequestReply = "request-reply"
 	scenarioFanout       = "grpc-fanout"
-	scenarioAll          = "all"
+	// scenarioOneway measures the oneway produce route against its hop
+	// baseline.
+	scenarioOneway = "produce-oneway"
+	// scenarioViewScale measures a view of a large topic (not in "all":
+	// it writes -view-keys records first).
+	scenarioViewScale = "view-scale"
+	// scenarioIdleRoutes measures a processor of many routes with no
+	// traffic (not in "all": it idles twice for -idle).
+	scenarioIdleRoutes = "idle-routes"
+	scenarioAll        = "all"
 )
 
 // Bounds on the flags, so a typo cannot start a run that never ends or
@@ -55,8 +64,10 @@ const (
 const (
 	maxClients  = 4096
 	maxConns    = 64
-	maxWaiters  = 20000
+	maxWaiters  = 100000 // issue 20's target is measured at 100,000
 	maxKeys     = 100000
+	maxViewKeys = 2_000_000
+	maxRoutes   = 10000
 	maxDuration = 10 * time.Minute
 	minValue    = 48 // room for the JSON envelope of a value
 	maxValue    = 64 << 10
@@ -73,7 +84,10 @@ type options struct {
 	warmup    time.Duration // unmeasured load per target before the rounds
 	rounds    int           // rounds; each measures both targets, alternating which goes first
 	maxReqs   int64         // request budget per target and round
-	keys      int           // keys of the merged route
+	keys      int           // keys of the merged route (and of view-scale's small view)
+	viewKeys  int           // keys of view-scale's big view
+	routes    int           // idle-routes' routes
+	idle      time.Duration // idle-routes' measured idle time, before and with the processor
 	valueSize int           // bytes per record value
 	waiters   int           // long-poll waiters
 	register  time.Duration // bound on registering the waiters (and the fan-out's streams)
@@ -89,13 +103,20 @@ type options struct {
 	profiles    profiles
 	logLevel    slog.Level
 	limits      string // more fields of the processor's limits, YAML flow form
+	rawHeaders  string // rawHeadersOwn or rawHeadersGateway
 }
+
+// Values of -raw-headers: which headers the raw loops' records carry.
+const (
+	rawHeadersOwn     = "own"
+	rawHeadersGateway = "gateway"
+)
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, or all (every one but view-scale and idle-routes)")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -104,9 +125,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load per target before the rounds")
 	fs.IntVar(&o.rounds, "rounds", 6, "rounds of the fetch scenarios; each measures both targets, alternating which goes first")
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
-	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route")
+	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route, and of the small view of view-scale")
+	fs.IntVar(&o.viewKeys, "view-keys", 1_000_000, "keys of the big view of view-scale")
+	fs.IntVar(&o.routes, "routes", 1000, "fetch routes (one topic each) of idle-routes")
+	fs.DurationVar(&o.idle, "idle", 10*time.Second, "how long idle-routes measures the idle process, before and with the processor")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
-	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 20000)")
+	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 100000)")
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
 	fs.IntVar(&o.streams, "streams", 1000, "gRPC fan-out streams (at most 20000)")
 	fs.IntVar(&o.fanRate, "rate", 1000, "records/s written to the fan-out topic")
@@ -119,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
+	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -127,12 +152,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale, scenarioIdleRoutes:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
-		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioFanout}
+		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, grpc-fanout or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes or all", *scenario)
+	}
+	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
+		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, fmt.Errorf("-log-level: %w", err)
@@ -146,6 +174,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"rounds", int64(o.rounds), 1, 100},
 		{"max-requests", o.maxReqs, 1, 1 << 40},
 		{"keys", int64(o.keys), 1, maxKeys},
+		{"view-keys", int64(o.viewKeys), 1, maxViewKeys},
+		{"routes", int64(o.routes), 1, maxRoutes},
 		{"value-size", int64(o.valueSize), minValue, maxValue},
 		{"waiters", int64(o.waiters), 1, maxWaiters},
 		{"streams", int64(o.streams), 1, maxStreams},
@@ -166,6 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"register-timeout", o.register, time.Second},
 		{"fanout-duration", o.fanDuration, time.Millisecond},
 		{"timeout", o.timeout, time.Second},
+		{"idle", o.idle, 10 * time.Millisecond},
 	} {
 		if d.v < d.lo || d.v > maxDuration {
 			return nil, fmt.Errorf("-%s %v: want %v..%v", d.name, d.v, d.lo, maxDuration)
@@ -238,8 +269,14 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runLongPoll(ctx, e, o)
 		case scenarioRequestReply:
 			res, err = runRequestReply(ctx, e, o)
+		case scenarioOneway:
+			res, err = runProduceOneway(ctx, e, o)
 		case scenarioFanout:
 			res, err = runFanout(ctx, e, o)
+		case scenarioViewScale:
+			res, err = runViewScale(ctx, e, o)
+		case scenarioIdleRoutes:
+			res, err = runIdleRoutes(ctx, e, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -7,7 +7,7 @@ def stat(f): [.[] | f | select(. != null)] | if length == 0 then null else [(med
 
 group_by(.scenario) | map(
   if .[0].scenario == "request-reply" then {
-    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency,
+    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency, raw_headers: .[0].raw_headers,
     latency_ratio: stat(.latency_ratio),
     latency_p99_ratio: stat(.latency_p99_ratio),
     rate_ratio: stat(.rate_ratio),
@@ -37,6 +37,50 @@ group_by(.scenario) | map(
     raw_n_all_allocs_per_req: stat(.raw_n.all.allocs_per_req),
     gateway_n_machine_cores: stat(.gateway_n.machine_cores),
     raw_n_machine_cores: stat(.raw_n.machine_cores)
+  } elif .[0].scenario == "produce-oneway" then {
+    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency, raw_headers: .[0].raw_headers,
+    hop_rate_ratio: stat(.hop_rate_ratio),
+    hop_ceiling_ratio: stat(.hop_ceiling_ratio),
+    rate_ratio: stat(.rate_ratio),
+    latency_ratio: stat(.latency_ratio),
+    hop_latency_ratio: stat(.hop_latency_ratio),
+    hop_cpu_ratio: stat(.hop_cpu_ratio),
+    gateway_n_req_per_s: stat(.gateway_n.req_per_s),
+    hop_n_req_per_s: stat(.hop_n.req_per_s),
+    raw_n_req_per_s: stat(.raw_n.req_per_s),
+    gateway_1_p50_ms: stat(.gateway_1.latency.p50_ms),
+    hop_1_p50_ms: stat(.hop_1.latency.p50_ms),
+    raw_1_p50_ms: stat(.raw_1.latency.p50_ms),
+    gateway_n_all_cpu_us_per_req: stat(.gateway_n.all.cpu_us_per_req),
+    hop_n_all_cpu_us_per_req: stat(.hop_n.all.cpu_us_per_req),
+    gateway_n_all_allocs_per_req: stat(.gateway_n.all.allocs_per_req),
+    hop_n_all_allocs_per_req: stat(.hop_n.all.allocs_per_req),
+    gateway_n_server_cpu_us_per_req: stat(.gateway_n.server.cpu_us_per_req),
+    hop_n_server_cpu_us_per_req: stat(.hop_n.server.cpu_us_per_req)
+  } elif .[0].scenario == "view-scale" then {
+    scenario: .[0].scenario, runs: length, keys: .[0].keys, small_keys: .[0].small_keys, value_bytes: .[0].value_bytes,
+    load_ratio: stat(.load_ratio),
+    raw_seconds: stat(.raw_seconds),
+    ready_seconds: stat(.ready_seconds),
+    heap_bytes_per_key: stat(.heap_bytes_per_key),
+    overhead_bytes_per_key: stat(.overhead_bytes_per_key),
+    mem_ratio: stat(.mem_ratio),
+    get_ratio: stat(.get_ratio),
+    wake_ratio: stat(.wake_ratio),
+    big_wake_ms: stat(.big_wake_ms),
+    small_wake_ms: stat(.small_wake_ms),
+    big_get_req_per_s: stat(.big_get.req_per_s),
+    small_get_req_per_s: stat(.small_get.req_per_s)
+  } elif .[0].scenario == "idle-routes" then {
+    scenario: .[0].scenario, runs: length, routes: .[0].routes,
+    idle_cores: stat(.idle_cores),
+    baseline_cores: stat(.baseline_cores),
+    with_processor_cores: stat(.with_processor_cores),
+    ready_seconds: stat(.ready_seconds),
+    heap_bytes_per_route: stat(.heap_bytes_per_route),
+    stack_bytes_per_route: stat(.stack_bytes_per_route),
+    goroutines_per_route: stat(.goroutines_per_route),
+    route_ratio: stat(.route_ratio)
   } elif .[0].scenario == "grpc-fanout" then {
     scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
     lag_p50_ms: stat(.lag.p50_ms),

@@ -27,6 +27,12 @@ func report(w io.Writer, asJSON bool, r result) error {
 		reportLongPoll(&b, r)
 	case requestReplyResult:
 		reportRequestReply(&b, r)
+	case onewayResult:
+		reportOneway(&b, r)
+	case viewScaleResult:
+		reportViewScale(&b, r)
+	case idleRoutesResult:
+		reportIdleRoutes(&b, r)
 	case fanoutResult:
 		reportFanout(&b, r)
 	}
@@ -105,14 +111,30 @@ func roundList(v []float64) string {
 func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 	fmt.Fprintf(b, "%s: POST /orders/{id} (%d-byte body, %d-byte reply) answered by the demo responder; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
 		r.Scenario, r.BodyBytes, r.ReplyBytes, r.Rounds, r.Duration, r.Conns)
+	fmt.Fprintf(b, "  the raw loop's request records carry %d headers\n", r.RawHeaders)
+	reportRRFigures(b, r.Concurrency, [3]rrFigures{r.GatewayOne, r.RawOne, r.HopOne}, [3]rrFigures{r.GatewayMany, r.RawMany, r.HopMany})
+	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
+	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
+		r.Concurrency, r.RateRatio, r.TargetRate, r.RateOneRatio)
+	fmt.Fprintf(b, "            rate with %d in flight %.2f × the hop baseline's (the raw loop behind an ext_proc hop), which reaches %.2f × the raw loop's\n",
+		r.Concurrency, r.HopRateRatio, r.HopCeilingRatio)
+	fmt.Fprintf(b, "            CPU per request with %d in flight %.2f × the raw loop's over every process", r.Concurrency, r.CPURatio)
+	if r.Split {
+		fmt.Fprintf(b, ", %.2f × in the server process", r.ServerCPURatio)
+	}
+	b.WriteString("\n")
+}
+
+// reportRRFigures writes the figures of the gateway, the raw loop and the
+// hop baseline, one and n in flight.
+func reportRRFigures(b *strings.Builder, n int, one, many [3]rrFigures) {
 	for _, s := range []struct {
 		name string
 		f    rrFigures
 	}{
-		{"gateway, 1 in flight", r.GatewayOne}, {"raw, 1 in flight", r.RawOne},
-		{"hop, 1 in flight", r.HopOne},
-		{fmt.Sprintf("gateway, %d in flight", r.Concurrency), r.GatewayMany}, {fmt.Sprintf("raw, %d in flight", r.Concurrency), r.RawMany},
-		{fmt.Sprintf("hop, %d in flight", r.Concurrency), r.HopMany},
+		{"gateway, 1 in flight", one[0]}, {"raw, 1 in flight", one[1]}, {"hop, 1 in flight", one[2]},
+		{fmt.Sprintf("gateway, %d in flight", n), many[0]}, {fmt.Sprintf("raw, %d in flight", n), many[1]},
+		{fmt.Sprintf("hop, %d in flight", n), many[2]},
 	} {
 		fmt.Fprintf(b, "  %-22s %8.0f req/s  p50 %6.2f / p99 %6.2f / max %6.1f ms  (%d requests; rounds %s)\n",
 			s.name, s.f.PerSecond, s.f.Latency.P50Ms, s.f.Latency.P99Ms, s.f.Latency.MaxMs, s.f.Requests, roundList(s.f.RoundPerSecond))
@@ -125,16 +147,38 @@ func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
-	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
-		r.Concurrency, r.RateRatio, r.TargetRate, r.RateOneRatio)
-	fmt.Fprintf(b, "            rate with %d in flight %.2f × the hop baseline's (the raw loop behind an ext_proc hop), which reaches %.2f × the raw loop's\n",
-		r.Concurrency, r.HopRateRatio, r.HopCeilingRatio)
-	fmt.Fprintf(b, "            CPU per request with %d in flight %.2f × the raw loop's over every process", r.Concurrency, r.CPURatio)
-	if r.Split {
-		fmt.Fprintf(b, ", %.2f × in the server process", r.ServerCPURatio)
-	}
-	b.WriteString("\n")
+}
+
+func reportOneway(b *strings.Builder, r onewayResult) {
+	fmt.Fprintf(b, "%s: POST /events/{id} (%d-byte body, answered 204) vs the raw librdkafka write; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
+		r.Scenario, r.BodyBytes, r.Rounds, r.Duration, r.Conns)
+	fmt.Fprintf(b, "  the raw write's records carry %d headers\n", r.RawHeaders)
+	reportRRFigures(b, r.Concurrency, [3]rrFigures{r.GatewayOne, r.RawOne, r.HopOne}, [3]rrFigures{r.GatewayMany, r.RawMany, r.HopMany})
+	fmt.Fprintf(b, "  ratio     rate with %d in flight %.2f × the hop baseline's (issue 20 target ≥ %.1f), which reaches %.2f × the raw write's; gateway ÷ raw %.2f\n",
+		r.Concurrency, r.HopRateRatio, r.TargetHopRate, r.HopCeilingRatio, r.RateRatio)
+	fmt.Fprintf(b, "            median with 1 in flight %.2f × the raw write's, %.2f × the hop's; CPU per request with %d in flight %.2f × the hop's over every process\n",
+		r.LatencyRatio, r.HopLatencyRatio, r.Concurrency, r.HopCPURatio)
+}
+
+func reportViewScale(b *strings.Builder, r viewScaleResult) {
+	fmt.Fprintf(b, "%s: %d keys × %d B over %d partitions (written in %.1fs), beside a view of %d keys\n",
+		r.Scenario, r.Keys, r.ValueBytes, r.Partitions, r.FillSeconds, r.SmallKeys)
+	fmt.Fprintf(b, "  load      raw librdkafka consumer to the end %.2fs; processor start to views ready %.2fs: %.2f × (issue 20 target ≤ 1.5)\n",
+		r.RawSeconds, r.ReadySeconds, r.LoadRatio)
+	fmt.Fprintf(b, "  memory    Go heap %d B for %d B of keys and values: %.0f B per key, %.0f B over the key and value (target ≤ 64), %.2f ×\n",
+		r.HeapBytes, r.LiveBytes, r.HeapPerKey, r.OverheadPerKey, r.MemRatio)
+	fmt.Fprintf(b, "  GET       single key, big view %.0f req/s, small view %.0f req/s: %.2f × (rounds %s / %s)\n",
+		r.BigGet.PerSecond, r.SmallGet.PerSecond, r.GetRatio, roundList(r.BigGet.RoundPerSecond), roundList(r.SmallGet.RoundPerSecond))
+	fmt.Fprintf(b, "  wake-up   a long poll woken by a write, median of %d: big view %.1f ms, small view %.1f ms: %.2f ×\n",
+		viewWakeRounds, r.BigWakeMs, r.SmallWakeMs, r.WakeRatio)
+}
+
+func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {
+	fmt.Fprintf(b, "%s: %d fetch routes on a topic each, views ready %.2fs after the start\n", r.Scenario, r.Routes, r.ReadySeconds)
+	fmt.Fprintf(b, "  idle      %.1f %% of a core with the processor, %.1f %% before it (over %.0fs each): %.2f %% its own (issue 20 target ≤ 1 %%)\n",
+		100*r.WithProcessorCores, 100*r.BaselineCores, r.IdleSeconds, 100*r.IdleCores)
+	fmt.Fprintf(b, "  memory    per route %.0f B heap, %.0f B stacks, %.2f goroutines\n", r.HeapPerRoute, r.StacksPerRoute, r.GoroutinesPerRoute)
+	fmt.Fprintf(b, "  GET       one to each route %.0f req/s, as many to one route %.0f req/s: %.2f ×\n", r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio)
 }
 
 func reportFanout(b *strings.Builder, r fanoutResult) {

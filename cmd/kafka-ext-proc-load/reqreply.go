@@ -38,16 +38,17 @@ const (
 // replyRequest is one worker's request: the same id and body on both
 // targets, so the responder's echo (the expected answer) is the same.
 type replyRequest struct {
-	id   string
-	body []byte
-	want []byte // the responder's reply: the body of the 201
+	id     string
+	path   string // POST path
+	body   []byte
+	status int    // the gateway's answer: 201 with the responder's reply, or 204 for a oneway write
+	want   []byte // the body of the answer: the responder's reply (none for 204)
 }
 
-// check says whether rep is the gateway's answer to r: 201 with the
-// responder's reply.
+// check says whether rep is the gateway's answer to r.
 func (r replyRequest) check(rep reply) error {
-	if rep.status != 201 || !bytes.Equal(rep.body, r.want) {
-		return fmt.Errorf("POST /orders/%s: %d with %q, want 201 with the responder's reply %q", r.id, rep.status, rep.body, r.want)
+	if rep.status != r.status || !bytes.Equal(rep.body, r.want) {
+		return fmt.Errorf("POST %s: %d with %q, want %d with %q", r.path, rep.status, rep.body, r.status, r.want)
 	}
 	return nil
 }
@@ -68,7 +69,7 @@ func newReplyRequests(n, valueSize int) ([]replyRequest, error) {
 		if err != nil || len(reps) != 1 {
 			return nil, fmt.Errorf("the responder's echo of a request: %d replies, %v", len(reps), err)
 		}
-		out[i] = replyRequest{id: id, body: body, want: reps[0].Value}
+		out[i] = replyRequest{id: id, path: "/orders/" + id, body: body, status: 201, want: reps[0].Value}
 	}
 	return out, nil
 }
@@ -208,9 +209,12 @@ type requestReplyResult struct {
 	// reach in RateRatio here.
 	HopRateRatio    float64 `json:"hop_rate_ratio"`
 	HopCeilingRatio float64 `json:"hop_ceiling_ratio"`
-	ServerCPURatio  float64 `json:"server_cpu_ratio,omitempty"`
-	TargetLatency   float64 `json:"target_latency_ratio"`
-	TargetRate      float64 `json:"target_rate_ratio"`
+	// RawHeaders is how many headers the raw loop's request records carry:
+	// its own five, or (-raw-headers gateway) as many as the processor's.
+	RawHeaders     int     `json:"raw_headers"`
+	ServerCPURatio float64 `json:"server_cpu_ratio,omitempty"`
+	TargetLatency  float64 `json:"target_latency_ratio"`
+	TargetRate     float64 `json:"target_rate_ratio"`
 }
 
 func (requestReplyResult) isResult() {}
@@ -230,40 +234,41 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	defer func() { _ = e.srv.stopResponder(ctx) }()
 
-	gw := e.gatewayRR(e.procSide, reqs)
 	raw, err := startRawRR(e.srv.brokerAddr(), reqs)
 	if err != nil {
 		return nil, err
 	}
 	defer raw.close()
-	// The processor answers 503 until its reply index has caught up, the
-	// raw loop's consumer must have its assignment: all answer before
-	// anything is measured or captured.
-	for _, s := range []rrSide{gw, raw.side()} {
-		if err := awaitRR(ctx, s); err != nil {
-			return nil, err
-		}
-	}
-	answers, err := e.captureReplies(ctx, reqs)
+	fig, err := e.measureWithHop(ctx, o, scenarioRequestReply, requestsTopic, reqs, raw.side(), &raw.headers)
 	if err != nil {
 		return nil, err
 	}
-	hb, err := startHop(raw, answers)
-	if err != nil {
-		return nil, err
+	res := requestReplyResult{
+		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
+		BodyBytes: len(reqs[0].body), ReplyBytes: len(reqs[0].want), Concurrency: replyConcurrency,
+		GatewayOne: fig(0, 0), RawOne: fig(0, 1), GatewayMany: fig(1, 0), RawMany: fig(1, 1),
+		HopOne: fig(0, 2), HopMany: fig(1, 2),
+		TargetLatency: 2, TargetRate: 0.5,
 	}
-	defer hb.stop()
-	hopSide, err := e.dial("hop baseline", hb.addr(), o.conns)
-	if err != nil {
-		return nil, err
+	res.RawHeaders = rawHeaderCount(raw.headers, 5)
+	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
+	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
+	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
+	res.LatencyP99Ratio = ratio(res.GatewayOne.Latency.P99Ms, res.RawOne.Latency.P99Ms)
+	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
+	res.RateOneRatio = ratio(res.GatewayOne.PerSecond, res.RawOne.PerSecond)
+	res.CPURatio = ratio(res.GatewayMany.All.CPUus, res.RawMany.All.CPUus)
+	if e.split {
+		res.ServerCPURatio = ratio(res.GatewayMany.Server.CPUus, res.RawMany.Server.CPUus)
 	}
-	defer hopSide.close()
-	hs := e.gatewayRR(hopSide, reqs)
-	hs.name = "raw + ext_proc hop"
-	if err := awaitRR(ctx, hs); err != nil {
-		return nil, err
-	}
-	sides := []rrSide{gw, raw.side(), hs}
+	return res, nil
+}
+
+// measureRR runs the warm-up, then o.rounds rounds of each side at one
+// and at replyConcurrency requests in flight (the first side rotating
+// every round, so a neighbour's burst lands on all alike), and returns
+// the figures as fig(level, side), level 0 one in flight.
+func (e *env) measureRR(ctx context.Context, o *options, scenario string, sides []rrSide) (func(li, si int) rrFigures, error) {
 	if o.warmup > 0 {
 		for _, s := range sides {
 			w, err := e.runRR(ctx, s, replyConcurrency, o.warmup, o.maxReqs)
@@ -276,11 +281,15 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		}
 	}
 	levels := []int{1, replyConcurrency}
-	var totals [2][3]rrWindow // [level][side]
-	var perRound [2][3][]float64
+	totals := make([][]rrWindow, len(levels))
+	perRound := make([][][]float64, len(levels))
+	for li := range levels {
+		totals[li] = make([]rrWindow, len(sides))
+		perRound[li] = make([][]float64, len(sides))
+	}
 	for r := range o.rounds {
 		for li, workers := range levels {
-			for k := range sides { // the first side rotates every round
+			for k := range sides {
 				si := (r + k) % len(sides)
 				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
 				if err != nil {
@@ -292,7 +301,7 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 				if w.errors > 0 || w.requests == 0 {
 					return nil, fmt.Errorf("%s, %d in flight: %d answered, %d failed; first failure: %v", sides[si].name, workers, w.requests, w.errors, w.firstErr)
 				}
-				e.log.Info("window", "scenario", scenarioRequestReply, "side", sides[si].name, "in_flight", workers, "round", r, "requests", w.requests, "elapsed", w.elapsed)
+				e.log.Info("window", "scenario", scenario, "side", sides[si].name, "in_flight", workers, "round", r, "requests", w.requests, "elapsed", w.elapsed)
 				t := &totals[li][si]
 				t.requests += w.requests
 				t.elapsed += w.elapsed
@@ -303,7 +312,7 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 			}
 		}
 	}
-	fig := func(li, si int) rrFigures {
+	return func(li, si int) rrFigures {
 		t := &totals[li][si]
 		f := rrFigures{Requests: t.requests, Seconds: t.elapsed.Seconds(), PerSecond: float64(t.requests) / t.elapsed.Seconds(),
 			Latency: t.lat.summary(), RoundPerSecond: perRound[li][si], All: perReq(t.all, t.requests)}
@@ -315,25 +324,33 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 			f.MachineCores = float64(t.busy) / float64(t.ticks) * float64(runtime.NumCPU())
 		}
 		return f
+	}, nil
+}
+
+// captureWithHeaders returns nil unless -raw-headers is gateway; then it
+// runs the first request once through the processor and returns the
+// headers of the record it wrote to topic, for the raw loop to carry.
+func (e *env) captureWithHeaders(ctx context.Context, o *options, topic string, reqs []replyRequest) ([]kafka.Header, error) {
+	if o.rawHeaders != rawHeadersGateway {
+		return nil, nil
 	}
-	res := requestReplyResult{
-		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
-		BodyBytes: len(reqs[0].body), ReplyBytes: len(reqs[0].want), Concurrency: replyConcurrency,
-		GatewayOne: fig(0, 0), RawOne: fig(0, 1), GatewayMany: fig(1, 0), RawMany: fig(1, 1),
-		HopOne: fig(0, 2), HopMany: fig(1, 2),
-		TargetLatency: 2, TargetRate: 0.5,
+	hr, err := newHeaderReader(e.srv.brokerAddr(), topic)
+	if err != nil {
+		return nil, err
 	}
-	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
-	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
-	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
-	res.LatencyP99Ratio = ratio(res.GatewayOne.Latency.P99Ms, res.RawOne.Latency.P99Ms)
-	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
-	res.RateOneRatio = ratio(res.GatewayOne.PerSecond, res.RawOne.PerSecond)
-	res.CPURatio = ratio(res.GatewayMany.All.CPUus, res.RawMany.All.CPUus)
-	if e.split {
-		res.ServerCPURatio = ratio(res.GatewayMany.Server.CPUus, res.RawMany.Server.CPUus)
+	if err := awaitRR(ctx, e.gatewayRR(e.procSide, reqs[:1])); err != nil {
+		_ = hr.cons.Close()
+		return nil, err
 	}
-	return res, nil
+	return hr.read(ctx)
+}
+
+// rawHeaderCount is len(headers), or own when the raw loop keeps its own.
+func rawHeaderCount(headers []kafka.Header, own int) int {
+	if headers == nil {
+		return own
+	}
+	return len(headers)
 }
 
 // awaitRR runs worker 0's request until it succeeds (bounded).
@@ -362,7 +379,7 @@ func (e *env) gatewayRR(s *side, reqs []replyRequest) rrSide {
 	// Built once, as the fetch scenarios' requests are (see newRequest).
 	built := make([]emulator.Request, len(reqs))
 	for i, r := range reqs {
-		built[i] = newRequestWith(s.client(0), "POST", "/orders/"+r.id, false,
+		built[i] = newRequestWith(s.client(0), "POST", r.path, false,
 			"content-type", "application/json", "content-length", strconv.Itoa(len(r.body)))
 	}
 	return rrSide{name: "gateway", do: func(ctx context.Context, i int) error {
@@ -389,6 +406,10 @@ type rawRR struct {
 	cons   *kafka.Consumer
 	prefix string
 	seq    atomic.Uint64
+	// headers, when set before the rounds, replaces the five headers of a
+	// raw request record with those of the processor's (-raw-headers
+	// gateway; see withHeaders).
+	headers []kafka.Header
 
 	mu      sync.Mutex
 	waiting map[string]chan []byte
@@ -408,13 +429,8 @@ func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	r.prefix = "raw-" + hex.EncodeToString(b[:]) + "-"
-	r.prod, err = kafka.NewProducer(&kafka.ConfigMap{
-		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
-		"acks": "1", "max.in.flight.requests.per.connection": 1, "linger.ms": 1,
-		"partitioner": "murmur2_random", "go.delivery.report.fields": "none",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("the raw loop's producer: %w", err)
+	if r.prod, err = newRawProducer(broker); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -443,27 +459,114 @@ func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
 	return r, nil
 }
 
+// newRawProducer is the raw loops' producer, with the processor's settings
+// for a route with acks leader_only (see rawRR).
+func newRawProducer(broker string) (*kafka.Producer, error) {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"acks": "1", "max.in.flight.requests.per.connection": 1, "linger.ms": 1,
+		"partitioner": "murmur2_random", "go.delivery.report.fields": "none",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the raw loop's producer: %w", err)
+	}
+	return p, nil
+}
+
 // assignFromEnd assigns every partition of topic at its current end
 // offset (read from the broker, so no reply written after this is missed,
 // as a logical "end" resolved later could).
 func assignFromEnd(c *kafka.Consumer, topic string) error {
+	parts, err := endOffsets(c, topic)
+	if err != nil {
+		return err
+	}
+	return c.Assign(parts)
+}
+
+// endOffsets reads the end offset of every partition of topic from the
+// broker.
+func endOffsets(c *kafka.Consumer, topic string) ([]kafka.TopicPartition, error) {
 	md, err := c.GetMetadata(&topic, false, 10_000)
 	if err != nil {
-		return fmt.Errorf("metadata of %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	tm, ok := md.Topics[topic]
 	if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
-		return fmt.Errorf("metadata of %s: %v", topic, tm.Error)
+		return nil, fmt.Errorf("metadata of %s: %v", topic, tm.Error)
 	}
 	parts := make([]kafka.TopicPartition, len(tm.Partitions))
 	for i, p := range tm.Partitions {
 		_, hi, err := c.QueryWatermarkOffsets(topic, p.ID, 10_000)
 		if err != nil {
-			return fmt.Errorf("end offset of %s/%d: %w", topic, p.ID, err)
+			return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.ID, err)
 		}
 		parts[i] = kafka.TopicPartition{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(hi)}
 	}
-	return c.Assign(parts)
+	return parts, nil
+}
+
+// headerReader reads back the headers of a record the processor writes, so
+// the raw loops can carry the same (-raw-headers gateway): it notes the
+// topic's end offsets (mark) before the processor writes, then reads the
+// first record written after them (read).
+type headerReader struct {
+	cons  *kafka.Consumer
+	topic string
+	from  []kafka.TopicPartition
+}
+
+func newHeaderReader(broker, topic string) (*headerReader, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"group.id": "kafka-ext-proc-load-headers", "enable.auto.commit": false, "enable.auto.offset.store": false,
+		"auto.offset.reset": "earliest",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the header reader: %w", err)
+	}
+	h := &headerReader{cons: c, topic: topic}
+	if h.from, err = endOffsets(c, topic); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// read returns the headers of the first record written after the mark
+// (bounded by ctx and 10 s) and closes the reader.
+func (h *headerReader) read(ctx context.Context) ([]kafka.Header, error) {
+	defer func() { _ = h.cons.Close() }()
+	if err := h.cons.Assign(h.from); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if m, ok := h.cons.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			return m.Headers, nil
+		}
+	}
+	return nil, fmt.Errorf("reading back a record the processor wrote to %s: %w", h.topic, ctx.Err())
+}
+
+// withHeaders is the record headers of tmpl (read back from the processor's
+// records) for another request: its :path, and the raw loop's reply-to and
+// correlation id where tmpl has them.
+func withHeaders(tmpl []kafka.Header, path, replyTo, cid string) []kafka.Header {
+	out := make([]kafka.Header, len(tmpl))
+	for i, h := range tmpl {
+		switch h.Key {
+		case ":path":
+			h.Value = []byte(path)
+		case replyToHeader:
+			h.Value = []byte(replyTo)
+		case correlationHeader:
+			h.Value = []byte(cid)
+		}
+		out[i] = h
+	}
+	return out
 }
 
 // consume hands each reply to the round trip waiting for its id.
@@ -516,7 +619,7 @@ func (r *rawRR) roundTrip(ctx context.Context, i int) error {
 	default:
 	}
 	cid := r.prefix + strconv.FormatUint(r.seq.Add(1), 10)
-	topic, path := requestsTopic, "/orders/"+req.id
+	topic, path := requestsTopic, req.path
 	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 		Key:            []byte(req.id), Value: req.body,
@@ -525,6 +628,9 @@ func (r *rawRR) roundTrip(ctx context.Context, i int) error {
 			{Key: "content-type", Value: []byte("application/json")},
 			{Key: replyToHeader, Value: []byte(rawRepliesTopic)}, {Key: correlationHeader, Value: []byte(cid)},
 		},
+	}
+	if r.headers != nil {
+		m.Headers = withHeaders(r.headers, path, rawRepliesTopic, cid)
 	}
 	r.mu.Lock()
 	r.waiting[cid] = w.reply

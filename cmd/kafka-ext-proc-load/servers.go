@@ -24,7 +24,8 @@ import (
 // shapes (GET /items merged, GET /items/{id} by key), so the merged route
 // holds exactly -keys records and the single-key and long-poll records do
 // not change it; with more, also the orders request-reply route (POST
-// /orders/{id}, acks leader_only, answered by the demo responder) and the
+// /orders/{id}, acks leader_only, answered by the demo responder), the
+// oneway produce route (POST /events/{id}, the same but no reply-to) and the
 // Fanout gRPC fetch route (a plain topic, streamed to every subscriber).
 //
 // The processor starts with the fetch routes alone and is reloaded with the
@@ -45,7 +46,10 @@ func benchConfig(more bool, limits string) string {
 	return fetchRoutesYAML + extra + "limits: { max-wait: 60s" + limits + " }\n"
 }
 
-const fetchRoutesYAML = `
+// bindingsYAML starts the load generator's configurations: one Kafka
+// cluster (stack.PointAt points it at the embedded broker) and an http-kafka
+// binding whose routes follow.
+const bindingsYAML = `
 bindings:
   kafka0:
     type: kafka
@@ -55,7 +59,9 @@ bindings:
     type: http-kafka
     kind: proxy
     routes:
-      - when: [{ method: GET, path: /merged }]
+`
+
+const fetchRoutesYAML = bindingsYAML + `      - when: [{ method: GET, path: /merged }]
         exit: kafka0
         with: { capability: fetch, topic: bench-merged, merge: { content-type: application/json } }
       - when: [{ method: GET, path: "/items/{id}" }]
@@ -66,6 +72,9 @@ bindings:
 const moreRoutesYAML = `      - when: [{ method: POST, path: "/orders/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: bench-requests, acks: leader_only, key: "${params.id}", reply-to: bench-replies }
+      - when: [{ method: POST, path: "/events/{id}" }]
+        exit: kafka0
+        with: { capability: produce, topic: bench-events, acks: leader_only, key: "${params.id}" }
   grpc0:
     type: grpc-kafka
     kind: proxy
@@ -80,6 +89,7 @@ const (
 	mergedTopic   = "bench-merged"
 	requestsTopic = "bench-requests"
 	repliesTopic  = "bench-replies"
+	eventsTopic   = "bench-events" // the oneway produce route's
 	// rawRepliesTopic is where the responder answers the raw librdkafka
 	// loop (its requests name it in their reply-to header), so neither the
 	// processor's reply index nor the raw loop's consumer reads the other's

@@ -61,7 +61,8 @@ type Fetch struct {
 	mu    sync.Mutex
 	cache map[string]*cached
 
-	waiting atomic.Int64 // requests holding a long poll now
+	waiting   atomic.Int64 // requests holding a long poll now
+	deadlines deadlines    // the long polls' deadlines
 }
 
 // Waiting is the number of requests of this route holding a long poll.
@@ -182,16 +183,16 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel
 			continue
 		}
 		waited = applied
-		timer := time.NewTimer(time.Until(deadline))
+		expired, release := f.deadlines.wait(deadline)
 		f.waiting.Add(1)
 		select {
 		case <-watch:
-		case <-timer.C:
+		case <-expired:
 		case <-ctx.Done():
 		case <-drain.Done():
 		}
 		f.waiting.Add(-1)
-		timer.Stop()
+		release()
 		stop()
 	}
 }

@@ -161,6 +161,9 @@ type Table struct {
 	cfg      *config.Config
 	bindings []*Binding
 	byName   map[string]*Binding
+	// byType is bindings by type, built once: every exchange without a
+	// binding named in its metadata asks for it.
+	byType map[config.BindingType][]*Binding
 }
 
 // Binding is one compiled proxy binding.
@@ -209,6 +212,10 @@ func Build(cfg *config.Config) (*Table, error) {
 		t.bindings = append(t.bindings, cb)
 		t.byName[b.Name] = cb
 	}
+	t.byType = make(map[config.BindingType][]*Binding, 2)
+	for _, b := range t.bindings {
+		t.byType[b.Config.Type] = append(t.byType[b.Config.Type], b)
+	}
 	return t, nil
 }
 
@@ -250,16 +257,9 @@ func (t *Table) Config() *config.Config { return t.cfg }
 // Binding returns the binding of that name, or nil.
 func (t *Table) Binding(name string) *Binding { return t.byName[name] }
 
-// OfType returns the bindings of one type in file order.
-func (t *Table) OfType(typ config.BindingType) []*Binding {
-	var out []*Binding
-	for _, b := range t.bindings {
-		if b.Config.Type == typ {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+// OfType returns the bindings of one type in file order. The slice is the
+// table's own: callers must not modify it.
+func (t *Table) OfType(typ config.BindingType) []*Binding { return t.byType[typ] }
 
 // MatchHTTP takes the first route, in order, whose `when` matches the request
 // and whose guards pass. It returns ErrNoRoute, or a *GuardError when a

@@ -338,6 +338,10 @@ func TestTableLookups(t *testing.T) {
 	if len(hs) != 2 || hs[0].Config.Name != "h1" || hs[1].Config.Name != "h2" {
 		t.Fatal("OfType keeps file order")
 	}
+	// Every exchange without a binding in its metadata asks: no allocation.
+	if n := testing.AllocsPerRun(100, func() { _ = tbl.OfType(config.GRPCKafka) }); n != 0 {
+		t.Errorf("OfType: %v allocations, want 0", n)
+	}
 }
 
 // fakeGuards grants identities per guard name; absent guards fail.

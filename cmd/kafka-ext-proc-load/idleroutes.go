@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
+)
+
+// Many quiet routes (issue 20, target 4): -routes fetch routes, each on a
+// topic of its own holding one record, and no traffic. The scenario starts
+// a broker with those topics in this process, measures this process's CPU
+// for -idle with the broker alone (the baseline: the broker, and the shared
+// servers every scenario starts, idle), starts a processor with the routes,
+// waits until every view is ready, and measures again: the difference is
+// the processor's idle cost, with the broker's answers to its consumers.
+// Memory per route is the Go heap and stacks the processor added, over the
+// routes. Then one GET to each route, against as many GETs of one route.
+
+func idleTopic(i int) string { return "bench-idle-" + strconv.Itoa(i) }
+
+// idleRoutesYAML is -routes fetch routes GET /r<i>/{id}, by key.
+func idleRoutesYAML(n int) string {
+	var b strings.Builder
+	b.WriteString(bindingsYAML)
+	for i := range n {
+		fmt.Fprintf(&b, "      - when: [{ method: GET, path: \"/r%d/{id}\" }]\n        exit: kafka0\n        with: { capability: fetch, topic: %s, filters: [{ key: \"${params.id}\" }] }\n", i, idleTopic(i))
+	}
+	return b.String()
+}
+
+// idleRoutesResult is the outcome of the idle-routes scenario.
+type idleRoutesResult struct {
+	Scenario     string  `json:"scenario"`
+	Routes       int     `json:"routes"`
+	IdleSeconds  float64 `json:"idle_seconds"`
+	ReadySeconds float64 `json:"ready_seconds"` // processor start to every view ready
+	// Cores of this process while idle: before the processor started
+	// (BaselineCores) and with it (WithProcessorCores); IdleCores is the
+	// difference (target ≤ 0.01, 1 % of a core).
+	BaselineCores      float64 `json:"baseline_cores"`
+	WithProcessorCores float64 `json:"with_processor_cores"`
+	IdleCores          float64 `json:"idle_cores"`
+	// Go heap and stacks the processor added, per route, and goroutines.
+	HeapPerRoute       float64 `json:"heap_bytes_per_route"`
+	StacksPerRoute     float64 `json:"stack_bytes_per_route"`
+	GoroutinesPerRoute float64 `json:"goroutines_per_route"`
+	// One GET to each route, and as many to one route, -clients at a
+	// time: RouteRatio is the first rate ÷ the second (target: 1).
+	AllRoutesPerSecond float64 `json:"all_routes_req_per_s"`
+	OneRoutePerSecond  float64 `json:"one_route_req_per_s"`
+	RouteRatio         float64 `json:"route_ratio"`
+}
+
+func (idleRoutesResult) isResult() {}
+
+func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
+	res := idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: o.routes, IdleSeconds: o.idle.Seconds()}
+	topics := make([]embedded.Topic, o.routes)
+	for i := range topics {
+		topics[i] = embedded.Topic{Name: idleTopic(i)}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	broker, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Logger: quiet, Topics: topics})
+	if err != nil {
+		return nil, err
+	}
+	defer broker.Close()
+	if err := fillTopics(ctx, broker.Addr(), o.routes, o.valueSize, func(i int) (string, string) { return idleTopic(i), "k" }); err != nil {
+		return nil, err
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := config.Parse("idle-routes.yaml", []byte(idleRoutesYAML(o.routes)), noEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the idle-routes configuration: %w", err)
+	}
+
+	if res.BaselineCores, err = idleCores(ctx, o.idle); err != nil {
+		return nil, err
+	}
+	before := sampleMemory()
+	t0 := time.Now()
+	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	defer proc.Shutdown(context.Background())
+	if err := awaitGauge(ctx, proc, viewsReadyGauge, int64(o.routes), 10*time.Minute); err != nil {
+		return nil, err
+	}
+	res.ReadySeconds = time.Since(t0).Seconds()
+	after := sampleMemory()
+	n := float64(o.routes)
+	res.HeapPerRoute = (float64(after.Heap) - float64(before.Heap)) / n
+	res.StacksPerRoute = (float64(after.Stacks) - float64(before.Stacks)) / n
+	res.GoroutinesPerRoute = (float64(after.Goroutines) - float64(before.Goroutines)) / n
+	if res.WithProcessorCores, err = idleCores(ctx, o.idle); err != nil {
+		return nil, err
+	}
+	res.IdleCores = res.WithProcessorCores - res.BaselineCores
+
+	s, err := e.dial("idle-routes processor", proc.Addr(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	reqs := make([]string, o.routes)
+	for i := range reqs {
+		reqs[i] = "/r" + strconv.Itoa(i) + "/k"
+	}
+	all, err := getEach(ctx, s, o.clients, reqs, o.valueSize)
+	if err != nil {
+		return nil, err
+	}
+	for i := range reqs {
+		reqs[i] = "/r0/k"
+	}
+	one, err := getEach(ctx, s, o.clients, reqs, o.valueSize)
+	if err != nil {
+		return nil, err
+	}
+	res.AllRoutesPerSecond = n / all.Seconds()
+	res.OneRoutePerSecond = n / one.Seconds()
+	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
+	return res, nil
+}
+
+// idleCores is the cores this process kept busy over d.
+func idleCores(ctx context.Context, d time.Duration) (float64, error) {
+	u0 := sampleUsage(true)
+	t0 := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	u1 := sampleUsage(false)
+	return (u1.CPU - u0.CPU).Seconds() / time.Since(t0).Seconds(), nil
+}
+
+// getEach GETs every path once, clients at a time, and wants 200 with a
+// size-byte body each time; it returns how long all took.
+func getEach(ctx context.Context, s *side, clients int, paths []string, size int) (time.Duration, error) {
+	var next atomic.Int64
+	var failed atomic.Int64
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(paths) || ctx.Err() != nil {
+					return
+				}
+				rep, err := exchange(ctx, s.client(c), newRequest(s.client(c), paths[i]))
+				if err == nil && (rep.status != 200 || len(rep.body) != size) {
+					err = fmt.Errorf("GET %s: %d with %d bytes, want 200 with %d", paths[i], rep.status, len(rep.body), size)
+				}
+				if err != nil {
+					failed.Add(1)
+					once.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	if n := failed.Load(); n > 0 {
+		return 0, fmt.Errorf("%d of %d GETs failed; first: %w", n, len(paths), firstErr)
+	}
+	return d, ctx.Err()
+}

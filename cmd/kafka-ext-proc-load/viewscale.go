@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
+)
+
+// View scale (issue 20, target 2): a compacted topic of -view-keys keys ×
+// -value-size bytes over viewPartitions partitions, read to its end by a
+// raw librdkafka consumer with the processor's consumer settings, then by a
+// processor whose fetch route views it (GET /big/{id}) beside a view of
+// -keys keys (GET /small/{id}); then single-key GETs of both views in
+// alternating rounds. The scenario starts a broker and a processor of its
+// own in this process (also with -split: the Go heap it measures must be
+// the view's), after the shared ones were started, and stops them at its
+// end.
+
+const (
+	viewPartitions = 4
+	bigTopic       = "bench-view-big"
+	smallTopic     = "bench-view-small"
+	// viewsReadyGauge counts the views caught up with their topic.
+	viewsReadyGauge = "kafka_ext_proc_views_ready"
+)
+
+const viewScaleYAML = bindingsYAML + `      - when: [{ method: GET, path: "/big/{id}" }]
+        exit: kafka0
+        with: { capability: fetch, topic: ` + bigTopic + `, filters: [{ key: "${params.id}" }] }
+      - when: [{ method: GET, path: "/small/{id}" }]
+        exit: kafka0
+        with: { capability: fetch, topic: ` + smallTopic + `, filters: [{ key: "${params.id}" }] }
+`
+
+// viewScaleResult is the outcome of the view-scale scenario.
+type viewScaleResult struct {
+	Scenario   string `json:"scenario"`
+	Keys       int    `json:"keys"`
+	SmallKeys  int    `json:"small_keys"`
+	ValueBytes int    `json:"value_bytes"`
+	Partitions int    `json:"partitions"`
+	// FillSeconds is how long writing the big topic took (acknowledged).
+	FillSeconds float64 `json:"fill_seconds"`
+	// RawSeconds is the raw consumer's read of the big topic to its end;
+	// ReadySeconds the processor's start to both views caught up.
+	// LoadRatio is ReadySeconds ÷ RawSeconds (target ≤ 1.5).
+	RawSeconds   float64 `json:"raw_seconds"`
+	ReadySeconds float64 `json:"ready_seconds"`
+	LoadRatio    float64 `json:"load_ratio"`
+	// Go heap: live after two collections, with the processor and its
+	// views minus before it started, over the big view's keys. LiveBytes is
+	// the keys' and values' bytes; OverheadPerKey what the heap holds per
+	// key beyond them (target ≤ 64); MemRatio HeapBytes ÷ LiveBytes.
+	// librdkafka's buffers are C memory, not in these figures.
+	HeapBytes      int64   `json:"heap_bytes"`
+	LiveBytes      int64   `json:"live_bytes"`
+	HeapPerKey     float64 `json:"heap_bytes_per_key"`
+	OverheadPerKey float64 `json:"overhead_bytes_per_key"`
+	MemRatio       float64 `json:"mem_ratio"`
+	// Single-key GETs through the processor, alternating rounds:
+	// GetRatio is the big view's rate ÷ the small view's (target: 1).
+	BigGet   rate    `json:"big_get"`
+	SmallGet rate    `json:"small_get"`
+	GetRatio float64 `json:"get_ratio"`
+	// Median of viewWakeRounds wake-ups of a long poll on one key of each
+	// view by a write to it; WakeRatio big ÷ small (target: 1).
+	BigWakeMs   float64 `json:"big_wake_ms"`
+	SmallWakeMs float64 `json:"small_wake_ms"`
+	WakeRatio   float64 `json:"wake_ratio"`
+}
+
+func (viewScaleResult) isResult() {}
+
+func viewKey(i int) string { return "k" + strconv.Itoa(i) }
+
+func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error) {
+	res := viewScaleResult{Scenario: scenarioViewScale, Keys: o.viewKeys, SmallKeys: o.keys, ValueBytes: o.valueSize, Partitions: viewPartitions}
+	quiet := slog.New(slog.DiscardHandler)
+	broker, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Logger: quiet, Topics: []embedded.Topic{
+		{Name: bigTopic, Partitions: viewPartitions, Compact: true}, {Name: smallTopic, Partitions: viewPartitions, Compact: true},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	defer broker.Close()
+
+	t0 := time.Now()
+	if err := fillTopic(ctx, broker.Addr(), bigTopic, o.viewKeys, o.valueSize); err != nil {
+		return nil, err
+	}
+	res.FillSeconds = time.Since(t0).Seconds()
+	if err := fillTopic(ctx, broker.Addr(), smallTopic, o.keys, o.valueSize); err != nil {
+		return nil, err
+	}
+	raw, err := rawReadToEnd(ctx, broker.Addr(), bigTopic, o.viewKeys)
+	if err != nil {
+		return nil, err
+	}
+	res.RawSeconds = raw.Seconds()
+
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := config.Parse("view-scale.yaml", []byte(viewScaleYAML), noEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the view-scale configuration: %w", err)
+	}
+	before := sampleMemory()
+	t0 = time.Now()
+	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	defer proc.Shutdown(context.Background())
+	if err := awaitGauge(ctx, proc, viewsReadyGauge, 2, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	res.ReadySeconds = time.Since(t0).Seconds()
+	res.LoadRatio = ratio(res.ReadySeconds, res.RawSeconds)
+	after := sampleMemory()
+	res.HeapBytes = int64(after.Heap) - int64(before.Heap)
+	res.LiveBytes = int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize)
+	res.HeapPerKey = float64(res.HeapBytes) / float64(o.viewKeys)
+	res.OverheadPerKey = float64(res.HeapBytes-res.LiveBytes) / float64(o.viewKeys)
+	res.MemRatio = ratio(float64(res.HeapBytes), float64(res.LiveBytes))
+
+	s, err := e.dial("view-scale processor", proc.Addr(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	// A key in the middle of each view; the answer is its value.
+	big, small := newRequest(s.client(0), "/big/"+viewKey(o.viewKeys/2)), newRequest(s.client(0), "/small/"+viewKey(o.keys/2))
+	check := func(r reply) error {
+		if r.status != 200 || len(r.body) != o.valueSize {
+			return fmt.Errorf("%d with %d bytes, want 200 with %d", r.status, len(r.body), o.valueSize)
+		}
+		return nil
+	}
+	var bw, sw window
+	var bRounds, sRounds []float64
+	for r := range o.rounds {
+		for k := range 2 {
+			isBig := (r+k)%2 == 0
+			req, w, rounds := small, &sw, &sRounds
+			if isBig {
+				req, w, rounds = big, &bw, &bRounds
+			}
+			got, err := e.load(ctx, s, o.clients, o.duration, o.maxReqs, req, check)
+			if err != nil {
+				return nil, err
+			}
+			if got.errors > 0 || got.requests == 0 {
+				return nil, fmt.Errorf("view-scale GETs (big %v): %d answered, %d failed; first failure: %v", isBig, got.requests, got.errors, got.firstErr)
+			}
+			w.add(got)
+			*rounds = append(*rounds, float64(got.requests)/got.elapsed.Seconds())
+		}
+	}
+	res.BigGet, res.SmallGet = rateOf(bw, bRounds, false), rateOf(sw, sRounds, false)
+	res.GetRatio = ratio(res.BigGet.PerSecond, res.SmallGet.PerSecond)
+
+	// Wake-ups: a waiter on a key of each view in turn, woken by a write.
+	w, err := newFanoutWriter(broker.Addr())
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	var bigWake, smallWake []time.Duration
+	for r := range viewWakeRounds {
+		for _, isBig := range []bool{r%2 == 0, r%2 != 0} {
+			topic, path, key := smallTopic, "/small/", viewKey(o.keys/2)
+			if isBig {
+				topic, path, key = bigTopic, "/big/", viewKey(o.viewKeys/2)
+			}
+			d, err := wakeOnce(ctx, proc, s, w.prod, topic, path+key, key, r+2, o.valueSize)
+			if err != nil {
+				return nil, err
+			}
+			if isBig {
+				bigWake = append(bigWake, d)
+			} else {
+				smallWake = append(smallWake, d)
+			}
+		}
+	}
+	res.BigWakeMs, res.SmallWakeMs = ms(median(bigWake)), ms(median(smallWake))
+	res.WakeRatio = ratio(res.BigWakeMs, res.SmallWakeMs)
+	return res, nil
+}
+
+// viewWakeRounds is how many wake-ups view-scale times on each view.
+const viewWakeRounds = 5
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// wakeOnce holds one long poll on path (if-none-match its current tag),
+// waits until the processor counts it, writes version seq of key, and
+// returns the time from the write's produce call to the answer, which must
+// be 200 with the new value.
+func wakeOnce(ctx context.Context, proc *stack.Processor, s *side, prod *kafka.Producer, topic, path, key string, seq, size int) (time.Duration, error) {
+	first, err := exchange(ctx, s.client(0), newRequest(s.client(0), path))
+	if err != nil || first.status != 200 || first.header("etag") == "" {
+		return 0, fmt.Errorf("GET %s: %d, etag %q, %v", path, first.status, first.header("etag"), err)
+	}
+	want := jsonValue(key, seq, size)
+	got := make(chan outcome, 1)
+	go func() {
+		rep, err := exchange(ctx, s.client(0), newRequest(s.client(0), path, "if-none-match", first.header("etag"), "prefer", "wait=60"))
+		got <- outcome{rep, err}
+	}()
+	if err := awaitGauge(ctx, proc, waitersGauge, 1, time.Minute); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	err = prod.Produce(&kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            []byte(key), Value: want,
+		Headers: []kafka.Header{{Key: "content-type", Value: []byte("application/json")}},
+	}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", topic, err)
+	}
+	select {
+	case o := <-got:
+		if o.err != nil || o.rep.status != 200 || !bytes.Equal(o.rep.body, want) {
+			return 0, fmt.Errorf("the long poll on %s: %d with %q, %v; want 200 with the new value", path, o.rep.status, o.rep.body, o.err)
+		}
+		return o.rep.at.Sub(t0), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("the long poll on %s: %w", path, ctx.Err())
+	}
+}
+
+// fillTopic writes n records (keys viewKey(i), JSON values of size bytes,
+// content-type application/json) and returns once all were acknowledged.
+func fillTopic(ctx context.Context, broker, topic string, n, size int) error {
+	return fillTopics(ctx, broker, n, size, func(i int) (string, string) { return topic, viewKey(i) })
+}
+
+// fillTopics writes n records, record i to the topic and key rec names,
+// as fillTopic does.
+func fillTopics(ctx context.Context, broker string, n, size int, rec func(i int) (topic, key string)) error {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"acks": "1", "linger.ms": 20, "go.delivery.report.fields": "none",
+	})
+	if err != nil {
+		return fmt.Errorf("the view-scale writer: %w", err)
+	}
+	defer p.Close()
+	acked := make(chan error, 1)
+	go func() {
+		var first error
+		for i := 0; i < n; {
+			ev, ok := <-p.Events()
+			if !ok {
+				acked <- errors.New("the producer closed before every record was acknowledged")
+				return
+			}
+			if m, ok := ev.(*kafka.Message); ok {
+				if m.TopicPartition.Error != nil && first == nil {
+					first = m.TopicPartition.Error
+				}
+				i++
+			}
+		}
+		acked <- first
+	}()
+	hdr := []kafka.Header{{Key: "content-type", Value: []byte("application/json")}}
+	for i := 0; i < n; {
+		topic, k := rec(i)
+		err := p.Produce(&kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key:            []byte(k), Value: jsonValue(k, 1, size), Headers: hdr,
+		}, nil)
+		switch {
+		case err == nil:
+			i++
+		case kafkaErrCode(err) == kafka.ErrQueueFull:
+			p.Flush(100) // room for more
+		default:
+			return fmt.Errorf("writing %s: %w", topic, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	select {
+	case err := <-acked:
+		if err != nil {
+			return fmt.Errorf("writing %d records: %w", n, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("writing %d records: %w", n, ctx.Err())
+	}
+}
+
+func kafkaErrCode(err error) kafka.ErrorCode {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		return ke.Code()
+	}
+	return kafka.ErrUnknown
+}
+
+// rawReadToEnd reads topic from its start to the end of every partition
+// with the processor's consumer settings (kafkaio's consumerConfig:
+// assignment only, partition EOF events, fetch.wait.max.ms 100), as a view
+// catching up does, and returns how long it took; it fails unless it read n
+// records.
+func rawReadToEnd(ctx context.Context, broker, topic string, n int) (time.Duration, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
+		"group.id": "kafka-ext-proc-load-view-scale", "enable.auto.commit": false, "enable.auto.offset.store": false,
+		"enable.partition.eof": true, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("the raw view-scale consumer: %w", err)
+	}
+	defer func() { _ = c.Close() }()
+	t0 := time.Now()
+	parts, err := endOffsets(c, topic)
+	if err != nil {
+		return 0, err
+	}
+	for i := range parts {
+		parts[i].Offset = kafka.OffsetBeginning
+	}
+	if err := c.Assign(parts); err != nil {
+		return 0, err
+	}
+	read, atEnd := 0, map[int32]bool{}
+	for len(atEnd) < len(parts) {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		switch ev := c.Poll(100).(type) {
+		case *kafka.Message:
+			if ev.TopicPartition.Error == nil {
+				read++
+			}
+		case kafka.PartitionEOF:
+			atEnd[ev.Partition] = true
+		case kafka.Error:
+			return 0, fmt.Errorf("reading %s: %w", topic, ev)
+		}
+	}
+	d := time.Since(t0)
+	if read != n {
+		return 0, fmt.Errorf("reading %s to its end: %d records, want %d", topic, read, n)
+	}
+	return d, nil
+}
+
+// awaitGauge polls one of the processor's gauges until it reaches want.
+func awaitGauge(ctx context.Context, p *stack.Processor, name string, want int64, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		v, err := gauge(p.Registry, name)
+		if err == nil && v >= want {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not reach %d in time (last %d, %v): %w", name, want, v, err, ctx.Err())
+		}
+	}
+}
