@@ -85,8 +85,8 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 		idemKeys:      d("kafka_ext_proc_idempotency_keys", "Correlation ids the key index remembers (written to request topics in the last 2 x idempotency-window)."),
 		idemEvicted:   d("kafka_ext_proc_idempotency_keys_evicted_total", "Correlation ids evicted, oldest first, for idempotency-keys: a retry of one writes again."),
 		idemForgotten: d("kafka_ext_proc_idempotency_keys_forgotten_total", "Correlation ids forgotten 2 x idempotency-window after their first record."),
-		idemHits:      d("kafka_ext_proc_idempotency_replays_total", "Keyed requests whose records the log already held within the window (a retry: written only what was missing)."),
-		idemExpired:   d("kafka_ext_proc_idempotency_expired_total", "Keyed requests refused because their first record is older than idempotency-window (410 / FAILED_PRECONDITION)."),
+		idemHits:      d("kafka_ext_proc_idempotency_replays_total", "Look-ups that found a correlation id written within the window: keyed retries (which write only what was missing), and async follow-ups still waiting for their reply."),
+		idemExpired:   d("kafka_ext_proc_idempotency_expired_total", "Look-ups that found a correlation id past idempotency-window: keyed retries and follow-ups answered 410 / FAILED_PRECONDITION."),
 		idemRecords:   d("kafka_ext_proc_idempotency_records_read_total", "Request-topic records the key index read back."),
 
 		produced: dl("kafka_ext_proc_produce_records_total", "Records produced by the processor, by result: acked, or the cause of the failure.", "result"),
