@@ -391,3 +391,43 @@ func TestIdempotencyKeysBound(t *testing.T) {
 		t.Errorf("kafka_ext_proc_idempotency_keys = %v, want 3", n)
 	}
 }
+
+// A streamed gRPC call repeated with its idempotency key resumes after the
+// messages the log already holds: the first call wrote m1 only, its retry
+// sends m1 and m2 and writes m2 alone.
+func TestIdempotencyGRPCStreamResumes(t *testing.T) {
+	e := startEnv(t, idemConfig)
+	a := &replica{base: e.base, h1: e.h1, grpcc: e.grpcConn()}
+	b := startReplica(t, e)
+	send := func(r *replica, msgs ...string) {
+		t.Helper()
+		ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", "resume-1")
+		st, err := r.grpcc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/example.Oneway/Send", grpc.ForceCodecV2(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range msgs {
+			if err := st.SendMsg(&rawMessage{b: []byte(v)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		var m rawMessage
+		if err := st.RecvMsg(&m); err != nil {
+			t.Fatalf("%v: %v", msgs, err)
+		}
+	}
+	send(a, "m1")
+	send(b, "m1", "m2") // the retry, through another replica
+	var values []string
+	for _, m := range e.readTopic("idem-grpc-oneway") {
+		if v, _ := recHeader(m, "gateway:correlation-id"); strings.HasPrefix(v, "resume-1-") {
+			values = append(values, string(m.Value))
+		}
+	}
+	if strings.Join(values, ",") != "m1,m2" {
+		t.Fatalf("records %v, want m1 then m2, once each", values)
+	}
+}

@@ -80,6 +80,7 @@ type Processor struct {
 	kafka     map[string]*kafkaio.Cluster
 	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
+	reloads   *reloadMetrics
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
 	delay     time.Duration
@@ -141,6 +142,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		kafka:     clients,
 		routes:    routes,
 		collector: kc,
+		reloads:   newReloadMetrics(reg),
 		httpk:     httpk,
 		drain:     drain,
 		delay:     opts.DrainDelay,
@@ -260,10 +262,17 @@ func (p *Processor) AdminAddr() string {
 
 // Reload swaps in a new configuration; on error the old one keeps serving.
 // Routes, guards and bindings may change; kafka bindings and limits need a
-// restart. Views, reply indexes and open exchanges carry over.
+// restart. Views, reply indexes and open exchanges carry over. The result
+// is counted in the reload metrics.
 func (p *Processor) Reload(cfg *config.Config) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	err := p.reload(cfg)
+	p.reloads.record(err)
+	return err
+}
+
+func (p *Processor) reload(cfg *config.Config) error {
 	if err := sameKafka(p.cfg, cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
@@ -367,7 +376,9 @@ func sameKafka(old, next *config.Config) error {
 			return fmt.Errorf("kafka binding %q is new: restart to apply", name)
 		}
 		if !maps.Equal(o.Properties, k.Properties) {
-			return fmt.Errorf("the options of kafka binding %q changed: restart to apply", name)
+			// Secrets read with ${file:} included: librdkafka takes its
+			// credentials when the client is created.
+			return fmt.Errorf("the options of kafka binding %q changed (a ${file:} secret among them counts): restart to apply", name)
 		}
 	}
 	if old.Limits != next.Limits {

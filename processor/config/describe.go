@@ -40,7 +40,7 @@ func Describe(cfg *Config, w io.Writer) {
 	for _, b := range cfg.Bindings {
 		name := b.Name + " (" + string(b.Type) + ")"
 		if len(b.Routes) == 0 {
-			routes = append(routes, []string{name, "-", "(no routes)"})
+			routes = append(routes, []string{name, "-", "-", "(no routes)"})
 			continue
 		}
 		for _, r := range b.Routes {
@@ -57,12 +57,12 @@ func Describe(cfg *Config, w io.Writer) {
 			if r.With != nil {
 				capability, topic, key, replyTo, details = describeWith(b.Type, r.With)
 			}
-			routes = append(routes, []string{name, fmt.Sprint(r.Index), when, describeGuarded(r.Guarded), r.Exit,
+			routes = append(routes, []string{name, fmt.Sprint(r.Index), r.ID, when, describeGuarded(r.Guarded), r.Exit,
 				capability, topic, key, replyTo, details})
 		}
 	}
 	fmt.Fprintln(w)
-	table(w, []string{"BINDING", "ROUTE", "WHEN", "GUARDED", "EXIT", "CAPABILITY", "TOPIC", "KEY", "REPLY-TO", "DETAILS"}, routes)
+	table(w, []string{"BINDING", "ROUTE", "ID", "WHEN", "GUARDED", "EXIT", "CAPABILITY", "TOPIC", "KEY", "REPLY-TO", "DETAILS"}, routes)
 
 	l := cfg.Limits
 	fmt.Fprintln(w)

@@ -65,7 +65,7 @@ var ruleCases = []ruleCase{
 	{"reliability field reserved", k0 + "  grpc0: {type: grpc-kafka, kind: proxy, options: {reliability: {field: 19500}}}\n", []string{"c.yaml:3:73: reliability.field 19500 is in 19000..19999, reserved by protobuf: use another number (default 32767)"}},
 
 	// ---- routes
-	{"unknown route field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t}\n        priority: 1\n", []string{"c.yaml:9:9: unknown field \"priority\" in an http-kafka route; allowed: guarded, when, exit, with"}},
+	{"unknown route field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t}\n        priority: 1\n", []string{"c.yaml:9:9: unknown field \"priority\" in an http-kafka route; allowed: id, guarded, when, exit, with"}},
 	{"misspelt field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t, reply_to: r}\n", []string{"c.yaml:8:47: unknown field \"reply_to\" in the with of an http-kafka produce route (did you mean \"reply-to\"?); allowed: capability, topic, topic-pattern, acks, key, overrides, reply-to, async"}},
 	{"missing exit", h0 + "      - with: {capability: produce, topic: t}\n", []string{"c.yaml:7:9: missing required field \"exit\": name the kafka binding this route uses"}},
 	{"exit names no binding", h0 + "      - exit: kafka1\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:7:15: exit \"kafka1\" names no kafka binding (declared: kafka0)"}},
