@@ -13,6 +13,7 @@ type ClusterOptions struct {
 	Name            string            // the kafka binding's name
 	Properties      map[string]string // librdkafka properties of the binding
 	KafkaTimeout    time.Duration
+	MaxRecordBytes  int // see ProducerOptions
 	ReplyRetention  time.Duration
 	ReplyIndexBytes int64
 	// IdempotencyWindow and IdempotencyKeys configure the key index (see
@@ -171,6 +172,7 @@ func (c *Cluster) Producer(acks Acks) (*Producer, error) {
 	p, err := NewProducer(ProducerOptions{
 		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
 		Acks: acks, Logger: c.opts.Logger, Results: &c.results, Stats: c.rdStats,
+		MaxRecordBytes: c.opts.MaxRecordBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the producer of kafka binding %q: %w", c.opts.Name, err)

@@ -350,6 +350,7 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
+			MaxRecordBytes: int(cfg.Limits.RecordBytes()),
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
 			IdempotencyWindow: cfg.Limits.IdempotencyWindow, IdempotencyKeys: cfg.Limits.IdempotencyKeys, KeysClock: keysClock,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,

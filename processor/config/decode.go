@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,6 +123,7 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 			m = d.fields(fields, "a kafka binding", "type", "kind", "options")
 			d.kind(node, m, typ, "client")
 			if kc := d.kafkaCluster(e.key, e.kn, node, m, cfg); kc != nil {
+				d.checkRecordBytes(kc, cfg.Limits)
 				cfg.Kafka[e.key] = kc
 			}
 			continue
@@ -229,6 +231,23 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 		return nil
 	}
 	return kc
+}
+
+// checkRecordBytes refuses a message.max.bytes below what a request within
+// the limits writes: librdkafka would refuse such a record itself.
+func (d *decoder) checkRecordBytes(kc *KafkaCluster, l Limits) {
+	v, ok := kc.Properties["message.max.bytes"]
+	if !ok {
+		return
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n >= l.RecordBytes() {
+		return // librdkafka's own check reports a value that is not a number
+	}
+	d.errs = append(d.errs, &Error{Pos: kc.PropertyPos["message.max.bytes"], Msg: fmt.Sprintf(
+		"kafka property \"message.max.bytes\" is %d bytes, below limits.max-body (%d bytes) plus %d bytes for the key and headers: "+
+			"the producer would refuse records of requests the limits let through; remove it (it is then set to %d) or lower limits.max-body",
+		n, l.MaxBody, RecordHeaderRoom, l.RecordBytes())})
 }
 
 func (d *decoder) proxyBinding(p pendingBinding, cfg *Config) *Binding {

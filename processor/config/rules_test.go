@@ -54,6 +54,7 @@ var ruleCases = []ruleCase{
 	{"kafka binding without options", "bindings:\n  kafka0: {type: kafka, kind: client}\n", []string{"c.yaml:2:11: missing required field \"options\": a kafka binding needs at least options.bootstrap.servers"}},
 	{"kafka binding without bootstrap.servers", "bindings:\n  kafka0: {type: kafka, kind: client, options: {linger.ms: 5}}\n", []string{"c.yaml:2:48: missing required property \"bootstrap.servers\": the brokers to connect to, e.g. localhost:9092"}},
 	{"empty bootstrap.servers", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"\"}}\n", []string{"c.yaml:2:68: bootstrap.servers must not be empty: list the brokers to connect to, e.g. localhost:9092"}},
+	{"message.max.bytes below the limits", "limits: {max-body: 2MiB}\nbindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", message.max.bytes: 1000000}}\n", []string{"c.yaml:3:97: kafka property \"message.max.bytes\" is 1000000 bytes, below limits.max-body (2097152 bytes) plus 131072 bytes for the key and headers: the producer would refuse records of requests the limits let through; remove it (it is then set to 2228224) or lower limits.max-body"}},
 	{"kafka property not a scalar", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", sasl: {password: x}}}\n", []string{"c.yaml:2:84: kafka property \"sasl\" must be a string, number or boolean, got a mapping"}},
 
 	// ---- catalogs and topic models

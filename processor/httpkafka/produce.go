@@ -514,6 +514,11 @@ func produceFailure(ctx context.Context, err error, topic string, static bool, r
 	switch {
 	case ctx.Err() != nil:
 		return gone()
+	case errors.As(err, &rejected) && rejected.Limit > 0:
+		// librdkafka's own size check, not Kafka refusing: the request was
+		// larger than the producer takes (a broker's refusal stays 502).
+		return capability.ProblemResponse(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"the record for topic %q was not written: %s, which is limits.max-body plus room for headers; send a smaller body or fewer headers", topic, rejected.Reason))
 	case errors.As(err, &expired):
 		return capability.ProblemResponse(http.StatusGone, expired.Error())
 	case errors.As(err, &rejected):
