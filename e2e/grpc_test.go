@@ -544,8 +544,9 @@ func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 	}
 }
 
-// Oneway routes: each message is a record with the overrides and `meta:*`
-// only, no terminal record; after the acknowledgement one empty message and
+// Oneway routes: each message is a record with the overrides, the
+// correlation id (a call with an idempotency key only) and `meta:*`,
+// no terminal record; after the acknowledgement one empty message and
 // OK.
 func TestGRPCProduceOneway(t *testing.T) {
 	e, _ := startGRPC(t)
@@ -577,11 +578,14 @@ func TestGRPCProduceOneway(t *testing.T) {
 		var names []string
 		for _, hd := range r.Headers {
 			names = append(names, hd.Key)
-			if !strings.HasPrefix(hd.Key, "meta:") && hd.Key != "x-kind" {
+			// The correlation id comes with the idempotency key: how a
+			// retry finds the call's records.
+			if !strings.HasPrefix(hd.Key, "meta:") && hd.Key != "x-kind" && hd.Key != "gateway:correlation-id" {
 				t.Fatalf("record %d: header %s on a oneway record", i, hd.Key)
 			}
 		}
-		if string(r.Key) != "ow-1" || string(r.Value) != fmt.Sprintf("m%d", i+1) || names[0] != "x-kind" ||
+		cid, _ := recHeader(r, "gateway:correlation-id")
+		if string(r.Key) != "ow-1" || string(r.Value) != fmt.Sprintf("m%d", i+1) || names[0] != "x-kind" || !strings.HasPrefix(cid, "ow-1-") ||
 			!slices.Contains(names, "meta:custom") || !slices.Contains(names, "meta:idempotency-key") {
 			t.Fatalf("record %d: key %q value %q headers %v", i, r.Key, r.Value, names)
 		}

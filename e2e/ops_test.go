@@ -19,6 +19,12 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
+// itemsRoute and topicRoute are the default ids of opsConfig's routes.
+const (
+	itemsRoute = "GET:/items/{id}"
+	topicRoute = "GET:/t/{topic}/{id}"
+)
+
 const opsConfig = `
 bindings:
   kafka0: { type: kafka, kind: client, options: { bootstrap.servers: "localhost:9092" } }
@@ -97,10 +103,11 @@ func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string
 
 // series names every series of a scrape: family{label="value",...}.
 //
-// The status label is left out: its values are a fixed set of codes, and
-// which of them a run meets depends on the machine (a view that takes longer
-// than the Kafka timeout to start answers 503 on a loaded one). What the
-// series must never carry is a value taken from a request.
+// The answer's labels (outcome, code, grpc_code) are left out: their values
+// are a fixed set, and which of them a run meets depends on the machine (a
+// view that takes longer than the Kafka timeout to start answers 503 on a
+// loaded one). What the series must never carry is a value taken from a
+// request.
 func series(mfs map[string]*dto.MetricFamily) map[string]bool {
 	out := map[string]bool{}
 	for name, mf := range mfs {
@@ -108,7 +115,7 @@ func series(mfs map[string]*dto.MetricFamily) map[string]bool {
 			var b strings.Builder
 			b.WriteString(name)
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "status" {
+				if answerLabels[l.GetName()] {
 					continue
 				}
 				fmt.Fprintf(&b, " %s=%q", l.GetName(), l.GetValue())
@@ -118,6 +125,8 @@ func series(mfs map[string]*dto.MetricFamily) map[string]bool {
 	}
 	return out
 }
+
+var answerLabels = map[string]bool{"outcome": true, "code": true, "grpc_code": true}
 
 func TestMetricsCountExactly(t *testing.T) {
 	e := startEnv(t, opsConfig, withAdmin)
@@ -134,8 +143,8 @@ func TestMetricsCountExactly(t *testing.T) {
 	}
 	e.request(e.h1, "GET", "/nowhere", "")
 	after := e.scrape()
-	delta := func(status string, binding string) float64 {
-		l := map[string]string{"kind": "http", "status": status, "binding": binding}
+	delta := func(code string, binding string) float64 {
+		l := map[string]string{"kind": "http", "code": code, "grpc_code": "none", "binding": binding}
 		return value(after, "kafka_ext_proc_exchanges_total", l) - value(before, "kafka_ext_proc_exchanges_total", l)
 	}
 	if d := delta("404", "http0"); d != 4 {
@@ -144,23 +153,31 @@ func TestMetricsCountExactly(t *testing.T) {
 	if d := delta("200", "http0"); d != 2 {
 		t.Errorf("200s counted %v, want 2", d)
 	}
-	// Route and capability: the matched route's index, never the path.
-	routeDelta := func(status, route, capability string) float64 {
-		l := map[string]string{"binding": "http0", "kind": "http", "status": status, "route": route, "capability": capability}
+	if d := value(after, "kafka_ext_proc_exchanges_total", map[string]string{"outcome": "client_error"}) -
+		value(before, "kafka_ext_proc_exchanges_total", map[string]string{"outcome": "client_error"}); d != 4 {
+		t.Errorf("client errors counted %v, want 4", d)
+	}
+	if d := value(after, "kafka_ext_proc_exchanges_total", map[string]string{"outcome": "ok"}) -
+		value(before, "kafka_ext_proc_exchanges_total", map[string]string{"outcome": "ok"}); d != 2 {
+		t.Errorf("ok answers counted %v, want 2", d)
+	}
+	// Route and capability: the matched route's id, never the path.
+	routeDelta := func(code, route, capability string) float64 {
+		l := map[string]string{"binding": "http0", "kind": "http", "code": code, "route": route, "capability": capability}
 		return value(after, "kafka_ext_proc_exchanges_total", l) - value(before, "kafka_ext_proc_exchanges_total", l)
 	}
-	if d := routeDelta("404", "0", "fetch"); d != 3 {
-		t.Errorf("404s of route 0 (fetch) counted %v, want 3", d)
+	if d := routeDelta("404", itemsRoute, "fetch"); d != 3 {
+		t.Errorf("404s of route %s (fetch) counted %v, want 3", itemsRoute, d)
 	}
 	if d := routeDelta("404", "none", "none"); d != 1 {
 		t.Errorf("404s without a route counted %v, want 1", d)
 	}
-	if d := routeDelta("200", "0", "fetch"); d != 2 {
-		t.Errorf("200s of route 0 (fetch) counted %v, want 2", d)
+	if d := routeDelta("200", itemsRoute, "fetch"); d != 2 {
+		t.Errorf("200s of route %s (fetch) counted %v, want 2", itemsRoute, d)
 	}
-	rl := map[string]string{"binding": "http0", "kind": "http", "route": "0", "capability": "fetch"}
+	rl := map[string]string{"binding": "http0", "kind": "http", "route": itemsRoute, "capability": "fetch", "mode": "request"}
 	if d := value(after, "kafka_ext_proc_exchange_duration_seconds", rl) - value(before, "kafka_ext_proc_exchange_duration_seconds", rl); d != 5 {
-		t.Errorf("durations of route 0 observed %v, want 5", d)
+		t.Errorf("durations of route %s observed %v, want 5", itemsRoute, d)
 	}
 	l := map[string]string{"kind": "http"}
 	if d := value(after, "kafka_ext_proc_exchange_duration_seconds", l) - value(before, "kafka_ext_proc_exchange_duration_seconds", l); d != 6 {

@@ -396,23 +396,11 @@ func TestSettingsFromRefuses(t *testing.T) {
 // block is missing.
 func uncommented(t *testing.T, data []byte, names ...string) []byte {
 	t.Helper()
-	lines := strings.Split(string(data), "\n")
-	for _, name := range names {
-		begin := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "# >>> "+name })
-		end := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "# <<< "+name })
-		if begin < 0 || end < begin {
-			t.Fatalf("%s has no commented block %q", shipped, name)
-		}
-		for i := begin + 1; i < end; i++ {
-			indent := len(lines[i]) - len(strings.TrimLeft(lines[i], " "))
-			rest, ok := strings.CutPrefix(lines[i][indent:], "# ")
-			if !ok {
-				t.Fatalf("%s block %q line %d is not commented with \"# \"", shipped, name, i+1)
-			}
-			lines[i] = lines[i][:indent] + rest
-		}
+	out, err := Uncommented(data, names...)
+	if err != nil {
+		t.Fatalf("%s: %v", shipped, err)
 	}
-	return []byte(strings.Join(lines, "\n"))
+	return out
 }
 
 // shippedWith is the shipped file with the named blocks uncommented, loaded

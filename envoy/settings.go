@@ -77,4 +77,8 @@ type Route struct {
 	ExtProcInitialMetadata map[string]string
 	// ExtProcDisabled is ExtProcPerRoute.disabled.
 	ExtProcDisabled bool
+
+	// CORS is the route's effective CORS policy when the HCM has a CORS
+	// filter (before ext_proc), nil otherwise.
+	CORS *CORSPolicy
 }

@@ -89,6 +89,11 @@ func SettingsFrom(b *bootstrapv3.Bootstrap) (Settings, error) {
 		}
 	}
 
+	corsName, err := corsFilterName(h, ep.index)
+	if err != nil {
+		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+	}
+
 	rc, err := staticRoutes(h)
 	if err != nil {
 		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
@@ -102,6 +107,12 @@ func SettingsFrom(b *bootstrapv3.Bootstrap) (Settings, error) {
 		rt, err := routeSettings(r, ep.name, rc.GetTypedPerFilterConfig(), vh.GetTypedPerFilterConfig())
 		if err != nil {
 			return s, fmt.Errorf("envoy settings: %s: virtual host %q routes[%d] %q: %w", where, vh.GetName(), i, r.GetName(), err)
+		}
+		if corsName != "" {
+			rt.CORS, err = corsPolicyOf(r, vh, corsName, r.GetTypedPerFilterConfig(), vh.GetTypedPerFilterConfig(), rc.GetTypedPerFilterConfig())
+			if err != nil {
+				return s, fmt.Errorf("envoy settings: %s: virtual host %q routes[%d] %q: %w", where, vh.GetName(), i, r.GetName(), err)
+			}
 		}
 		s.Routes = append(s.Routes, rt)
 	}

@@ -15,9 +15,14 @@ type ClusterOptions struct {
 	KafkaTimeout    time.Duration
 	ReplyRetention  time.Duration
 	ReplyIndexBytes int64
-	ViewIdle        time.Duration // see ViewsOptions
-	MaxViews        int
-	MaxViewBytes    int64
+	// IdempotencyWindow and IdempotencyKeys configure the key index (see
+	// KeyIndexOptions.Window and MaxKeys).
+	IdempotencyWindow time.Duration
+	IdempotencyKeys   int
+	KeysClock         func() time.Time // the key index's clock; nil = time.Now
+	ViewIdle          time.Duration    // see ViewsOptions
+	MaxViews          int
+	MaxViewBytes      int64
 	// LogRingRecords is how many recent records a log tail's ring keeps
 	// (see LogTailsOptions.RingRecords).
 	LogRingRecords int
@@ -41,6 +46,7 @@ type Cluster struct {
 	mu        sync.Mutex
 	producers map[Acks]*Producer
 	logTails  *LogTails // created by the first LogTails
+	keys      *KeyIndex // created by the first Keys
 	closed    bool
 	results   ProduceCounts
 	rdStats   *RdStats
@@ -97,6 +103,41 @@ func (c *Cluster) LogTails() (*LogTails, error) {
 	return l, nil
 }
 
+// Keys returns the cluster's key index (what keyed writes check), created
+// with the cluster's options on the first call: only a cluster that gets
+// requests with an idempotency key needs its consumer.
+func (c *Cluster) Keys() (*KeyIndex, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys != nil {
+		return c.keys, nil
+	}
+	if c.closed {
+		return nil, fmt.Errorf("the key index of kafka binding %q: %w", c.opts.Name, ErrKeysClosed)
+	}
+	now := c.opts.KeysClock
+	if now == nil {
+		now = time.Now
+	}
+	k, err := newKeyIndex(KeyIndexOptions{
+		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
+		Window: c.opts.IdempotencyWindow, MaxKeys: c.opts.IdempotencyKeys,
+		Logger: c.opts.Logger, Stats: c.rdStats, PartitionCheck: c.opts.PartitionCheck,
+	}, now)
+	if err != nil {
+		return nil, err
+	}
+	c.keys = k
+	return k, nil
+}
+
+// KeysIfAny returns the cluster's key index if a keyed request created it.
+func (c *Cluster) KeysIfAny() (*KeyIndex, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keys, c.keys != nil
+}
+
 // LogTailsIfAny returns the cluster's log tails if a route created them.
 func (c *Cluster) LogTailsIfAny() (*LogTails, bool) {
 	c.mu.Lock()
@@ -139,9 +180,12 @@ func (c *Cluster) Producer(acks Acks) (*Producer, error) {
 // kafka timeout) and stops the consumers.
 func (c *Cluster) Close() {
 	c.mu.Lock()
-	producers, logTails := c.producers, c.logTails
-	c.producers, c.logTails, c.closed = map[Acks]*Producer{}, nil, true
+	producers, logTails, keys := c.producers, c.logTails, c.keys
+	c.producers, c.logTails, c.keys, c.closed = map[Acks]*Producer{}, nil, nil, true
 	c.mu.Unlock()
+	if keys != nil {
+		keys.Close()
+	}
 	if logTails != nil {
 		logTails.Close() // before the views its streams read history from
 	}

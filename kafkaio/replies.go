@@ -322,26 +322,7 @@ func (x *ReplyIndex) assign(t *replyTopic) error {
 
 // partitionCount reads the number of partitions of a reply topic.
 func (x *ReplyIndex) partitionCount(topic string) (int, error) {
-	ms := int(x.opts.KafkaTimeout / time.Millisecond)
-	md, err := x.cons.GetMetadata(&topic, false, ms)
-	if err != nil {
-		return 0, fmt.Errorf("reading the metadata of reply topic %s: %w", topic, err)
-	}
-	tm, ok := md.Topics[topic]
-	if !ok {
-		return 0, fmt.Errorf("reading the metadata of reply topic %s: not in the answer", topic)
-	}
-	switch tm.Error.Code() {
-	case kafka.ErrNoError:
-	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
-		return 0, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
-	default:
-		return 0, fmt.Errorf("reading the metadata of reply topic %s: %w", topic, tm.Error)
-	}
-	if len(tm.Partitions) == 0 {
-		return 0, fmt.Errorf("reply topic %s has no partitions yet", topic)
-	}
-	return len(tm.Partitions), nil
+	return topicPartitionCount(x.cons, topic, "reply topic", x.opts.KafkaTimeout)
 }
 
 // startAndEnd reads the end offsets of a reply topic's n partitions, then
@@ -400,12 +381,7 @@ func (x *ReplyIndex) checkPartitions() error {
 		}
 	}
 	x.mu.Unlock()
-	counts, err := partitionCounts(x.ctx, x.admin, names, x.opts.KafkaTimeout)
-	errs := []error{err}
-	for name, n := range counts {
-		errs = append(errs, x.grow(name, n))
-	}
-	return errors.Join(errs...)
+	return growEach(x.ctx, x.admin, names, x.opts.KafkaTimeout, x.grow)
 }
 
 // grow assigns the partitions of a started topic from the number assigned
@@ -429,15 +405,11 @@ func (x *ReplyIndex) grow(topic string, n int) error {
 		t.done = append(t.done, true)
 	}
 	x.mu.Unlock()
-	assign := make([]kafka.TopicPartition, 0, n-old)
-	for p := old; p < n; p++ {
-		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
-	}
-	if err := x.cons.IncrementalAssign(assign); err != nil {
+	if err := assignAdded(x.cons, topic, "reply topic", old, n); err != nil {
 		x.mu.Lock()
 		t.end, t.done = t.end[:old], t.done[:old]
 		x.mu.Unlock()
-		return fmt.Errorf("assigning partitions %d to %d added to reply topic %s: %w", old, n-1, topic, err)
+		return err
 	}
 	x.logger.Info("reading partitions added to a reply topic", "topic", topic, "partitions_before", old, "partitions", n)
 	return nil

@@ -30,7 +30,7 @@ type testReply struct {
 
 // writeReplies writes reply records as a responder would, each to the
 // given partition, and waits for every acknowledgement.
-func writeReplies(t *testing.T, addr, topic string, rs ...testReply) {
+func writeReplies(t testing.TB, addr, topic string, rs ...testReply) {
 	t.Helper()
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3, "linger.ms": 0})
 	if err != nil {

@@ -82,3 +82,11 @@ func consumerConfig(props map[string]string, kafkaTimeout time.Duration, groupID
 	}
 	return cm
 }
+
+// lookupConfig is the configuration of a client that only looks things up
+// (metadata, offsets): a producer that never produces.
+func lookupConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMap {
+	cm := baseConfig(props, kafkaTimeout)
+	(*cm)["go.delivery.reports"] = false
+	return cm
+}

@@ -313,16 +313,19 @@ func (g *generator) produce(op *Operation, w *config.With, method string, anyMet
 			op.Description += " DELETE writes a tombstone (a null value)."
 		}
 		op.Responses["204"] = &Response{Description: "The broker acknowledged the record."}
-		op.Responses["504"] = problem(fmt.Sprintf("The record was not acknowledged within limits.kafka-timeout (%s): its outcome is unknown; retrying with the same idempotency key is safe.", fmtDuration(limits.KafkaTimeout)))
+		op.Responses["504"] = problem(fmt.Sprintf("The record was not acknowledged within limits.kafka-timeout (%s): its outcome is unknown; a retry with the same idempotency key writes it at most once, one without a key may write a second copy.", fmtDuration(limits.KafkaTimeout)))
 	} else {
 		op.Summary = "Request to " + w.Topic.Raw + ", reply from " + w.ReplyTo
 		op.Description = fmt.Sprintf("Writes the request (body, headers, correlation id) to topic `%s`%s with acks `%s`, "+
 			"then answers with the first reply on `%s` carrying the same correlation id. A replay with the same idempotency key "+
-			"gets the stored reply and produces nothing.", w.Topic.Raw, key, w.Acks, w.ReplyTo)
+			"within limits.idempotency-window writes nothing already written and gets the reply.", w.Topic.Raw, key, w.Acks, w.ReplyTo)
 		op.Responses["200"] = replyResponse()
-		op.Responses["504"] = problem(fmt.Sprintf("No reply within limits.reply-timeout (%s), or the record was not acknowledged within limits.kafka-timeout (%s).",
+		op.Responses["504"] = problem(fmt.Sprintf("No reply within limits.reply-timeout (%s), or the record was not acknowledged within limits.kafka-timeout (%s); "+
+			"a retry with the same idempotency key writes it at most once, one without a key may write a second copy.",
 			fmtDuration(limits.ReplyTimeout), fmtDuration(limits.KafkaTimeout)))
 	}
+	op.Responses["410"] = problem(fmt.Sprintf("The request's idempotency key was first written more than limits.idempotency-window (%s) ago: its result expired and nothing was written.",
+		fmtDuration(limits.IdempotencyWindow)))
 	if len(w.Async) > 0 && w.ReplyTo != "" {
 		op.Parameters = append(op.Parameters, g.comp.parameter("PreferAsync"))
 		op.Responses["202"] = g.accepted(w, "Accepted: with `prefer: respond-async` once the broker acknowledged the request, "+
@@ -344,6 +347,7 @@ func (g *generator) followUp(op *Operation, w *config.With) {
 		"200": replyResponse(),
 		"202": g.accepted(w, "No reply yet (with `prefer: wait=N`, none within N seconds): ask again at `location`."),
 		"404": problem("The correlation id names another caller's request: only the caller that made it may follow it up."),
+		"410": problem("No reply is stored and the request was written more than limits.idempotency-window ago (or is no longer remembered): its result expired."),
 		"503": g.comp.response("ServiceUnavailable"),
 	}
 }

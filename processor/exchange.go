@@ -66,8 +66,9 @@ type exchange struct {
 	kind        string // metrics: http or grpc
 	span        trace.Span
 	binding     string // metrics: the binding chosen
-	route       string // metrics: the matched route's index in its binding
+	route       string // metrics: the matched route's id
 	capability  string // metrics: the matched route's capability
+	mode        string // metrics: modeLongPoll or modeStream; "" for a request
 	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
 }
 
@@ -179,17 +180,19 @@ func (x *exchange) close() {
 		// stream as Process returns, and the reader ends then.
 	}
 	st, cause, at, ok := x.w.answered()
-	binding, rt, capab := orNone(x.binding), orNone(x.route), orNone(x.capability)
+	binding, rt, capab, kind := orNone(x.binding), orNone(x.route), orNone(x.capability), kindLabel(x.kind)
+	outcome, code, grpcCode := outcomeCancelled, labelNone, labelNone
 	switch {
 	case ok:
-		x.s.metrics.duration.WithLabelValues(binding, rt, capab, kindLabel(x.kind)).Observe(at.Sub(x.start).Seconds())
+		outcome, code, grpcCode = answerLabels(kind, st)
+		x.s.metrics.duration.WithLabelValues(binding, rt, capab, kind, x.modeLabel()).Observe(at.Sub(x.start).Seconds())
 	case x.protocolErr:
-		st = statusProtocol
+		st, outcome = outcomeProtocol, outcomeProtocol
 	default:
-		st = statusCancelled
+		st = outcomeCancelled
 	}
-	x.s.metrics.exchanges.WithLabelValues(binding, rt, capab, kindLabel(x.kind), st).Inc()
-	endSpan(x.span, binding, st, !ok || failedStatus(st))
+	x.s.metrics.exchanges.WithLabelValues(binding, rt, capab, kind, outcome, code, grpcCode).Inc()
+	endSpan(x.span, binding, rt, st, !ok || failedStatus(st))
 	x.logEnd(st, cause, ok)
 }
 
@@ -224,10 +227,11 @@ func (x *exchange) run() error {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
 	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
+	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, logPath, headers)
 	x.logMu.Lock()
 	x.logAttrs = append(x.attrBuf[:0], slog.String("kind", x.kind), slog.String("path", logPath), slog.String("request_id", headers.Get("x-request-id")))
+	x.logAttrs = append(x.logAttrs, traceAttrs(x.span)...)
 	x.logMu.Unlock()
-	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, headers)
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,

@@ -48,7 +48,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, svc+"/"+method))
 	}
-	x.matched(m)
+	x.matched(m, headers)
 
 	hctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()

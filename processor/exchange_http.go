@@ -28,7 +28,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		return x.failAndLinger(routeFailure(err, method+" "+p))
 	}
-	x.matched(m)
+	x.matched(m, headers)
 
 	limit := x.snap.limits.MaxBody
 	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,

@@ -4,9 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -90,15 +91,34 @@ func orNone(label string) string {
 	return label
 }
 
-// matched records the route an exchange matched, for its metrics.
-func (x *exchange) matched(m *route.Match) {
-	x.route = strconv.Itoa(m.Route.Index)
+// matched records the route an exchange matched, for its metrics, and
+// whether the exchange is a long poll (an HTTP fetch asking to wait) or a
+// stream (a gRPC fetch), which the duration histogram keeps apart.
+func (x *exchange) matched(m *route.Match, headers route.Headers) {
+	x.route = m.Route.ID
 	if m.Route.With != nil {
 		x.capability = string(m.Route.With.Capability)
+		if m.Route.With.Capability == config.Fetch {
+			if x.kind == "grpc" {
+				x.mode = modeStream
+			} else if p := httphdr.ParsePrefer(headers.Values("prefer")); p.WaitSet && p.Wait > 0 {
+				x.mode = modeLongPoll
+			}
+		}
 	}
+	x.logMu.Lock()
+	x.logAttrs = append(x.logAttrs, slog.String("route", x.route))
+	x.logMu.Unlock()
 	if x.debugging() {
-		x.logger().Debug("route matched", "route", m.Route.Index)
+		x.logger().Debug("route matched", "route", m.Route.ID)
 	}
+}
+
+func (x *exchange) modeLabel() string {
+	if x.mode == "" {
+		return modeRequest
+	}
+	return x.mode
 }
 
 func kindLabel(kind string) string {

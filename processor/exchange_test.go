@@ -384,7 +384,7 @@ func TestFirstMessageMustBeRequestHeaders(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	waitIdle(t, h.srv)
-	if h.counter("none", "unknown", statusProtocol) != 1 {
+	if h.counter("none", "unknown", outcomeProtocol) != 1 {
 		t.Fatal("protocol failure not counted")
 	}
 }
@@ -852,7 +852,7 @@ func TestClientCancel(t *testing.T) {
 			}
 			waitIdle(t, h.srv)
 			if h.counter(map[bool]string{true: "grpc0", false: "http0"}[strings.HasPrefix(kind, "grpc")],
-				map[bool]string{true: "grpc", false: "http"}[strings.HasPrefix(kind, "grpc")], statusCancelled) != 1 {
+				map[bool]string{true: "grpc", false: "http"}[strings.HasPrefix(kind, "grpc")], outcomeCancelled) != 1 {
 				t.Fatal("cancelled exchange not counted")
 			}
 		})

@@ -305,8 +305,9 @@ func grpcReq(path string, extra ...string) []string {
 		"content-type", "application/grpc", "te", "trailers", "x-request-id", "req-2"}, extra...)
 }
 
-// counter reads kafka_ext_proc_exchanges_total{binding,kind,status}, summed
-// over routes and capabilities, less the warm-up.
+// counter reads kafka_ext_proc_exchanges_total by binding, kind and answer
+// (the HTTP code, else the gRPC code, else the outcome: cancelled or
+// protocol), summed over routes and capabilities, less the warm-up.
 func (h *harness) counter(binding, kind, status string) float64 {
 	h.t.Helper()
 	k := binding + "/" + kind + "/" + status
@@ -329,7 +330,14 @@ func (h *harness) counters() map[string]float64 {
 			for _, lp := range m.GetLabel() {
 				l[lp.GetName()] = lp.GetValue()
 			}
-			out[l["binding"]+"/"+l["kind"]+"/"+l["status"]] += m.GetCounter().GetValue()
+			answer := l["code"]
+			if answer == labelNone {
+				answer = l["grpc_code"]
+			}
+			if answer == labelNone {
+				answer = l["outcome"]
+			}
+			out[l["binding"]+"/"+l["kind"]+"/"+answer] += m.GetCounter().GetValue()
 		}
 	}
 	return out

@@ -31,13 +31,17 @@ import (
 
 // DevOptions configure StartDev.
 type DevOptions struct {
-	Config *config.Config // its kafka bindings are pointed at the embedded broker
-	Envoy  []byte         // envoy.yaml the emulator follows
-	Front  string         // emulator (HTTP/1.1 + h2c) address
-	Listen string         // processor ext_proc address
-	Kafka  string         // embedded broker address
-	Admin  string         // admin address; "" = none
-	Logger *slog.Logger
+	Config *config.Config // its kafka bindings are pointed at the embedded broker, unless Existing
+	// Existing runs against the configuration's own Kafka clusters, with
+	// their bootstrap and security properties: no embedded broker starts
+	// and no topic is created (the user's cluster has them, or refuses).
+	Existing bool
+	Envoy    []byte // envoy.yaml the emulator follows
+	Front    string // emulator (HTTP/1.1 + h2c) address
+	Listen   string // processor ext_proc address
+	Kafka    string // embedded broker address
+	Admin    string // admin address; "" = none
+	Logger   *slog.Logger
 	// BrokerOptions are extra embedded-broker options (tests). Its Topics are
 	// created before the configuration's, so a test can give a topic more
 	// partitions.
@@ -48,7 +52,8 @@ type DevOptions struct {
 	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
 	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
 	// Responders are started against the embedded broker once the topics
-	// exist (their bootstrap.servers is set to it), before the processor.
+	// exist (their bootstrap.servers is set to it; with Existing, their
+	// properties are used as given), before the processor.
 	Responders []responder.Options
 	// TracerProvider and PartitionCheck pass through to the processor.
 	TracerProvider trace.TracerProvider
@@ -57,7 +62,7 @@ type DevOptions struct {
 
 // Dev is a running development stack: broker, processor and emulator.
 type Dev struct {
-	Broker     *embedded.Broker
+	Broker     *embedded.Broker // nil with DevOptions.Existing
 	Processor  *Processor
 	Config     *config.Config
 	Emulator   *Front
@@ -76,30 +81,34 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	bopts := opts.BrokerOptions
-	bopts.Addr = opts.Kafka
-	bopts.Topics = append(bopts.Topics, TopicsOf(opts.Config)...)
-	if bopts.Logger == nil {
-		bopts.Logger = logger
-	}
-	broker, err := embedded.Start(bopts)
-	if err != nil {
-		return nil, err
-	}
-	d := &Dev{Broker: broker, Config: PointAt(opts.Config, broker.Addr())}
+	d := &Dev{Config: opts.Config}
 	defer func() {
 		if err != nil {
 			d.Close()
 		}
 	}()
+	if !opts.Existing {
+		bopts := opts.BrokerOptions
+		bopts.Addr = opts.Kafka
+		bopts.Topics = append(bopts.Topics, TopicsOf(opts.Config)...)
+		if bopts.Logger == nil {
+			bopts.Logger = logger
+		}
+		if d.Broker, err = embedded.Start(bopts); err != nil {
+			return nil, err
+		}
+		d.Config = PointAt(opts.Config, d.Broker.Addr())
+	}
 
 	for _, ro := range opts.Responders {
-		props := make(map[string]string, len(ro.Properties)+1)
-		for k, v := range ro.Properties {
-			props[k] = v
+		if d.Broker != nil {
+			props := make(map[string]string, len(ro.Properties)+1)
+			for k, v := range ro.Properties {
+				props[k] = v
+			}
+			props["bootstrap.servers"] = d.Broker.Addr()
+			ro.Properties = props
 		}
-		props["bootstrap.servers"] = broker.Addr()
-		ro.Properties = props
 		if ro.Logger == nil {
 			ro.Logger = logger
 		}
@@ -139,7 +148,9 @@ func (d *Dev) Close() {
 		for _, r := range d.Responders {
 			r.Close()
 		}
-		d.Broker.Close()
+		if d.Broker != nil {
+			d.Broker.Close()
+		}
 	})
 }
 

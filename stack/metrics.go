@@ -28,7 +28,7 @@ func registerCapabilityMetrics(reg prometheus.Registerer, h *httpkafka.Handler, 
 			func() float64 { return float64(h.ReplyWaiters()) }),
 		gauge("kafka_ext_proc_produce_in_flight", "Correlation ids this replica is producing or waiting on.",
 			func() float64 { return float64(h.InFlight()) }),
-		counter("kafka_ext_proc_produce_replays_total", "HTTP produce requests answered from a stored reply, producing nothing.",
+		counter("kafka_ext_proc_produce_replays_total", "HTTP produce requests answered as replays, producing nothing: from a stored reply, or a keyed write the log already holds.",
 			func() float64 { return float64(h.Replays()) }),
 		gauge("kafka_ext_proc_grpc_fetch_streams", "gRPC fetch streams open now.",
 			func() float64 { return float64(g.Stats().Streams) }),
@@ -36,7 +36,7 @@ func registerCapabilityMetrics(reg prometheus.Registerer, h *httpkafka.Handler, 
 			func() float64 { return float64(g.Stats().Lagged) }),
 		gauge("kafka_ext_proc_grpc_produce_calls", "gRPC produce calls in progress.",
 			func() float64 { return float64(g.Stats().Calls) }),
-		counter("kafka_ext_proc_grpc_produce_replays_total", "gRPC produce calls answered from stored replies, producing nothing.",
+		counter("kafka_ext_proc_grpc_produce_replays_total", "gRPC produce calls that repeated a keyed call: answered from stored replies, or writing only the messages the log did not hold.",
 			func() float64 { return float64(g.Stats().Replays) }),
 	)
 }
@@ -53,6 +53,8 @@ type kafkaCollector struct {
 	views, viewsReady, keys, bytes, nullKeys     *prometheus.Desc
 	replyEntries, replyPinned, replyBytes        *prometheus.Desc
 	replyEvicted, replyExpired, replySplit, noHd *prometheus.Desc
+	idemKeys, idemEvicted, idemForgotten         *prometheus.Desc
+	idemHits, idemExpired, idemRecords           *prometheus.Desc
 
 	produced, lag, queueMsgs, queueBytes    *prometheus.Desc
 	rttAvg, rttP99, txErrs, rxErrs, reqTOut *prometheus.Desc
@@ -79,6 +81,13 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 		replyExpired: d("kafka_ext_proc_reply_index_expired_total", "Correlation ids expired for reply-retention."),
 		replySplit:   d("kafka_ext_proc_reply_index_split_replies_total", "Correlation ids whose replies came in several partitions (responder not keying by correlation id)."),
 		noHd:         d("kafka_ext_proc_reply_index_records_without_correlation_total", "Reply records without the correlation header (not indexed)."),
+
+		idemKeys:      d("kafka_ext_proc_idempotency_keys", "Correlation ids the key index remembers (written to request topics in the last 2 x idempotency-window)."),
+		idemEvicted:   d("kafka_ext_proc_idempotency_keys_evicted_total", "Correlation ids evicted, oldest first, for idempotency-keys: a retry of one writes again."),
+		idemForgotten: d("kafka_ext_proc_idempotency_keys_forgotten_total", "Correlation ids forgotten 2 x idempotency-window after their first record."),
+		idemHits:      d("kafka_ext_proc_idempotency_replays_total", "Look-ups that found a correlation id written within the window: keyed retries (which write only what was missing), and async follow-ups still waiting for their reply."),
+		idemExpired:   d("kafka_ext_proc_idempotency_expired_total", "Look-ups that found a correlation id past idempotency-window: keyed retries and follow-ups answered 410 / FAILED_PRECONDITION."),
+		idemRecords:   d("kafka_ext_proc_idempotency_records_read_total", "Request-topic records the key index read back."),
 
 		produced: dl("kafka_ext_proc_produce_records_total", "Records produced by the processor, by result: acked, or the cause of the failure.", "result"),
 		lag: dl("kafka_ext_proc_consumer_lag_records", "Records the brokers hold beyond what a consumer has read, summed over its partitions, "+
@@ -152,6 +161,7 @@ func (t *topicLabels) label(kafka, topic string) string {
 func (c *kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.views, c.viewsReady, c.keys, c.bytes, c.nullKeys,
 		c.replyEntries, c.replyPinned, c.replyBytes, c.replyEvicted, c.replyExpired, c.replySplit, c.noHd,
+		c.idemKeys, c.idemEvicted, c.idemForgotten, c.idemHits, c.idemExpired, c.idemRecords,
 		c.produced, c.lag, c.queueMsgs, c.queueBytes, c.rttAvg, c.rttP99, c.txErrs, c.rxErrs, c.reqTOut} {
 		ch <- d
 	}
@@ -179,6 +189,18 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.replyExpired, rs.Expired, name)
 		counter(c.replySplit, rs.SplitReplies, name)
 		counter(c.noHd, rs.WithoutHeader, name)
+		// The key index exists once a keyed request came; until then its
+		// series are 0.
+		var ks kafkaio.KeyIndexStats
+		if k, ok := cl.KeysIfAny(); ok {
+			ks = k.Stats()
+		}
+		gauge(c.idemKeys, float64(ks.Keys), name)
+		counter(c.idemEvicted, ks.Evicted, name)
+		counter(c.idemForgotten, ks.Forgotten, name)
+		counter(c.idemHits, ks.Hits, name)
+		counter(c.idemExpired, ks.Expired, name)
+		counter(c.idemRecords, ks.Records, name)
 		for result, n := range cl.ProduceResults() {
 			ch <- prometheus.MustNewConstMetric(c.produced, prometheus.CounterValue, float64(n), name, result)
 		}

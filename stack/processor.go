@@ -61,6 +61,9 @@ type ProcessorOptions struct {
 	// PartitionCheck is how often the Kafka readers look for partitions
 	// added to their topics (0: every 30s; tests shorten it).
 	PartitionCheck time.Duration
+	// KeysClock is the key index's clock (nil: time.Now): a test runs a
+	// replica ahead in time to see keys expire without waiting for them.
+	KeysClock func() time.Time
 }
 
 // Processor is a running ext_proc server with its health and admin endpoints.
@@ -77,6 +80,7 @@ type Processor struct {
 	kafka     map[string]*kafkaio.Cluster
 	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
+	reloads   *reloadMetrics
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
 	delay     time.Duration
@@ -103,7 +107,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, opts.KeysClock)
 	if err != nil {
 		drain()
 		return nil, err
@@ -138,6 +142,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		kafka:     clients,
 		routes:    routes,
 		collector: kc,
+		reloads:   newReloadMetrics(reg),
 		httpk:     httpk,
 		drain:     drain,
 		delay:     opts.DrainDelay,
@@ -257,10 +262,17 @@ func (p *Processor) AdminAddr() string {
 
 // Reload swaps in a new configuration; on error the old one keeps serving.
 // Routes, guards and bindings may change; kafka bindings and limits need a
-// restart. Views, reply indexes and open exchanges carry over.
+// restart. Views, reply indexes and open exchanges carry over. The result
+// is counted in the reload metrics.
 func (p *Processor) Reload(cfg *config.Config) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	err := p.reload(cfg)
+	p.reloads.record(err)
+	return err
+}
+
+func (p *Processor) reload(cfg *config.Config) error {
 	if err := sameKafka(p.cfg, cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
@@ -323,12 +335,13 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, keysClock func() time.Time) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
+			IdempotencyWindow: cfg.Limits.IdempotencyWindow, IdempotencyKeys: cfg.Limits.IdempotencyKeys, KeysClock: keysClock,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
 			// A ring holds at least a stream's lag budget, so a stream within
 			// its budget resumes from the ring.
@@ -362,7 +375,9 @@ func sameKafka(old, next *config.Config) error {
 			return fmt.Errorf("kafka binding %q is new: restart to apply", name)
 		}
 		if !maps.Equal(o.Properties, k.Properties) {
-			return fmt.Errorf("the options of kafka binding %q changed: restart to apply", name)
+			// Secrets read with ${file:} included: librdkafka takes its
+			// credentials when the client is created.
+			return fmt.Errorf("the options of kafka binding %q changed (a ${file:} secret among them counts): restart to apply", name)
 		}
 	}
 	if old.Limits != next.Limits {

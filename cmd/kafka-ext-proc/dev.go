@@ -10,8 +10,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -30,7 +32,8 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	envoyPath := fs.String("envoy", "", "envoy.yaml the emulator follows (default: the bundled envoy/envoy.yaml)")
 	front := fs.String("front", "127.0.0.1:8080", "Envoy emulator address (HTTP/1.1 and h2c)")
 	listen := fs.String("listen", "127.0.0.1:50051", "processor ext_proc address")
-	kafka := fs.String("kafka", "127.0.0.1:9092", "embedded Kafka broker address")
+	kafka := fs.String("kafka", "127.0.0.1:9092", "embedded Kafka broker address, or \"existing\": the configuration's own cluster (its bootstrap and security properties; no topic is created)")
+	processorAddr := fs.String("processor", "", "run only the Envoy emulator, in front of the processor (serve) already running at this ext_proc address")
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	data := fs.String("data", "", "keep the embedded broker's topics and records in this directory across restarts (default: in memory)")
@@ -45,9 +48,36 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *partitions < 1 {
 		return usageError{fmt.Sprintf("--partitions %d: want at least 1", *partitions)}
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	existing := *kafka == "existing"
+	for _, mode := range []struct {
+		on        bool
+		name      string
+		conflicts []string
+	}{
+		// No embedded broker runs in these modes.
+		{*processorAddr != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder"}},
+		{existing, "--kafka existing", []string{"data", "partitions", "topic"}},
+	} {
+		for _, c := range mode.conflicts {
+			if mode.on && set[c] {
+				return usageError{fmt.Sprintf("--%s does not go with %s", c, mode.name)}
+			}
+		}
+	}
 	logger, err := newLogger(stderr, *level, false)
 	if err != nil {
 		return err
+	}
+	envoyYAML := envoy.DefaultYAML()
+	if *envoyPath != "" {
+		if envoyYAML, err = os.ReadFile(*envoyPath); err != nil {
+			return fmt.Errorf("reading %s: %w", *envoyPath, err)
+		}
+	}
+	if *processorAddr != "" {
+		return frontOnly(ctx, *cfgPath, envoyYAML, *front, *processorAddr, logger, stdout)
 	}
 	var cfg *config.Config
 	var unsetEnv []string
@@ -60,27 +90,33 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}, responder.Options{
 			Topic: "echo-requests", ReplyTo: "echo-responses", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey,
 		})
+	} else if existing {
+		// The user's cluster: every property counts, so every variable must be set.
+		cfg, err = config.Load(*cfgPath)
 	} else {
 		cfg, unsetEnv, err = loadForDev(*cfgPath)
 	}
 	if err != nil {
 		return err
 	}
-	// The embedded broker speaks plaintext without authentication.
-	cfg, dropped := withoutKafkaSecurity(cfg)
+	var dropped map[string][]string
+	if !existing {
+		// The embedded broker speaks plaintext without authentication.
+		cfg, dropped = withoutKafkaSecurity(cfg)
+	}
+	if existing {
+		// The demo's responders answer on the configuration's own cluster.
+		for i := range responders {
+			responders[i].Properties = clusterOfTopic(cfg, responders[i].Topic)
+		}
+	}
 	more, err := extra.options(cfg, responders)
 	if err != nil {
 		return err
 	}
 	responders = append(responders, more...)
-	envoyYAML := envoy.DefaultYAML()
-	if *envoyPath != "" {
-		if envoyYAML, err = os.ReadFile(*envoyPath); err != nil {
-			return fmt.Errorf("reading %s: %w", *envoyPath, err)
-		}
-	}
 	d, err := stack.StartDev(stack.DevOptions{
-		Config: cfg, Envoy: envoyYAML,
+		Config: cfg, Envoy: envoyYAML, Existing: existing,
 		Front: *front, Listen: *listen, Kafka: *kafka, Admin: *adminAddr,
 		Logger: logger, Responders: responders,
 		BrokerOptions: embedded.Options{DataDir: *data, Partitions: int32(*partitions), Topics: topics},
@@ -166,7 +202,13 @@ func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []st
 	fmt.Fprintf(&b, "kafka-ext-proc dev is running\n")
 	fmt.Fprintf(&b, "  front (Envoy emulator): http://%s\n", front)
 	fmt.Fprintf(&b, "  processor (ext_proc):   %s\n", d.Processor.Addr())
-	fmt.Fprintf(&b, "  Kafka (embedded):       %s\n", d.Broker.Addr())
+	if d.Broker != nil {
+		fmt.Fprintf(&b, "  Kafka (embedded):       %s\n", d.Broker.Addr())
+	} else {
+		for _, name := range slices.Sorted(maps.Keys(d.Config.Kafka)) {
+			fmt.Fprintf(&b, "  Kafka (existing):       %s (kafka %s; no topic created)\n", bootstrapOf(d.Config.Kafka[name]), name)
+		}
+	}
 	if dir != "" {
 		fmt.Fprintf(&b, "  Kafka data:             %s (kept across restarts)\n", dir)
 	}
@@ -186,8 +228,67 @@ func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []st
 	for _, line := range tryLines(d.Config, front) {
 		fmt.Fprintf(&b, "  %s\n", line)
 	}
-	fmt.Fprintf(&b, "\nCtrl-C stops it.\n")
+	fmt.Fprintf(&b, "\n%s\nCtrl-C stops it.\n", devOnlyNotice)
 	return b.String()
+}
+
+// devOnlyNotice closes every banner: the emulator mimics Envoy for trying
+// things out; it has none of Envoy's hardening.
+const devOnlyNotice = "The Envoy emulator is for development only, never a production front: deploy Envoy (envoy/envoy.yaml)."
+
+// clusterOfTopic is a copy of the properties of the kafka binding a route
+// writing topic exits to (nil: none does).
+func clusterOfTopic(cfg *config.Config, topic string) map[string]string {
+	for _, b := range cfg.Bindings {
+		for _, r := range b.Routes {
+			if r.With != nil && r.With.Capability == config.Produce && r.With.Topic.Raw == topic && cfg.Kafka[r.Exit] != nil {
+				return maps.Clone(cfg.Kafka[r.Exit].Properties)
+			}
+		}
+	}
+	return nil
+}
+
+func bootstrapOf(k *config.KafkaCluster) string {
+	if s := k.Properties["bootstrap.servers"]; s != "" {
+		return s
+	}
+	return k.Properties["metadata.broker.list"]
+}
+
+// frontOnly runs the Envoy emulator alone in front of a running processor,
+// so a deployment can be tried with curl and grpcurl before Envoy is
+// installed. The configuration (the demo by default) only gives the lines
+// to try: the processor has its own.
+func frontOnly(ctx context.Context, cfgPath string, envoyYAML []byte, frontAddr, processorAddr string, logger *slog.Logger, stdout io.Writer) error {
+	var cfg *config.Config
+	var err error
+	if cfgPath == "" {
+		cfg, err = config.Parse("demo.yaml", demoConfig, os.LookupEnv)
+	} else {
+		cfg, _, err = loadForDev(cfgPath)
+	}
+	if err != nil {
+		return err
+	}
+	f, err := stack.StartFront(envoyYAML, frontAddr, processorAddr, logger)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "kafka-ext-proc dev is running (the Envoy emulator only)\n")
+	fmt.Fprintf(&b, "  front (Envoy emulator): http://%s\n", f.Addr())
+	fmt.Fprintf(&b, "  processor (ext_proc):   %s (running on its own)\n", processorAddr)
+	fmt.Fprintf(&b, "\nTry:\n")
+	for _, line := range tryLines(cfg, f.Addr()) {
+		fmt.Fprintf(&b, "  %s\n", line)
+	}
+	fmt.Fprintf(&b, "\n%s\nCtrl-C stops it.\n", devOnlyNotice)
+	fmt.Fprint(stdout, b.String())
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping")
+	return nil
 }
 
 // tryLines renders one request per route condition, with path parameters

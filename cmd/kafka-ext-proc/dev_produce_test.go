@@ -45,8 +45,16 @@ func readmeCurls(t *testing.T) []readmetest.Curl {
 // read, update through POST, delete, a synchronous request-reply, an async
 // one and its follow-up, and a replay of the synchronous one.
 func TestDevReadmeProduceLines(t *testing.T) {
-	cmds := readmeCurls(t)
 	front, _ := devRun(t)
+	checkReadmeProduceLines(t, front)
+}
+
+// checkReadmeProduceLines runs the README's curl lines against the front
+// (an emulator in front of a processor running the bundled demo, with its
+// http-echo responder) and checks every answer.
+func checkReadmeProduceLines(t *testing.T, front string) {
+	t.Helper()
+	cmds := readmeCurls(t)
 	client := &http.Client{Timeout: 30 * time.Second}
 	run := func(c readmetest.Curl, url string) (*http.Response, string) {
 		t.Helper()

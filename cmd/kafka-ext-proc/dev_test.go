@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,20 @@ func devRun(t *testing.T, args ...string) (front, kafkaAddr string) {
 	return front, kafkaAddr
 }
 
+// devBaseArgs are dev's arguments with free ports for what args do not
+// set; with --processor dev runs the emulator alone.
+func devBaseArgs(args []string) []string {
+	base := []string{"dev", "--front", "127.0.0.1:0", "--log-level", "warn"}
+	if slices.Contains(args, "--processor") {
+		return base
+	}
+	base = append(base, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	if !slices.Contains(args, "--kafka") {
+		base = append(base, "--kafka", "127.0.0.1:0")
+	}
+	return base
+}
+
 // devStart is devRun that also returns the banner's lines and a stop that
 // ends dev before the test does (it runs at cleanup otherwise).
 func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []string, stop func()) {
@@ -29,7 +44,7 @@ func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []s
 	out, w := io.Pipe()
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, append([]string{"dev", "--front", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--kafka", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-level", "warn"}, args...), w, io.Discard)
+		exited <- run(ctx, append(devBaseArgs(args), args...), w, io.Discard)
 		w.Close()
 	}()
 	stopped := false
@@ -46,7 +61,7 @@ func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []s
 	}
 	t.Cleanup(stop)
 	frontRe := regexp.MustCompile(`front \(Envoy emulator\): http://(\S+)`)
-	kafkaRe := regexp.MustCompile(`Kafka \(embedded\):\s+(\S+)`)
+	kafkaRe := regexp.MustCompile(`Kafka \((?:embedded|existing)\):\s+(\S+)`)
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
@@ -61,7 +76,7 @@ func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []s
 			break
 		}
 	}
-	if front == "" || kafkaAddr == "" {
+	if front == "" || (kafkaAddr == "" && !slices.Contains(args, "--processor")) {
 		t.Fatalf("dev printed no addresses:\n%s", strings.Join(banner, "\n"))
 	}
 	return front, kafkaAddr, banner, stop

@@ -22,9 +22,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
 	grace := fs.Duration("grace", 30*time.Second, "drain grace period on SIGTERM")
 	drainDelay := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, keep serving this long after health turns NOT_SERVING (one Envoy health-check interval)")
-	watch := fs.Duration("watch", 2*time.Second, "check the configuration file for changes this often (0: only on SIGHUP)")
+	watch := fs.Duration("watch", 2*time.Second, "check the configuration file and the files it reads (${file:} secrets, keys-file) for changes this often (0: only on SIGHUP)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	otlp := fs.String("otlp-endpoint", "", "export a span per request to this OTLP/gRPC collector (host:port); off when empty")
+	otlp := fs.String("otlp-endpoint", "", "export a span per request to this OTLP collector (host:port or URL; default OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT); off when none is set")
+	otlpProtocol := fs.String("otlp-protocol", "", "grpc or http/protobuf (default OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
 	otlpInsecure := fs.Bool("otlp-insecure", false, "talk to the OTLP collector without TLS")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate chain for TLS on the ext_proc port")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -51,11 +52,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Config: cfg, Listen: *listen, Admin: *adminAddr, Logger: logger,
 		DrainDelay: *drainDelay, TLS: tlsCfg,
 	}
-	if *otlp != "" {
-		tp, err := stack.OTLPTracing(ctx, *otlp, *otlpInsecure)
-		if err != nil {
-			return err
-		}
+	tp, err := stack.OTLPTracing(ctx, stack.OTLPOptions{Endpoint: *otlp, Protocol: *otlpProtocol, Insecure: *otlpInsecure})
+	if err != nil {
+		return usageError{fmt.Sprintf("tracing: %v", err)}
+	}
+	if tp != nil {
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -72,7 +73,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // serveUntilDone reloads the configuration on SIGHUP or a change of its
-// file (checked every watch; 0: only on SIGHUP), and drains when ctx ends.
+// file or of a file it reads (checked every watch; 0: only on SIGHUP), and
+// drains when ctx ends.
 func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger, cfgPath string, watch, grace time.Duration) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -81,7 +83,8 @@ func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger
 	if watch > 0 {
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
-		go stack.WatchFile(wctx, cfgPath, watch, func() {
+		files := func() []string { return append([]string{cfgPath}, p.Files()...) }
+		go stack.WatchFiles(wctx, watch, files, func() {
 			select {
 			case fileChanged <- struct{}{}:
 			default:
@@ -89,11 +92,7 @@ func serveUntilDone(ctx context.Context, p *stack.Processor, logger *slog.Logger
 		})
 	}
 	reload := func() {
-		next, err := config.Load(cfgPath)
-		if err == nil {
-			err = p.Reload(next)
-		}
-		if err != nil {
+		if err := p.ReloadFrom(func() (*config.Config, error) { return config.Load(cfgPath) }); err != nil {
 			logger.Error("reload refused; the previous configuration keeps serving", "config", cfgPath, "err", err)
 			return
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -56,20 +57,8 @@ bindings:
 		exited <- run(ctx, []string{"serve", "--config", cfgFile, "--listen", freeAddr(t), "--admin", admin,
 			"--drain-delay", "0s", "--grace", "5s", "--watch", "50ms"}, io.Discard, logs)
 	}()
+	waitReady(t, admin, logs)
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + admin + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never became ready:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	// A broken file is refused and reported; the old routes keep serving.
 	if err := os.WriteFile(cfgFile, []byte(cfg+"\nnonsense: [\n"), 0o600); err != nil {
@@ -101,5 +90,28 @@ bindings:
 		t.Logf("exited 0 in %v", time.Since(start))
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not exit within the grace period")
+	}
+}
+
+func waitReady(t *testing.T, admin string, logs fmt.Stringer) {
+	t.Helper()
+	waitFor(t, "serve to be ready", logs, func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+func waitFor(t *testing.T, what string, logs fmt.Stringer, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s:\n%s", what, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -4,7 +4,9 @@
 // It is a development tool, never a production front: it emulates only the
 // behaviour our envoy/envoy.yaml configures (request headers SEND, request
 // body FULL_DUPLEX_STREAMED, request trailers SEND, response processing
-// skipped, fail-closed) and New refuses any other settings.
+// skipped, fail-closed) and New refuses any other settings. A CORS filter
+// placed before ext_proc is applied as Envoy's is (cors.go): preflights on
+// routes with a CORS policy are answered before the processor sees them.
 //
 // # API
 //

@@ -31,6 +31,9 @@ type Emulator struct {
 	settings envoy.Settings
 	client   *Client
 	log      *slog.Logger
+	// cors holds the CORS policies of the client's routes (Envoy's CORS
+	// filter before ext_proc).
+	cors map[*envoy.Route]*corsPolicy
 }
 
 // New checks the settings and returns an emulator. Settings the emulator
@@ -40,7 +43,11 @@ func New(opts Options) (*Emulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Emulator{settings: opts.Settings, client: c, log: c.log}, nil
+	cors, err := compileCORS(c.settings.Routes)
+	if err != nil {
+		return nil, err
+	}
+	return &Emulator{settings: opts.Settings, client: c, log: c.log, cors: cors}, nil
 }
 
 // Client returns the ext_proc client side the emulator uses.

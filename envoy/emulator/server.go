@@ -41,6 +41,9 @@ type downstream struct {
 
 	pumpRunning bool
 	pumpDone    chan error
+
+	// corsHeaders are set on every answer by the CORS filter's encodeHeaders.
+	corsHeaders Headers
 }
 
 func (d *downstream) activity() { d.lastActivity.Store(int64(time.Since(d.base))) }
@@ -64,6 +67,12 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	headers := DownstreamHeaders(r)
 	d.grpc = isGRPCRequest(headers)
 	route := e.client.Route(headers)
+	preflight, corsHeaders := e.corsDecode(headers, route)
+	if preflight != nil {
+		d.writeReply(*preflight)
+		return
+	}
+	d.corsHeaders = corsHeaders
 	idle := e.idleTimeout(route)
 	// A request without a body: HTTP/1 without content-length or chunked
 	// encoding, HTTP/2 HEADERS with END_STREAM. An HTTP/2 request with
@@ -334,6 +343,9 @@ func (d *downstream) setHeaders(h Headers) {
 	}
 	if _, ok := hdr["Content-Type"]; !ok {
 		hdr["Content-Type"] = nil
+	}
+	for _, e := range d.corsHeaders {
+		hdr.Set(e.Key, e.Value)
 	}
 	hdr.Set("Server", "envoy")
 	if d.h1 && !d.requestComplete {

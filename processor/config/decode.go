@@ -244,6 +244,7 @@ func (d *decoder) proxyBinding(p pendingBinding, cfg *Config) *Binding {
 			}
 		}
 	}
+	d.checkRouteIDs(b)
 	return b
 }
 
@@ -409,9 +410,12 @@ func (d *decoder) route(b *Binding, idx int, n ast.Node, cfg *Config) *Route {
 	if !ok {
 		return nil
 	}
-	m := d.fields(entries, where, "guarded", "when", "exit", "with")
+	m := d.fields(entries, where, "id", "guarded", "when", "exit", "with")
 	r := &Route{Index: idx, Pos: d.pos(node)}
 	rc := &routeCtx{b: b, r: r, guarded: map[string]bool{}}
+	if e := m["id"]; e != nil {
+		d.routeID(e.v, r)
+	}
 	if e := m["guarded"]; e != nil {
 		d.guarded(e.v, rc)
 	}
@@ -444,6 +448,65 @@ func (d *decoder) route(b *Binding, idx int, n ast.Node, cfg *Config) *Route {
 	}
 	d.checkRoute(rc)
 	return r
+}
+
+// maxRouteID bounds a route id: it is a metric label and a span attribute.
+const maxRouteID = 128
+
+func (d *decoder) routeID(n ast.Node, r *Route) {
+	s, ok := d.nonEmpty(n, "id")
+	if !ok {
+		return
+	}
+	if len(s) > maxRouteID {
+		d.errorf(n, "id is %d bytes long; at most %d: it names the route in metrics", len(s), maxRouteID)
+		return
+	}
+	for _, c := range s {
+		if c < ' ' || c == 0x7f {
+			d.errorf(n, "id %q holds a control character", s)
+			return
+		}
+	}
+	r.ID = s
+	r.IDPos = d.pos(n)
+}
+
+// checkRouteIDs gives routes without an id their default one and checks
+// that no two routes of the binding share an id: ids label metrics, and two
+// routes counted as one would hide one of them. Routes whose default ids
+// collide (one condition, told apart by their guards) add their
+// capability:topic to it, which tells them apart without their positions.
+func (d *decoder) checkRouteIDs(b *Binding) {
+	defaults := map[string]int{}
+	for _, r := range b.Routes {
+		if r.ID == "" {
+			defaults[DefaultRouteID(r)]++
+		}
+	}
+	for _, r := range b.Routes {
+		if r.ID == "" {
+			r.ID = DefaultRouteID(r)
+			if defaults[r.ID] > 1 && r.With != nil {
+				r.ID += " " + string(r.With.Capability) + ":" + r.With.Topic.Raw
+			}
+		}
+	}
+	seen := map[string]*Route{}
+	for _, r := range b.Routes {
+		first, dup := seen[r.ID]
+		if !dup {
+			seen[r.ID] = r
+			continue
+		}
+		at, how := r.Pos, "its default id"
+		if r.IDPos != (Pos{}) {
+			at, how = r.IDPos, "its id"
+		}
+		d.errs = append(d.errs, &Error{Pos: at, Msg: fmt.Sprintf(
+			"routes[%d]: %s %q is also routes[%d]'s (line %d): route ids label metrics and must be unique in a binding; give one of them an `id`",
+			r.Index, how, r.ID, first.Index, first.Pos.Line)})
+	}
 }
 
 func (d *decoder) checkExit(n ast.Node, name string) {

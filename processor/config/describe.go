@@ -40,7 +40,7 @@ func Describe(cfg *Config, w io.Writer) {
 	for _, b := range cfg.Bindings {
 		name := b.Name + " (" + string(b.Type) + ")"
 		if len(b.Routes) == 0 {
-			routes = append(routes, []string{name, "-", "(no routes)"})
+			routes = append(routes, []string{name, "-", "-", "(no routes)"})
 			continue
 		}
 		for _, r := range b.Routes {
@@ -57,12 +57,12 @@ func Describe(cfg *Config, w io.Writer) {
 			if r.With != nil {
 				capability, topic, key, replyTo, details = describeWith(b.Type, r.With)
 			}
-			routes = append(routes, []string{name, fmt.Sprint(r.Index), when, describeGuarded(r.Guarded), r.Exit,
+			routes = append(routes, []string{name, fmt.Sprint(r.Index), r.ID, when, describeGuarded(r.Guarded), r.Exit,
 				capability, topic, key, replyTo, details})
 		}
 	}
 	fmt.Fprintln(w)
-	table(w, []string{"BINDING", "ROUTE", "WHEN", "GUARDED", "EXIT", "CAPABILITY", "TOPIC", "KEY", "REPLY-TO", "DETAILS"}, routes)
+	table(w, []string{"BINDING", "ROUTE", "ID", "WHEN", "GUARDED", "EXIT", "CAPABILITY", "TOPIC", "KEY", "REPLY-TO", "DETAILS"}, routes)
 
 	l := cfg.Limits
 	fmt.Fprintln(w)
@@ -70,6 +70,7 @@ func Describe(cfg *Config, w io.Writer) {
 		FormatSize(l.MaxBody), l.MaxWait, l.ReplyTimeout, l.ReplyRetention, l.KafkaTimeout)
 	fmt.Fprintf(w, "        max-view-bytes=%s reply-index-bytes=%s max-views=%d view-idle=%s stream-lag-budget=%d stream-send-interval=%s stream-send-rate=%d\n",
 		FormatSize(l.MaxViewBytes), FormatSize(l.ReplyIndexBytes), l.MaxViews, l.ViewIdle, l.StreamLagBudget, l.StreamSendInterval, l.StreamSendRate)
+	fmt.Fprintf(w, "        idempotency-window=%s idempotency-keys=%d\n", l.IdempotencyWindow, l.IdempotencyKeys)
 }
 
 // table prints aligned columns. Every row has as many cells as the header:

@@ -29,6 +29,14 @@ type Limits struct {
 	// StreamSendRate is the messages per second the processor aims at over
 	// all its busy fetch streams together; default 20000.
 	StreamSendRate int
+	// IdempotencyWindow is how long a write with an idempotency key is
+	// remembered as done: a retry within it writes nothing and answers as
+	// the original did; after it, until twice it, a retry is refused as
+	// expired. Default 10m.
+	IdempotencyWindow time.Duration
+	// IdempotencyKeys bounds the correlation ids each cluster's key index
+	// remembers; the oldest are evicted first. Default 1,000,000.
+	IdempotencyKeys int
 }
 
 // DefaultLimits returns the limits used for fields the file leaves out.
@@ -46,6 +54,8 @@ func DefaultLimits() Limits {
 		StreamLagBudget:    10000,
 		StreamSendInterval: 50 * time.Millisecond,
 		StreamSendRate:     20000,
+		IdempotencyWindow:  10 * time.Minute,
+		IdempotencyKeys:    1_000_000,
 	}
 }
 
@@ -81,6 +91,8 @@ func limitKeys() []limitKey {
 		{"stream-lag-budget", countLimit, func(l *Limits) any { return &l.StreamLagBudget }},
 		{"stream-send-interval", durationOrNone, func(l *Limits) any { return &l.StreamSendInterval }},
 		{"stream-send-rate", countLimit, func(l *Limits) any { return &l.StreamSendRate }},
+		{"idempotency-window", durationLimit, func(l *Limits) any { return &l.IdempotencyWindow }},
+		{"idempotency-keys", countLimit, func(l *Limits) any { return &l.IdempotencyKeys }},
 	}
 }
 

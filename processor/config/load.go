@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 	if errs := d.result(); errs != nil {
 		return nil, errs
 	}
+	cfg.Files = slices.Sorted(maps.Keys(d.files))
 	return cfg, nil
 }
 
@@ -89,6 +91,7 @@ type decoder struct {
 	guardNames map[string]bool   // every name under guards, valid or not
 	proxyTypes map[string]string // proxy binding name → type, for exit messages
 	kafkaNames map[string]bool   // every kafka binding name, valid or not
+	files      map[string]bool   // absolute paths of the files read besides the configuration
 }
 
 func (d *decoder) result() Errors {
@@ -613,6 +616,13 @@ func (d *decoder) readBytes(name string) ([]byte, error) {
 	p := name
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(d.dir, p)
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		// Recorded even when unreadable: the file appearing is a change too.
+		if d.files == nil {
+			d.files = map[string]bool{}
+		}
+		d.files[abs] = true
 	}
 	b, err := readRegular(p)
 	if err != nil {

@@ -160,6 +160,7 @@ func TestFullConfig(t *testing.T) {
 		MaxBody: 2 << 20, MaxWait: 90 * time.Second, ReplyTimeout: 20 * time.Second, ReplyRetention: 15 * time.Minute,
 		KafkaTimeout: 4 * time.Second, MaxViewBytes: 512 << 20, ReplyIndexBytes: 32 << 20, MaxViews: 500,
 		ViewIdle: 5 * time.Minute, StreamLagBudget: 2000, StreamSendInterval: 0, StreamSendRate: 5000,
+		IdempotencyWindow: 20 * time.Minute, IdempotencyKeys: 5000,
 	})
 }
 
@@ -182,7 +183,7 @@ guards:
 	want := Limits{MaxBody: 1 << 20, MaxWait: time.Minute, ReplyTimeout: 30 * time.Second, ReplyRetention: 10 * time.Minute,
 		KafkaTimeout: 5 * time.Second, MaxViewBytes: 256 << 20, ReplyIndexBytes: 64 << 20, MaxViews: 1000,
 		ViewIdle: 10 * time.Minute, StreamLagBudget: 10000, StreamSendInterval: 50 * time.Millisecond,
-		StreamSendRate: 20000}
+		StreamSendRate: 20000, IdempotencyWindow: 10 * time.Minute, IdempotencyKeys: 1_000_000}
 	if DefaultLimits() != want {
 		t.Errorf("DefaultLimits() = %+v, want %+v", DefaultLimits(), want)
 	}

@@ -42,7 +42,11 @@ func (es Errors) Error() string {
 
 // Config is a loaded, validated configuration file.
 type Config struct {
-	Source   string                   // the file it was read from
+	Source string // the file it was read from
+	// Files are the other files the configuration read (${file:} secrets,
+	// keys-file), as absolute paths: a change to one changes the
+	// configuration, so a watcher reloads on it as on the file itself.
+	Files    []string
 	Kafka    map[string]*KafkaCluster // `kafka` client bindings by name
 	Bindings []*Binding               // http-kafka and grpc-kafka bindings, in file order
 	Guards   map[string]*Guard
@@ -109,7 +113,12 @@ type GRPCOptions struct {
 
 // Route is one entry of a binding's routes.
 type Route struct {
-	Index   int                // position in the binding's routes
+	Index int // position in the binding's routes
+	// ID names the route in metrics and traces: the route's `id`, or one
+	// derived from what it matches (see DefaultRouteID), so reordering the
+	// file keeps every label. Unique within its binding.
+	ID      string
+	IDPos   Pos                // where `id` is written; zero when defaulted
 	Guarded []GuardRequirement // sorted by guard name; all must pass
 	When    []Condition        // ORed; empty matches everything
 	Exit    string             // a KafkaCluster name
@@ -282,4 +291,35 @@ type JWTOptions struct {
 	IdentityClaim string        // default sub
 	Skew          time.Duration // default 30s
 	Provider      string        // envoy-jwt: the jwt_authn provider's payload_in_metadata name
+}
+
+// DefaultRouteID is the id of a route without `id`, taken from what it
+// matches rather than where it stands, so reordering the file keeps it:
+// its first condition's `METHOD:/path` (`*` for any method or path), gRPC
+// method or service; a route without conditions is `capability:topic`.
+// Routes of one binding whose default ids are equal each add their
+// capability:topic (see checkRouteIDs).
+func DefaultRouteID(r *Route) string {
+	if len(r.When) > 0 {
+		c := r.When[0]
+		switch {
+		case c.GRPCMethod != "":
+			return c.GRPCMethod
+		case c.Service != "":
+			return c.Service
+		case c.Method != "" || c.Path != nil:
+			method, path := c.Method, "*"
+			if method == "" {
+				method = "*"
+			}
+			if c.Path != nil {
+				path = c.Path.Raw
+			}
+			return method + ":" + path
+		}
+	}
+	if r.With != nil {
+		return string(r.With.Capability) + ":" + r.With.Topic.Raw
+	}
+	return "*"
 }

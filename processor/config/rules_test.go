@@ -64,7 +64,7 @@ var ruleCases = []ruleCase{
 	{"reliability field reserved", k0 + "  grpc0: {type: grpc-kafka, kind: proxy, options: {reliability: {field: 19500}}}\n", []string{"c.yaml:3:73: reliability.field 19500 is in 19000..19999, reserved by protobuf: use another number (default 32767)"}},
 
 	// ---- routes
-	{"unknown route field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t}\n        priority: 1\n", []string{"c.yaml:9:9: unknown field \"priority\" in an http-kafka route; allowed: guarded, when, exit, with"}},
+	{"unknown route field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t}\n        priority: 1\n", []string{"c.yaml:9:9: unknown field \"priority\" in an http-kafka route; allowed: id, guarded, when, exit, with"}},
 	{"misspelt field", h0 + "      - exit: kafka0\n        with: {capability: produce, topic: t, reply_to: r}\n", []string{"c.yaml:8:47: unknown field \"reply_to\" in the with of an http-kafka produce route (did you mean \"reply-to\"?); allowed: capability, topic, topic-pattern, acks, key, overrides, reply-to, async"}},
 	{"missing exit", h0 + "      - with: {capability: produce, topic: t}\n", []string{"c.yaml:7:9: missing required field \"exit\": name the kafka binding this route uses"}},
 	{"exit names no binding", h0 + "      - exit: kafka1\n        with: {capability: produce, topic: t}\n", []string{"c.yaml:7:15: exit \"kafka1\" names no kafka binding (declared: kafka0)"}},
@@ -160,7 +160,7 @@ var ruleCases = []ruleCase{
 	{"bad skew", k0 + "guards:\n  jwt0: {type: jwt, options: {keys: [{kty: EC}], skew: soon}}\n", []string{"c.yaml:4:56: skew: invalid duration \"soon\": use a number with a unit: ms, s, m or h (e.g. 30s, 1m30s)"}},
 
 	// ---- limits
-	{"unknown limit", k0 + "limits: {max-bodies: 1MiB}\n", []string{"c.yaml:3:10: unknown field \"max-bodies\" in limits; allowed: max-body, max-wait, reply-timeout, reply-retention, kafka-timeout, max-view-bytes, reply-index-bytes, max-views, view-idle, stream-lag-budget, stream-send-interval, stream-send-rate"}},
+	{"unknown limit", k0 + "limits: {max-bodies: 1MiB}\n", []string{"c.yaml:3:10: unknown field \"max-bodies\" in limits; allowed: max-body, max-wait, reply-timeout, reply-retention, kafka-timeout, max-view-bytes, reply-index-bytes, max-views, view-idle, stream-lag-budget, stream-send-interval, stream-send-rate, idempotency-window, idempotency-keys"}},
 	{"bad size", k0 + "limits: {max-body: 1 megabyte}\n", []string{"c.yaml:3:20: max-body: invalid size \"1 megabyte\": use a number of bytes or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. 512KiB, 1MiB)"}},
 	{"fractional bytes", k0 + "limits: {max-body: 1.5B}\n", []string{"c.yaml:3:20: max-body: invalid size \"1.5B\": it is not a whole number of bytes"}},
 	{"zero size", k0 + "limits: {max-body: 0}\n", []string{"c.yaml:3:20: max-body must be positive, got 0"}},

@@ -45,19 +45,26 @@ import (
 //     (options.correlation.headers.status, default gateway:status; OK when
 //     absent, as a responder that only writes successes would) and the
 //     message header, its `meta:*` headers as trailers.
-//   - Replay: with an idempotency key, the reply index is caught up first;
-//     a stored reply (complete or partial) is a replay: the call attaches to
-//     it and produces nothing. A call with the same correlation id already in
-//     flight on this replica attaches to it too.
+//   - Replay: with an idempotency key, the call claims its correlation id
+//     (kafkaroute.Claim: the key index read up to the topic's end, through
+//     any replica) and the reply index is caught up: a call whose request
+//     ended in the log, or that has a stored reply (complete or partial), is
+//     a replay: it attaches to the replies and produces nothing; one whose
+//     first messages are in the log writes only the ones after them. A call
+//     with the same correlation id already in flight on this replica
+//     attaches to it. Past limits.idempotency-window: FAILED_PRECONDITION.
 //   - Timeouts: grpc-timeout bounds the call (the exchange answers
 //     DEADLINE_EXCEEDED). limits.reply-timeout bounds the silence while the
 //     call waits for its responder: it runs from each request record (and
 //     the half-close) and restarts at each reply; after a reply it stops
 //     until the client sends again, unless the client has half-closed, so a
 //     bidi stream may idle between exchanges. Elapsed: DEADLINE_EXCEEDED.
-//   - Oneway (no reply-to): records carry the overrides and `meta:*` only,
-//     key = with.key (or none), no terminal record; once every record is
-//     acknowledged, one empty message and OK.
+//   - Oneway (no reply-to): records carry the overrides and `meta:*` only
+//     (and the correlation id, `<key>-<hex md5>` as above without reply-to,
+//     when the call has an idempotency key), key = with.key (or none), no
+//     terminal record; once every record is acknowledged, one empty message
+//     and OK. A keyed call writes only the messages after those the log
+//     holds of its correlation id, one call per id at a time per replica.
 //
 // Errors (DESIGN §6.6): a record not enqueued, or not acknowledged within
 // limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry
@@ -88,11 +95,16 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 		key = []byte(w.Key.Expand(refs.Resolve))
 	}
 	var cid string
-	if w.ReplyTo != "" {
+	switch {
+	case w.ReplyTo != "":
 		cid = correlationID(refs.IdempotencyKey, opts.Correlation, call.Service, call.Method, w.ReplyTo, overrides, refs.Identities)
 		if w.Key == nil {
 			key = []byte(cid)
 		}
+	case given:
+		// A oneway call's records carry a correlation id only when it has
+		// an idempotency key: it is how a retry finds them in the log.
+		cid = correlationID(refs.IdempotencyKey, opts.Correlation, call.Service, call.Method, "", overrides, refs.Identities)
 	}
 	if len(key) == 0 {
 		compacted, err := h.kafka.Compaction.Compacted(ctx, kr.Cluster, kr.Exit, topic, call.Limits.KafkaTimeout)
@@ -107,10 +119,18 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	pc := &produceCall{
 		h: h, call: call, prod: kr.Producer, topic: topic, static: w.Topic.Static(), key: key,
 		limits: call.Limits, corr: opts.Correlation,
+		retry: kafkaroute.RetryHint{Name: opts.IdempotencyMetadata + " metadata", Given: given},
 	}
 	if w.ReplyTo == "" {
-		pc.headers = append(overrides, requestMeta(call.Headers)...)
-		return pc.oneway(ctx)
+		pc.headers = overrides
+		if given {
+			pc.headers = append(pc.headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(cid)})
+		}
+		pc.headers = append(pc.headers, requestMeta(call.Headers)...)
+		if given {
+			return pc.onewayKeyed(ctx, kr, cid)
+		}
+		return pc.oneway(ctx, 0)
 	}
 	c := opts.Correlation
 	pc.headers = append(overrides,
@@ -120,7 +140,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 		kafkaio.Header{Key: c.CorrelationID, Value: []byte(cid)},
 	)
 	pc.headers = append(pc.headers, requestMeta(call.Headers)...)
-	return pc.requestReply(ctx, kr, w.ReplyTo, cid, given, opts.IdempotencyMetadata)
+	return pc.requestReply(ctx, kr, w.ReplyTo, cid, given)
 }
 
 // idempotencyKey reads the idempotency metadata into refs, or generates the
@@ -174,6 +194,7 @@ type produceCall struct {
 	key     []byte
 	headers []kafkaio.Header
 	limits  config.Limits
+	retry   kafkaroute.RetryHint
 	corr    config.CorrelationHeaders // names of the reply's status and message headers
 }
 
@@ -181,9 +202,10 @@ func (pc *produceCall) record(value []byte) *kafkaio.Record {
 	return &kafkaio.Record{Topic: pc.topic, Key: pc.key, Value: value, Headers: pc.headers}
 }
 
-// oneway writes every request message and answers once all are acknowledged.
-func (pc *produceCall) oneway(ctx context.Context) capability.Status {
-	for {
+// oneway writes every request message after the first skip (already in
+// the log) and answers once all are acknowledged.
+func (pc *produceCall) oneway(ctx context.Context, skip int) capability.Status {
+	for n := 0; ; n++ {
 		msg, err := pc.call.In.Recv(ctx)
 		if errors.Is(err, io.EOF) {
 			break
@@ -191,14 +213,52 @@ func (pc *produceCall) oneway(ctx context.Context) capability.Status {
 		if err != nil {
 			return capability.NewStatus(codes.Canceled, "the request ended: "+err.Error())
 		}
+		if n < skip {
+			continue
+		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
-			return produceStatus(err, pc.topic, pc.static, "")
+			return produceStatus(err, pc.topic, pc.static, pc.retry)
 		}
 	}
 	if err := pc.call.Out.Send(ctx, nil); err != nil {
 		return capability.NewStatus(codes.Canceled, "the call ended")
 	}
 	return capability.OK()
+}
+
+// onewayKeyed is oneway for a call with an idempotency key: one call per
+// correlation id writes at a time on this replica, and it resumes after the
+// messages the log already holds (kafkaroute.Claim), so a retry writes only
+// what the call it repeats did not.
+func (pc *produceCall) onewayKeyed(ctx context.Context, kr *kafkaroute.Route, cid string) capability.Status {
+	release, err := pc.h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: pc.topic, CID: cid})
+	if err != nil {
+		return capability.NewStatus(codes.Canceled, "the call ended")
+	}
+	defer release()
+	st, err := kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.limits.KafkaTimeout)
+	if err != nil {
+		return claimStatus(ctx, err, pc.topic)
+	}
+	if st.Written() {
+		pc.h.replays.Add(1)
+	}
+	return pc.oneway(ctx, st.Records)
+}
+
+// claimStatus maps a failed kafkaroute.Claim: nothing was written.
+func claimStatus(ctx context.Context, err error, topic string) capability.Status {
+	var expired *kafkaroute.ExpiredError
+	switch {
+	case errors.As(err, &expired):
+		return capability.NewStatus(codes.FailedPrecondition, "expired: "+expired.Error())
+	case ctx.Err() != nil:
+		return capability.NewStatus(codes.Canceled, "the client went away")
+	case errors.Is(err, kafkaio.ErrUnknownTopic):
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("topic %q does not exist in Kafka: nothing was written", topic))
+	}
+	return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+		"nothing was written: the processor could not read topic %q back from Kafka in time (%v); retrying is safe", topic, err))
 }
 
 // progress is what the request side tells the reply side.
@@ -209,7 +269,7 @@ const (
 	halfClosed                 // the terminal record was acknowledged
 )
 
-func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, replyTo, cid string, given bool, idemName string) capability.Status {
+func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, replyTo, cid string, given bool) capability.Status {
 	cl := kr.Cluster
 	// The flight's watch is registered before anything is produced: no reply
 	// can be missed. A call attaching to a flight shares it.
@@ -220,18 +280,26 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 		defer pc.h.flights.Leave(f) // the lead's reference: this call runs the flight itself
 	}
 
-	attach := !lead
+	attach, skip := !lead, 0
 	if lead && given {
+		// The call repeats one whose records may be in the log, written
+		// through any replica: it writes only the messages after those,
+		// and nothing if the request ended there or was answered.
+		st, err := kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.limits.KafkaTimeout)
+		if err != nil {
+			return claimStatus(ctx, err, pc.topic)
+		}
 		cctx, cancel := context.WithTimeout(ctx, pc.limits.KafkaTimeout)
-		err := cl.Replies.WaitCaughtUp(cctx, replyTo)
+		err = cl.Replies.WaitCaughtUp(cctx, replyTo)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return capability.NewStatus(codes.Canceled, "the client went away")
 			}
-			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; retry shortly", replyTo, err))
+			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; nothing was written; retry shortly", replyTo, err))
 		}
-		attach = len(f.Watch.Records()) > 0
+		attach = st.Ended || len(f.Watch.Records()) > 0
+		skip = st.Records
 	}
 
 	events := make(chan progress, 4)
@@ -250,10 +318,10 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pc.produceRequests(pctx, events, failed)
+			pc.produceRequests(pctx, skip, events, failed)
 		}()
 	}
-	return rw.run(ctx, events, failed, replyTo, idemName)
+	return rw.run(ctx, events, failed, replyTo)
 }
 
 // replyWait relays a call's replies and bounds the silence between them by
@@ -287,7 +355,7 @@ func (rw *replyWait) stop() {
 
 // run relays replies until the terminal one, a failure, the timeout or the
 // call's end.
-func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-chan error, replyTo, idemName string) capability.Status {
+func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-chan error, replyTo string) capability.Status {
 	pc := rw.pc
 	for {
 		recs, _, changed := rw.watch.State()
@@ -302,7 +370,7 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 			}
 			rw.arm()
 		case err := <-failed:
-			return produceStatus(err, pc.topic, pc.static, idemName)
+			return produceStatus(err, pc.topic, pc.static, pc.retry)
 		case <-rw.timeout:
 			return capability.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
 				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q?", pc.limits.ReplyTimeout, replyTo, pc.topic))
@@ -346,8 +414,11 @@ func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capabil
 // timeout), so the responder knows the request ended. Nothing here waits
 // for the call's context first: the client can be gone, and the context
 // done, at any point after a record was acknowledged.
-func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progress, failed chan<- error) {
-	wrote, ended := false, false
+//
+// The first skip messages are in the log already (a retry by idempotency
+// key): they are read and not written again.
+func (pc *produceCall) produceRequests(ctx context.Context, skip int, events chan<- progress, failed chan<- error) {
+	wrote, ended := skip > 0, false
 	defer func() {
 		if wrote && !ended {
 			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
@@ -376,6 +447,10 @@ func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progre
 			case <-ctx.Done():
 			}
 			return
+		}
+		if skip > 0 {
+			skip--
+			continue
 		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
 			// A record handed over whose acknowledgement was not waited
@@ -415,11 +490,7 @@ func terminalStatus(r *kafkaio.Record, statusName, messageName string) capabilit
 }
 
 // produceStatus maps a failed produce (DESIGN §6.6).
-func produceStatus(err error, topic string, static bool, idemName string) capability.Status {
-	retry := "retry"
-	if idemName != "" {
-		retry = "retry with an " + idemName + " to make the retry safe"
-	}
+func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryHint) capability.Status {
 	var rej *kafkaio.RejectedError
 	switch {
 	case errors.Is(err, kafkaio.ErrUnknownTopic):
@@ -432,7 +503,7 @@ func produceStatus(err error, topic string, static bool, idemName string) capabi
 		return capability.NewStatus(codes.Internal, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
 	case errors.Is(err, kafkaio.ErrUnacknowledged):
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
-			"the record for topic %q was not acknowledged in time and may or may not have been written; %s", topic, retry))
+			"the record for topic %q was not acknowledged in time and may or may not have been written; %s", topic, retry.UnknownOutcome()))
 	}
-	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the record for topic %q could not be written (%v); %s", topic, err, retry))
+	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the record for topic %q was not written (%v), though those of earlier messages of the call may have been; %s", topic, err, retry.UnknownOutcome()))
 }

@@ -1,11 +1,16 @@
 package grpckafka
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -97,6 +102,32 @@ func TestTerminalStatus(t *testing.T) {
 		st := terminalStatus(&kafkaio.Record{Headers: tc.hs}, statusHeader, messageHeader)
 		if st.Code != tc.code || (tc.msg != "" && st.Message != tc.msg) {
 			t.Errorf("%v: %v %q", tc.hs, st.Code, st.Message)
+		}
+	}
+}
+
+// An UNAVAILABLE or FAILED_PRECONDITION of a produce call says what a retry
+// does, which depends on whether the call carried an idempotency key.
+func TestProduceStatusSaysWhatARetryDoes(t *testing.T) {
+	keyed := kafkaroute.RetryHint{Name: "idempotency-key metadata", Given: true}
+	keyless := kafkaroute.RetryHint{Name: "idempotency-key metadata"}
+	for _, c := range []struct {
+		name string
+		st   capability.Status
+		code codes.Code
+		says string
+	}{
+		{"unacknowledged, keyed", produceStatus(kafkaio.ErrUnacknowledged, "t", true, keyed), codes.Unavailable,
+			"a retry with the same idempotency-key metadata writes nothing already written"},
+		{"unacknowledged, no key", produceStatus(kafkaio.ErrUnacknowledged, "t", true, keyless), codes.Unavailable,
+			"this request has no idempotency-key metadata, so a retry may write it a second time"},
+		{"index not ready", claimStatus(context.Background(), fmt.Errorf("%w: reading back t", kafkaio.ErrNotReady), "t"), codes.Unavailable,
+			"nothing was written"},
+		{"expired", claimStatus(context.Background(), &kafkaroute.ExpiredError{CID: "k-1", First: time.Unix(0, 0), Window: time.Minute}, "t"),
+			codes.FailedPrecondition, "expired: this request (correlation id k-1) was first written"},
+	} {
+		if c.st.Code != c.code || !strings.Contains(c.st.Message, c.says) {
+			t.Errorf("%s: %v %q, want %v saying %q", c.name, c.st.Code, c.st.Message, c.code, c.says)
 		}
 	}
 }

@@ -2,11 +2,14 @@ package httpkafka
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
 
 // A reload drops the fetch routes (and their render caches) the new
@@ -60,5 +63,30 @@ func TestFetchFollowsEachRequestsLimits(t *testing.T) {
 	}
 	if len(src.waits) != 2 || src.waits[0] != time.Second || src.waits[1] != 2*time.Second {
 		t.Fatalf("HoldView waits %v, want [1s 2s]: each request's kafka-timeout", src.waits)
+	}
+}
+
+// Every 503, 504 and 410 of a produce says what a retry does, and it
+// depends on whether the request carried an idempotency key.
+func TestProduceFailureSaysWhatARetryDoes(t *testing.T) {
+	keyed := kafkaroute.RetryHint{Name: "idempotency-key header", Given: true}
+	keyless := kafkaroute.RetryHint{Name: "idempotency-key header"}
+	for _, c := range []struct {
+		name   string
+		err    error
+		retry  kafkaroute.RetryHint
+		status int
+		says   string
+	}{
+		{"unacknowledged, keyed", kafkaio.ErrUnacknowledged, keyed, 504, "a retry with the same idempotency-key header writes nothing already written"},
+		{"unacknowledged, no key", kafkaio.ErrUnacknowledged, keyless, 504, "this request has no idempotency-key header, so a retry may write it a second time"},
+		{"not enqueued", fmt.Errorf("%w: queue full", kafkaio.ErrNotEnqueued), keyless, 503, "was not written to Kafka (queue full); retrying is safe"},
+		{"index not ready", fmt.Errorf("%w: reading back t", kafkaio.ErrNotReady), keyed, 503, "nothing was written"},
+		{"expired", &kafkaroute.ExpiredError{CID: "k-1", First: time.Unix(0, 0), Window: 10 * time.Minute}, keyed, 410, "more than limits.idempotency-window (10m0s) ago: its result expired and it was not written again"},
+	} {
+		r := produceFailure(context.Background(), c.err, "t", true, c.retry)
+		if r.Status != c.status || !strings.Contains(string(r.Body), c.says) {
+			t.Errorf("%s: %d %s, want %d saying %q", c.name, r.Status, r.Body, c.status, c.says)
+		}
 	}
 }

@@ -26,7 +26,10 @@ import (
 // under the route's acks, the answer is 204 No Content — as the reference
 // implementation answers, and because for the CRUD shape (spec §2.5) the
 // write is the whole effect. With acks: none the broker sends nothing back,
-// so there 204 means "handed to the broker".
+// so there 204 means "handed to the broker". A request with an idempotency
+// key also carries its correlation id (onewayCorrelation) and is written
+// only if the log holds no record with it (kafkaroute.Claim): its retry,
+// through any replica, answers 204 again without writing.
 //
 // A route with reply-to is request-reply: the record carries the request
 // headers, reply-to and a correlation id (see correlation), and the answer
@@ -35,8 +38,10 @@ import (
 //  1. The request joins the flight of its correlation id on this replica
 //     (a replay of a request in flight attaches to it).
 //  2. The flight's lead registers a reply watch, waits until the reply
-//     index has caught up, and looks the id up: a stored reply is a replay,
-//     and nothing is produced. Otherwise it produces.
+//     index has caught up, and, for a request with an idempotency key,
+//     claims the id (kafkaroute.Claim): a request record already in the log
+//     or a stored reply is a replay, and nothing is produced. Otherwise it
+//     produces. Past limits.idempotency-window the answer is 410.
 //  3. `prefer: respond-async` on a route with async answers 202 with every
 //     async entry as a header once the record is acknowledged; with
 //     `wait=N` it first waits up to N s (at most limits.max-wait) for the
@@ -62,6 +67,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 		return h.followUp(ctx, kr, req, opts)
 	}
 	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
+	p.retry.Name = opts.IdempotencyHeader + " header"
 	if bad := p.idempotencyKey(); bad != nil {
 		return bad
 	}
@@ -81,7 +87,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 		switch {
 		case err != nil:
 			// The record cannot be written before the probe answers.
-			return produceFailure(ctx, fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err), topic, w.Topic.Static())
+			return produceFailure(ctx, fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err), topic, w.Topic.Static(), p.retry)
 		case compacted:
 			return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 				"topic %q is compacted, so its records need a key, and this request resolves an empty one (the route's with.key)", topic))
@@ -93,7 +99,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	}
 	rec := &kafkaio.Record{Topic: topic, Key: key}
 	if w.ReplyTo == "" {
-		return h.oneway(ctx, kr, req, rec, overrides)
+		return h.oneway(ctx, kr, p, rec, overrides)
 	}
 
 	body := req.Body
@@ -119,7 +125,8 @@ type produceCall struct {
 	opts *config.HTTPOptions
 	// refs resolve the route's templates; its idempotency key is given or
 	// generated, its correlation id set once computed.
-	refs *kafkaroute.Refs
+	refs  *kafkaroute.Refs
+	retry kafkaroute.RetryHint
 }
 
 // idempotencyKey reads the idempotency header, or generates the UUID that
@@ -127,7 +134,7 @@ type produceCall struct {
 func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
 	name := p.opts.IdempotencyHeader
 	vs := p.req.Headers.Values(name)
-	key, _, err := kafkaroute.IdempotencyKey(vs)
+	key, given, err := kafkaroute.IdempotencyKey(vs)
 	switch {
 	case errors.Is(err, kafkaroute.ErrRepeatedKey):
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
@@ -136,6 +143,7 @@ func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
 			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, kafkaroute.MaxIdempotencyKey))
 	}
 	p.refs.IdempotencyKey = key
+	p.retry.Given = given
 	return nil
 }
 
@@ -199,15 +207,18 @@ func isFollowUp(req *capability.HTTPRequest) bool {
 	return c.Path != nil && c.Path.HasParam("correlationId")
 }
 
-// oneway writes the record and answers 204 once it is acknowledged.
-func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest,
+// oneway writes the record and answers 204 once it is acknowledged. A
+// request with an idempotency key writes its correlation id as a header
+// and writes only if no record with it is in the log (kafkaroute.Claim):
+// its retry answers 204 again without writing.
+func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCall,
 	rec *kafkaio.Record, overrides []kafkaio.Header) *capability.HTTPResponse {
-	w := req.Match.Route.With
-	if ct, ok := req.Headers.Lookup("content-type"); ok {
+	req, w := p.req, p.with
+	ct, hasCT := req.Headers.Lookup("content-type")
+	if hasCT {
 		rec.Headers = append(rec.Headers, kafkaio.Header{Key: "content-type", Value: []byte(ct)})
 	}
 	rec.Headers = append(rec.Headers, overrides...)
-	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	switch {
 	case req.Method == http.MethodDelete:
 		rec.Value = nil // a tombstone
@@ -216,8 +227,32 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, req *capabil
 	default:
 		rec.Value = req.Body
 	}
+	if p.retry.Given {
+		p.refs.CorrelationID = onewayCorrelation(p.refs.IdempotencyKey, req, rec, ct, overrides)
+		rec.Headers = append(rec.Headers, kafkaio.Header{Key: p.opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
+	}
+	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
+	if !p.retry.Given {
+		if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
+			return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
+		}
+		return &capability.HTTPResponse{Status: http.StatusNoContent}
+	}
+	release, err := h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: rec.Topic, CID: p.refs.CorrelationID})
+	if err != nil {
+		return gone()
+	}
+	defer release()
+	st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, req.Limits.KafkaTimeout)
+	if err != nil {
+		return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
+	}
+	if st.Written() {
+		h.replays.Add(1)
+		return &capability.HTTPResponse{Status: http.StatusNoContent}
+	}
 	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
-		return produceFailure(ctx, err, rec.Topic, w.Topic.Static())
+		return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
 	}
 	return &capability.HTTPResponse{Status: http.StatusNoContent}
 }
@@ -232,7 +267,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		func() *kafkaio.ReplyWatch { return kr.Cluster.Replies.Watch(w.ReplyTo, cid) })
 	defer h.flights.Leave(f)
 	if lead {
-		go h.lead(context.WithoutCancel(ctx), f, kr, w, rec, req.Limits.KafkaTimeout)
+		go h.lead(context.WithoutCancel(ctx), f, kr, p, rec)
 	}
 	select {
 	case <-f.Done:
@@ -240,7 +275,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		return gone()
 	}
 	if f.Err != nil {
-		return produceFailure(ctx, f.Err, rec.Topic, w.Topic.Static())
+		return produceFailure(ctx, f.Err, rec.Topic, w.Topic.Static(), p.retry)
 	}
 
 	prefs := httphdr.ParsePrefer(req.Headers.Values("prefer"))
@@ -276,8 +311,8 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		return p.accepted("")
 	}
 	retry := "retry with the same " + p.opts.IdempotencyHeader + " header to get its reply without writing it again"
-	if _, given := req.Headers.Lookup(p.opts.IdempotencyHeader); !given {
-		retry = "send an " + p.opts.IdempotencyHeader + " header to make a retry safe"
+	if !p.retry.Given {
+		retry = "this request has no " + p.opts.IdempotencyHeader + " header, so a retry writes it again (send one to make a retry safe)"
 	}
 	return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
 		"no reply within limits.reply-timeout (%v); the request was written to topic %q: %s", req.Limits.ReplyTimeout, rec.Topic, retry))
@@ -287,7 +322,12 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 // only if no reply is stored. It runs apart from the request that started
 // it, so that request's client leaving does not fail the requests attached
 // to the flight; Produce bounds it by the Kafka timeout.
-func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, w *config.With, rec *kafkaio.Record, kafkaTimeout time.Duration) {
+//
+// A request with an idempotency key claims its correlation id first: if a
+// record with it is in the log (written through any replica), nothing is
+// produced and the request waits for its reply as a replay.
+func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, p *produceCall, rec *kafkaio.Record) {
+	w, kafkaTimeout := p.with, p.req.Limits.KafkaTimeout
 	// The leader leaves before it says it is done: once every request that
 	// waited on the flight has left too, the next request with the same id
 	// starts a flight of its own (a replay from the index) instead of
@@ -301,6 +341,19 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 		f.Err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
 		h.flights.Forget(f)
 		return
+	}
+	if p.retry.Given {
+		st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, kafkaTimeout)
+		if err != nil {
+			f.Err = err
+			h.flights.Forget(f)
+			return
+		}
+		if st.Written() {
+			f.Replayed = true
+			h.replays.Add(1)
+			return
+		}
 	}
 	if len(f.Watch.Records()) > 0 {
 		f.Replayed = true
@@ -331,7 +384,12 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 	err := replies.WaitCaughtUp(cctx, w.ReplyTo)
 	cancel()
 	if err != nil {
-		return produceFailure(ctx, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err), w.Topic.Raw, true)
+		return produceFailure(ctx, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err), w.Topic.Raw, true, p.retry)
+	}
+	if len(watch.Records()) == 0 && w.Topic.Static() {
+		if bad := h.followUpExpired(ctx, kr, p); bad != nil {
+			return bad
+		}
 	}
 	prefs := httphdr.ParsePrefer(req.Headers.Values("prefer"))
 	var wait time.Duration
@@ -348,6 +406,29 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 		return gone()
 	}
 	return p.accepted(applied)
+}
+
+// followUpExpired answers 410 for a follow-up whose request is past the
+// idempotency window, or no longer (or never) in the key index, so that
+// an expired result does not look pending forever.
+func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *produceCall) *capability.HTTPResponse {
+	topic, cid := p.with.Topic.Raw, p.refs.CorrelationID
+	st, err := kafkaroute.Claim(ctx, kr, topic, cid, p.req.Limits.KafkaTimeout)
+	var expired *kafkaroute.ExpiredError
+	switch {
+	case errors.As(err, &expired):
+		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
+			"the request of this location was written at %s, more than limits.idempotency-window (%v) ago, and no reply is stored: its result expired",
+			expired.First.UTC().Format(time.RFC3339), expired.Window))
+	case err != nil:
+		return produceFailure(ctx, err, topic, true, p.retry)
+	case !st.Written():
+		keys, _ := kr.Cluster.Keys()
+		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
+			"no request of this location was written to topic %q in the last 2 × limits.idempotency-window (%v), and no reply is stored: its result expired",
+			topic, 2*keys.Window()))
+	}
+	return nil
 }
 
 type waitEnd int
@@ -414,11 +495,14 @@ func gone() *capability.HTTPResponse {
 }
 
 // produceFailure maps what kept a record from Kafka (DESIGN §6.6).
-func produceFailure(ctx context.Context, err error, topic string, static bool) *capability.HTTPResponse {
+func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *capability.HTTPResponse {
 	var rejected *kafkaio.RejectedError
+	var expired *kafkaroute.ExpiredError
 	switch {
 	case ctx.Err() != nil:
 		return gone()
+	case errors.As(err, &expired):
+		return capability.ProblemResponse(http.StatusGone, expired.Error())
 	case errors.As(err, &rejected):
 		return capability.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && errors.Is(err, kafkaio.ErrNotReady):
@@ -430,9 +514,9 @@ func produceFailure(ctx context.Context, err error, topic string, static bool) *
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case errors.Is(err, kafkaio.ErrUnacknowledged):
 		return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
-			"Kafka did not acknowledge the record for topic %q within limits.kafka-timeout: it may or may not have been written; a retry with the same idempotency key is safe", topic))
+			"Kafka did not acknowledge the record for topic %q within limits.kafka-timeout: it may or may not have been written; %s", topic, retry.UnknownOutcome()))
 	case errors.Is(err, kafkaio.ErrNotReady):
-		return unavailable(fmt.Sprintf("the reply index is not caught up with Kafka yet: %v", err))
+		return unavailable(fmt.Sprintf("nothing was written: the processor could not read back from Kafka in time (%v); retrying is safe", err))
 	case errors.Is(err, kafkaio.ErrNotEnqueued):
 		return unavailable(fmt.Sprintf("the record for topic %q was not written to Kafka (%v); retrying is safe", topic, rootCause(err)))
 	}

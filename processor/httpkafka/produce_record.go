@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -202,4 +203,28 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 		c.field(o.Value)
 	}
 	return out
+}
+
+// onewayCorrelation is the correlation id of a oneway request with an
+// idempotency key, laid out as a request-reply one: the request half hashes
+// what the record is made of (topic, key, tombstone or value, content-type,
+// overrides) and the identities, so a retry through Envoy gets the same id
+// and the same key on another request does not.
+func onewayCorrelation(idem string, req *capability.HTTPRequest, rec *kafkaio.Record, ct string, overrides []kafkaio.Header) string {
+	c := newCorrelation()
+	c.str(rec.Topic)
+	c.field(rec.Key)
+	if rec.Value == nil {
+		c.str("tombstone")
+	} else {
+		c.str("value")
+		c.field(rec.Value)
+	}
+	c.str(ct)
+	for _, o := range overrides {
+		c.str(o.Key)
+		c.field(o.Value)
+	}
+	c.identities(req.Match.Identities)
+	return c.id(idem, req.Match.Identities)
 }

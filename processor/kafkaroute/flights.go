@@ -1,6 +1,7 @@
 package kafkaroute
 
 import (
+	"context"
 	"sync"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
@@ -26,10 +27,10 @@ type Flight struct {
 	refs int // guarded by its shard's mu: requests attached, plus the lead
 }
 
-// FlightKey names a flight: the cluster (kafka binding), the reply topic and
-// the correlation id.
+// FlightKey names a flight: the cluster (kafka binding), the reply topic (or
+// for a oneway write the request topic) and the correlation id.
 type FlightKey struct {
-	Cluster, ReplyTo, CID string
+	Cluster, ReplyTo, Topic, CID string
 }
 
 // Flights is a table of flights. A flight leaves the table when its last
@@ -87,8 +88,36 @@ func (t *Flights) Leave(f *Flight) {
 		delete(sh.m, f.Key)
 	}
 	sh.mu.Unlock()
-	if last {
+	if last && f.Watch != nil {
 		f.Watch.Close()
+	}
+}
+
+// Lead waits until no other request of this replica holds the flight of k,
+// then holds it: a oneway keyed write, which has no reply to share, writes
+// only once the one before it ended, so its Claim sees what that one
+// wrote. The flight has no watch; release ends it. It fails only when ctx
+// ends first.
+func (t *Flights) Lead(ctx context.Context, k FlightKey) (release func(), err error) {
+	for {
+		f, lead := t.Join(k, func() *kafkaio.ReplyWatch { return nil })
+		if lead {
+			return func() {
+				// Out of the table first: the requests woken by Done
+				// join a new flight, not this ended one again.
+				t.Forget(f)
+				close(f.Done)
+				t.Leave(f)
+				t.Leave(f)
+			}, nil
+		}
+		select {
+		case <-f.Done:
+			t.Leave(f)
+		case <-ctx.Done():
+			t.Leave(f)
+			return nil, ctx.Err()
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package kafkaroute
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -44,5 +45,44 @@ func TestFlightsShareAndLeave(t *testing.T) {
 	}
 	if n := tab.Len(); n != 1 {
 		t.Fatalf("%d flights left, want the retried one", n)
+	}
+}
+
+// Lead lets one request per key write at a time: the next one leads only
+// after the first released, and a cancelled wait leaves nothing behind.
+func TestFlightsLeadOneAtATime(t *testing.T) {
+	var tab Flights
+	k := FlightKey{Cluster: "c", Topic: "t", CID: "k-1"}
+	release, err := tab.Lead(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tab.Lead(cancelled, k); err == nil {
+		t.Fatal("a second lead of a held key did not wait")
+	}
+	second := make(chan func())
+	go func() {
+		r, err := tab.Lead(context.Background(), k)
+		if err != nil {
+			r = nil
+		}
+		second <- r
+	}()
+	// Another key is independent.
+	other, err := tab.Lead(context.Background(), FlightKey{Cluster: "c", Topic: "t", CID: "k-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other()
+	release()
+	r := <-second
+	if r == nil {
+		t.Fatal("the waiting request did not lead after the release")
+	}
+	r()
+	if n := tab.Len(); n != 0 {
+		t.Fatalf("%d flights left after every lead released", n)
 	}
 }

@@ -18,6 +18,9 @@ type Route struct {
 	Exit     string            // the kafka binding's name
 	Cluster  *kafkaio.Cluster  // everything held for that binding
 	Producer *kafkaio.Producer // under the route's acks; produce routes only
+	// CorrelationHeader names the correlation-id header of the binding's
+	// records, by which the key index knows them.
+	CorrelationHeader string
 }
 
 // Kafka is the Kafka side of every route: the clusters by kafka binding
@@ -89,7 +92,7 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("kafka binding %q: %w", r.Exit, ErrNotConnected)
 	}
-	kr := &Route{Exit: r.Exit, Cluster: c}
+	kr := &Route{Exit: r.Exit, Cluster: c, CorrelationHeader: correlationHeader(b)}
 	switch r.With.Capability {
 	case config.Fetch:
 		// A grpc-kafka fetch reads the cluster's log tails, which the
