@@ -243,7 +243,11 @@ func (c *Client) Start(ctx context.Context, req Request) *Exchange {
 		return x
 	}
 
-	stream, err := c.ext.Process(metadata.NewOutgoingContext(x.ctx, c.initialMetadata(req.Route)), grpc.CallAuthority(c.authority))
+	md := c.initialMetadata(req.Route)
+	if c.settings.Tracing {
+		injectTraceContext(md, req.Headers)
+	}
+	stream, err := c.ext.Process(metadata.NewOutgoingContext(x.ctx, md), grpc.CallAuthority(c.authority))
 	if err != nil {
 		close(x.recvDone)
 		x.mu.Lock()
