@@ -128,20 +128,10 @@ func TestDevWithAnExistingCluster(t *testing.T) {
 	}
 }
 
-// clusterTopics lists the topics of the cluster at bootstrap, sorted,
-// with a metadata request for all topics (which creates none).
+// clusterTopics lists the topics of the cluster at bootstrap, sorted.
 func clusterTopics(t *testing.T, bootstrap string) []string {
 	t.Helper()
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	md, err := admin.GetMetadata(nil, true, 10000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slices.Sorted(maps.Keys(md.Topics))
+	return slices.Sorted(maps.Keys(clusterMetadata(t, bootstrap).Topics))
 }
 
 // dev --processor puts the emulator alone in front of a running serve: the
