@@ -20,6 +20,27 @@ type Readiness struct {
 	mu      sync.Mutex
 	conds   map[string]string // name → reason it is not ready ("" = ready)
 	watches []func(ready bool)
+	notes   func() []string
+}
+
+// SetNotes installs what /readyz reports beside readiness without making
+// the process unready: a degraded dependency whose loss traffic survives
+// (a schema registry while schemas are cached).
+func (r *Readiness) SetNotes(fn func() []string) {
+	r.mu.Lock()
+	r.notes = fn
+	r.mu.Unlock()
+}
+
+// Notes are the current notes, if any.
+func (r *Readiness) Notes() []string {
+	r.mu.Lock()
+	fn := r.notes
+	r.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn()
 }
 
 // NewReadiness returns readiness with no conditions (ready).
@@ -115,11 +136,16 @@ func Handler(reg *prometheus.Registry, r *Readiness) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ready, reasons := r.Ready()
+		out := map[string]any{"status": "ready"}
+		if notes := r.Notes(); len(notes) > 0 {
+			out["notes"] = notes
+		}
 		if ready {
-			writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+			writeJSON(w, http.StatusOK, out)
 			return
 		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reasons": reasons})
+		out["status"], out["reasons"] = "not ready", reasons
+		writeJSON(w, http.StatusServiceUnavailable, out)
 	})
 	return mux
 }

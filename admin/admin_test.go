@@ -62,3 +62,20 @@ func TestReadyzFollowsConditions(t *testing.T) {
 		t.Fatalf("metrics lack the registered counter:\n%s", body)
 	}
 }
+
+// TestReadyzNotes: notes show in /readyz without making the process unready.
+func TestReadyzNotes(t *testing.T) {
+	r := admin.NewReadiness()
+	r.SetNotes(func() []string { return []string{"catalog registry0: the schema registry is unreachable"} })
+	code, body := get(t, admin.Handler(prometheus.NewRegistry(), r), "/readyz")
+	var doc struct {
+		Status string
+		Notes  []string
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK || doc.Status != "ready" || len(doc.Notes) != 1 || !strings.Contains(doc.Notes[0], "unreachable") {
+		t.Fatalf("readyz = %d %s, want 200 ready with the note", code, body)
+	}
+}

@@ -339,6 +339,13 @@ func auditPeer(t *testing.T, e *env, headers [][2]string, body string) int {
 // auditPeerErr is auditPeer returning the error that ended the stream.
 func auditPeerErr(t *testing.T, e *env, headers [][2]string, body string) (int, error) {
 	t.Helper()
+	st, _, err := auditPeerReply(t, e, headers, body)
+	return st, err
+}
+
+// auditPeerReply is auditPeerErr with the answer's body.
+func auditPeerReply(t *testing.T, e *env, headers [][2]string, body string) (int, string, error) {
+	t.Helper()
 	conn, err := grpc.NewClient(e.dev.Processor.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -364,13 +371,13 @@ func auditPeerErr(t *testing.T, e *env, headers [][2]string, body string) (int, 
 	}
 	resp, err := stream.Recv()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	ir := resp.GetImmediateResponse()
 	if ir == nil {
 		t.Fatalf("the processor answered %T, want an immediate response", resp.GetResponse())
 	}
-	return int(ir.GetStatus().GetCode()), nil
+	return int(ir.GetStatus().GetCode()), string(ir.GetBody()), nil
 }
 
 // auditDenied reports request header names that must never reach a

@@ -52,13 +52,13 @@ func TestShippedConfig(t *testing.T) {
 			ResponseBodyMode:     "NONE",
 			ResponseTrailerMode:  "SKIP",
 			FailureModeAllow:     false,
-			StatusOnError:        503,
+			StatusOnError:        504,
 			MessageTimeout:       200 * time.Millisecond,
 			ForwardingNamespaces: []string{"envoy.filters.http.jwt_authn"},
 		},
 		Routes: []Route{
 			{Name: "grpc", Prefix: "/", GRPC: true, Cluster: "placeholder", Timeout: 0, TimeoutSet: true, IdleTimeout: time.Hour},
-			{Name: "http", Prefix: "/", DirectResponseStatus: 503, DirectResponseBody: "no answer from kafka-ext-proc\n"},
+			{Name: "http", Prefix: "/", DirectResponseStatus: 504, DirectResponseBody: "no answer from kafka-ext-proc\n"},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -322,9 +322,9 @@ func TestPerRouteMerge(t *testing.T) {
 			"                    overrides:\n"+
 			"                      grpc_initial_metadata:\n"+
 			"                      - { key: x-kafka-ext-proc-binding, value: grpc0 }\n",
-		"direct_response: { status: 503,",
+		"direct_response: { status: 504,",
 		"typed_per_filter_config: { envoy.filters.http.ext_proc: { \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute, disabled: true } }\n"+
-			"                direct_response: { status: 503,")
+			"                direct_response: { status: 504,")
 	b, err := Parse(data)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)

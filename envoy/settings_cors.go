@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-const corsPolicyType = typeURLPrefix + "envoy.config.route.v3.CorsPolicy"
+const corsPolicyType = typeURLPrefix + "envoy.extensions.filters.http.cors.v3.CorsPolicy"
 
 // CORSPolicy is a route's effective CorsPolicy: each field from the most
 // specific level (route, virtual host, route configuration) that sets it,
@@ -57,16 +58,16 @@ func corsPolicyOf(r *routev3.Route, vh *routev3.VirtualHost, filterName string, 
 	if r.GetRoute().GetCors() != nil || vh.GetCors() != nil {
 		return nil, errors.New("the deprecated cors field is not supported; use typed_per_filter_config")
 	}
-	var ps []*routev3.CorsPolicy
+	var ps []*corsv3.CorsPolicy
 	for _, level := range levels {
 		a, ok := level[filterName]
 		if !ok {
 			continue
 		}
 		if a.GetTypeUrl() != corsPolicyType {
-			return nil, fmt.Errorf("typed_per_filter_config %q: type %s is not supported (want a CorsPolicy)", filterName, a.GetTypeUrl())
+			return nil, fmt.Errorf("typed_per_filter_config %q: type %s is not the CORS filter's per-route config (want %s)", filterName, a.GetTypeUrl(), corsPolicyType)
 		}
-		p := &routev3.CorsPolicy{}
+		p := &corsv3.CorsPolicy{}
 		if err := unpack(a, p); err != nil {
 			return nil, fmt.Errorf("typed_per_filter_config %q: %w", filterName, err)
 		}
@@ -79,7 +80,7 @@ func corsPolicyOf(r *routev3.Route, vh *routev3.VirtualHost, filterName string, 
 		return nil, nil
 	}
 	c := &CORSPolicy{ForwardNotMatchingPreflights: true}
-	first := func(get func(*routev3.CorsPolicy) string) string {
+	first := func(get func(*corsv3.CorsPolicy) string) string {
 		for _, p := range ps {
 			if v := get(p); v != "" {
 				return v
@@ -87,10 +88,10 @@ func corsPolicyOf(r *routev3.Route, vh *routev3.VirtualHost, filterName string, 
 		}
 		return ""
 	}
-	c.AllowMethods = first((*routev3.CorsPolicy).GetAllowMethods)
-	c.AllowHeaders = first((*routev3.CorsPolicy).GetAllowHeaders)
-	c.ExposeHeaders = first((*routev3.CorsPolicy).GetExposeHeaders)
-	c.MaxAge = first((*routev3.CorsPolicy).GetMaxAge)
+	c.AllowMethods = first((*corsv3.CorsPolicy).GetAllowMethods)
+	c.AllowHeaders = first((*corsv3.CorsPolicy).GetAllowHeaders)
+	c.ExposeHeaders = first((*corsv3.CorsPolicy).GetExposeHeaders)
+	c.MaxAge = first((*corsv3.CorsPolicy).GetMaxAge)
 	credSet, fwdSet, pnaSet := false, false, false
 	for _, p := range ps {
 		if len(c.AllowOrigins) == 0 {

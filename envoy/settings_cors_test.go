@@ -88,7 +88,7 @@ func TestCORSSettingsMerge(t *testing.T) {
 	s, err := corsSettingsOf(t, corsYAML(t,
 		vhLine, vhLine+`              typed_per_filter_config:
                 envoy.filters.http.cors:
-                  "@type": type.googleapis.com/envoy.config.route.v3.CorsPolicy
+                  "@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy
                   allow_origin_string_match: [{ suffix: ".example.org", ignore_case: true }]
                   allow_credentials: true
                   forward_not_matching_preflights: false
@@ -124,6 +124,11 @@ func TestCORSSettingsRefuses(t *testing.T) {
 		"filter_enabled": {[]string{`max_age: "600"`, `max_age: "600"` + "\n                    filter_enabled: { default_value: { numerator: 50 } }"},
 			[]string{`routes[`, `"http-cors"`, "filter_enabled"}},
 		"deprecated field": {[]string{vhLine, vhLine + "              cors: { allow_methods: GET }\n"}, []string{"deprecated cors field"}},
+		// Envoy unpacks the per-route config into the filter's own CorsPolicy
+		// (cors/config.h, FactoryBase<Cors, cors::v3::CorsPolicy>): the route
+		// API's CorsPolicy of the same name fails Envoy's load.
+		"route API type": {[]string{"envoy.extensions.filters.http.cors.v3.CorsPolicy", "envoy.config.route.v3.CorsPolicy"},
+			[]string{"envoy.config.route.v3.CorsPolicy", "want type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := corsSettingsOf(t, corsYAML(t, tc.pairs...))

@@ -13,6 +13,7 @@ type ClusterOptions struct {
 	Name            string            // the kafka binding's name
 	Properties      map[string]string // librdkafka properties of the binding
 	KafkaTimeout    time.Duration
+	MaxRecordBytes  int // see ProducerOptions
 	ReplyRetention  time.Duration
 	ReplyIndexBytes int64
 	// IdempotencyWindow and IdempotencyKeys configure the key index (see
@@ -31,6 +32,9 @@ type ClusterOptions struct {
 	// PartitionCheck is how often partition counts are read to follow
 	// partitions added to topics (views, reply index, log tail); 0 = 30s.
 	PartitionCheck time.Duration
+	// Converters gives a topic's record converter for its views (its
+	// models), or nil (optional).
+	Converters func(topic string) Converter
 }
 
 // Cluster owns every reader and writer of one kafka binding, shared by every
@@ -59,7 +63,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Logger: opts.Logger, Readiness: opts.Readiness,
 		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
-		Stats: rdStats, PartitionCheck: opts.PartitionCheck,
+		Stats: rdStats, PartitionCheck: opts.PartitionCheck, Converters: opts.Converters,
 	})
 	if err != nil {
 		return nil, err
@@ -168,6 +172,7 @@ func (c *Cluster) Producer(acks Acks) (*Producer, error) {
 	p, err := NewProducer(ProducerOptions{
 		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
 		Acks: acks, Logger: c.opts.Logger, Results: &c.results, Stats: c.rdStats,
+		MaxRecordBytes: c.opts.MaxRecordBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the producer of kafka binding %q: %w", c.opts.Name, err)

@@ -60,6 +60,9 @@ var (
 type RejectedError struct {
 	Code   int    // Kafka protocol error code (negative: librdkafka's own)
 	Reason string // librdkafka's text for the code, fit for a client
+	// Limit is the producer's message.max.bytes when librdkafka itself
+	// refused the record for its size (0 otherwise).
+	Limit int
 }
 
 func (e *RejectedError) Error() string { return "the broker rejected the record: " + e.Reason }
@@ -95,6 +98,11 @@ type ProducerOptions struct {
 	// Stats receives the producer's librdkafka statistics, as role
 	// producer-<acks> (optional).
 	Stats *RdStats
+	// MaxRecordBytes is the largest record the routes may produce (body,
+	// key and headers); message.max.bytes is raised to it, so librdkafka
+	// never refuses a request the limits let through. 0 keeps librdkafka's
+	// default.
+	MaxRecordBytes int
 }
 
 // Producer is the one producer of a (cluster, acks mode), shared by every
@@ -121,7 +129,8 @@ type ProducerOptions struct {
 // written a second time behind a success. With retries off, one request in
 // flight keeps a batch that is re-sent for free from being overtaken.
 // Defaults the user may override: linger.ms=1, partitioner=murmur2_random
-// (where Java producers put a key).
+// (where Java producers put a key). message.max.bytes is at least
+// MaxRecordBytes.
 type Producer struct {
 	opts       ProducerOptions
 	logger     *slog.Logger
@@ -262,12 +271,29 @@ func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
 	if _, ok := props["partitioner"]; !ok {
 		(*cm)["partitioner"] = "murmur2_random"
 	}
+	if mb := recordLimit(props, opts.MaxRecordBytes); mb > 0 {
+		(*cm)["message.max.bytes"] = mb
+	}
 	(*cm)["go.delivery.report.fields"] = "none"
 	// The Go client allocates these channels at their full size (1e6 slots
 	// by default); reports are drained at once, and ProduceChannel is unused.
 	(*cm)["go.events.channel.size"] = 4096
 	(*cm)["go.produce.channel.size"] = 1
 	return cm
+}
+
+// librdkafka's bounds of message.max.bytes.
+const (
+	rdDefaultMessageMaxBytes = 1000000
+	rdMaxMessageMaxBytes     = 1000000000
+)
+
+// recordLimit is the message.max.bytes a producer runs with: the user's
+// value, raised to want (within librdkafka's maximum); 0 when neither is
+// set (librdkafka's default applies).
+func recordLimit(props map[string]string, want int) int {
+	user, _ := strconv.Atoi(props["message.max.bytes"])
+	return min(max(user, want), rdMaxMessageMaxBytes)
 }
 
 func (p *Producer) newRd() (*rdProducer, error) {
@@ -455,7 +481,12 @@ func (p *Producer) refused(topic string, err error) error {
 		return fmt.Errorf("%w: %w", ErrNotEnqueued, ErrUnknownTopic)
 	case kafka.ErrMsgSizeTooLarge:
 		// librdkafka's own check; its text for the code says "Broker:".
-		return &RejectedError{Code: int(ke.Code()), Reason: "the record is larger than the producer's message.max.bytes"}
+		limit := recordLimit(p.opts.Properties, p.opts.MaxRecordBytes)
+		if limit == 0 {
+			limit = rdDefaultMessageMaxBytes
+		}
+		return &RejectedError{Code: int(ke.Code()), Limit: limit,
+			Reason: fmt.Sprintf("the record (value, key and headers) is larger than the producer's message.max.bytes (%d bytes)", limit)}
 	case kafka.ErrTopicAuthorizationFailed, kafka.ErrClusterAuthorizationFailed:
 		// An ACL refusal seen before: the same record fails again.
 		return &RejectedError{Code: int(ke.Code()), Reason: ke.Error()}

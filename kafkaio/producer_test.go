@@ -602,3 +602,28 @@ func TestProduceErrorPersistence(t *testing.T) {
 		}
 	}
 }
+
+// message.max.bytes is raised to the largest record the limits allow,
+// never lowered below the user's value, and kept within librdkafka's range.
+func TestProducerRecordLimit(t *testing.T) {
+	for _, c := range []struct {
+		user string
+		want int
+		got  any
+	}{
+		{"", 0, nil},
+		{"", 1179648, 1179648},
+		{"2000000", 1179648, 2000000},
+		{"", 2000000000, 1000000000},
+	} {
+		props := map[string]string{"bootstrap.servers": "x"}
+		if c.user != "" {
+			props["message.max.bytes"] = c.user
+		}
+		cm := producerConfig(ProducerOptions{Properties: props, MaxRecordBytes: c.want})
+		got, _ := cm.Get("message.max.bytes", nil)
+		if got != c.got {
+			t.Errorf("user %q, limits %d: message.max.bytes %v, want %v", c.user, c.want, got, c.got)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package kafkaio
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +98,18 @@ type Header struct {
 	Value []byte
 }
 
+// ReplaceHeader returns hs without the headers named name (any case) and
+// with name: value at the end; hs is not changed.
+func ReplaceHeader(hs []Header, name string, value []byte) []Header {
+	out := make([]Header, 0, len(hs)+1)
+	for _, h := range hs {
+		if !strings.EqualFold(h.Key, name) {
+			out = append(out, h)
+		}
+	}
+	return append(out, Header{Key: name, Value: value})
+}
+
 // Record is a record as read from Kafka.
 type Record struct {
 	Topic     string
@@ -107,6 +121,23 @@ type Record struct {
 	Headers   []Header
 }
 
+// Converter turns a record as written into what a view serves: a topic's
+// models check it and convert it (to JSON), in place. A view calls it once
+// per record, as the record enters the view, so fetches never convert.
+//
+// An error means the record is not served: an error wrapping ErrLater (its
+// schema cannot be had now) holds the record aside, and it is tried again
+// every HeldRetry until it converts, unless a newer record of its key came
+// meanwhile; any other error leaves it out for good, and its key keeps the
+// previous record.
+type Converter func(r *Record) error
+
+// ErrLater is wrapped by Converter errors for records to try again later.
+var ErrLater = errors.New("cannot be converted now")
+
+// HeldRetry is how often records held aside are converted again.
+const HeldRetry = time.Second
+
 // View is the current record per key of one topic (compaction semantics
 // applied here, whatever the broker's compaction lag): a tombstone removes
 // its key, and records without a key are not part of the view.
@@ -114,6 +145,11 @@ type View struct {
 	topic   string
 	topicID [16]byte
 	window  time.Duration // coalescing window of Changed
+	convert Converter     // nil: records are served as written
+	// held are records whose conversion must wait, by key: each the latest
+	// of its key; a newer record of the key removes it. Guarded by mu.
+	held      map[string]*Record
+	heldTimer *time.Timer
 
 	mu        sync.RWMutex
 	entries   map[string]*Entry
@@ -315,8 +351,74 @@ func (v *View) Changed() <-chan struct{} {
 // apply folds one record into the view. The caller owns the partition's
 // order: records of a partition arrive in offset order.
 func (v *View) apply(r *Record) {
+	if v.convert != nil && r.Key != nil && r.Value != nil {
+		if err := v.convert(r); err != nil {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			v.advanceLocked(r.Partition, r.Offset+1)
+			if errors.Is(err, ErrLater) {
+				v.holdLocked(r)
+			}
+			return
+		}
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.applyLocked(r)
+}
+
+// holdLocked keeps r aside (the latest record of its key) and arms the retry.
+func (v *View) holdLocked(r *Record) {
+	if v.held == nil {
+		v.held = map[string]*Record{}
+	}
+	v.held[string(r.Key)] = r
+	if v.heldTimer == nil {
+		v.heldTimer = time.AfterFunc(HeldRetry, v.retryHeld)
+	}
+}
+
+// retryHeld converts the held records again; those that convert are
+// applied, unless a newer record of their key came meanwhile.
+func (v *View) retryHeld() {
+	v.mu.Lock()
+	rs := make([]*Record, 0, len(v.held))
+	for _, r := range v.held {
+		rs = append(rs, r)
+	}
+	v.mu.Unlock()
+	type done struct {
+		held, converted *Record
+		err             error
+	}
+	out := make([]done, 0, len(rs))
+	for _, r := range rs {
+		c := *r // the held record stays as read until it converts
+		out = append(out, done{r, &c, v.convert(&c)})
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, d := range out {
+		key := string(d.held.Key)
+		if v.held[key] != d.held {
+			continue // superseded while converting
+		}
+		switch {
+		case d.err == nil:
+			delete(v.held, key)
+			v.applyLocked(d.converted)
+		case !errors.Is(d.err, ErrLater):
+			delete(v.held, key)
+		}
+	}
+	v.heldTimer = nil
+	if len(v.held) > 0 {
+		v.heldTimer = time.AfterFunc(HeldRetry, v.retryHeld)
+	}
+}
+
+// applyLocked folds a converted record into the view.
+func (v *View) applyLocked(r *Record) {
 	if int(r.Partition) < len(v.positions) && r.Offset+1 > v.positions[r.Partition] {
 		v.positions[r.Partition] = r.Offset + 1
 	}
@@ -325,6 +427,9 @@ func (v *View) apply(r *Record) {
 		return
 	}
 	key := string(r.Key)
+	if held, ok := v.held[key]; ok && (held.Partition != r.Partition || held.Offset < r.Offset) {
+		delete(v.held, key) // a newer record of the key supersedes it
+	}
 	old, had := v.entries[key]
 	if had && old.Partition != r.Partition && !beats(r, old) {
 		// The same key in two partitions (a changed partitioner): the order
@@ -384,6 +489,10 @@ func (v *View) fireChanged() {
 func (v *View) advance(p int32, next int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.advanceLocked(p, next)
+}
+
+func (v *View) advanceLocked(p int32, next int64) {
 	if int(p) < len(v.positions) && next > v.positions[p] {
 		v.positions[p] = next
 	}

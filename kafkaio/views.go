@@ -42,6 +42,9 @@ type ViewsOptions struct {
 	// are read, so that partitions added to a topic are followed; default
 	// 30s.
 	PartitionCheck time.Duration
+	// Converters gives a topic's record converter (its models), or nil
+	// (optional).
+	Converters func(topic string) Converter
 }
 
 // Readiness is where a client reports whether its warmed views are caught up.
@@ -509,7 +512,11 @@ func (c *Views) describe(topic string) (*View, error) {
 					id[i] = byte(uint64(hi) >> (56 - 8*i))
 					id[8+i] = byte(uint64(lo) >> (56 - 8*i))
 				}
-				return newView(topic, id, len(d.Partitions), c.opts.CoalesceWindow), nil
+				v := newView(topic, id, len(d.Partitions), c.opts.CoalesceWindow)
+				if c.opts.Converters != nil {
+					v.convert = c.opts.Converters(topic)
+				}
+				return v, nil
 			case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
 				return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 			default:

@@ -18,5 +18,6 @@
 // is a *SchemaError, with a line and column when the schema language gives
 // one.
 //
-// Nothing here is wired into the processor yet; README.md says what remains.
+// The processor applies models per topic (the kafka binding's
+// options.topics): README.md lists where, and what remains.
 package models

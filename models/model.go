@@ -110,6 +110,28 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	return m, nil
 }
 
+// Kind is the model's name: json, avro, protobuf or a primitive.
+func (m *Model) Kind() string { return m.cfg.Model }
+
+// StaticSchema returns the configured schema when its catalog holds it in
+// memory (inline, filesystem): what a document generated without a
+// registry can show.
+func (m *Model) StaticSchema() (Schema, bool) {
+	c, ok := m.cfg.Catalog.(*Static)
+	if !ok {
+		return Schema{}, false
+	}
+	s, err := c.Lookup(context.Background(), m.cfg.Ref)
+	return s, err == nil
+}
+
+// Frames reports whether values in Kafka carry the registry wire format.
+func (m *Model) Frames() bool { return m.frame }
+
+// JSON reports whether clients send and read JSON for this model: a json
+// model, or a view json.
+func (m *Model) JSON() bool { return m.cfg.Model == "json" || m.cfg.View == "json" }
+
 // Warm looks the configured schema up and compiles it: at load, so that a
 // missing subject or a schema that does not compile is reported before
 // traffic, and the first request finds it cached.
@@ -151,6 +173,44 @@ func (m *Model) Encode(ctx context.Context, dst, src []byte) ([]byte, error) {
 		return dst[:n], m.named(err, m.name)
 	}
 	return out, nil
+}
+
+// EncodeNative checks a value sent in the model's own format (a gRPC
+// client's protobuf message) against the configured schema and appends
+// what is written to Kafka to dst: the value, framed if the model frames.
+// A view does not apply: the value is not JSON. Errors are *Error.
+func (m *Model) EncodeNative(ctx context.Context, dst, src []byte) ([]byte, error) {
+	if m.prim != nil {
+		return m.Encode(ctx, dst, src)
+	}
+	c, id, err := m.configured(ctx)
+	if err != nil {
+		return dst, err
+	}
+	if err := c.validate(src, c.index()); err != nil {
+		return dst, m.named(err, m.name)
+	}
+	if m.frame {
+		dst, _ = defaultHeader.AppendEncode(dst, id, c.index())
+	}
+	return append(dst, src...), nil
+}
+
+// DecodeNative checks a value read from Kafka and appends it in the
+// model's own format, unframed (what a gRPC client reads). Errors are
+// *Error.
+func (m *Model) DecodeNative(ctx context.Context, dst, src []byte) ([]byte, error) {
+	if m.prim != nil {
+		return m.Decode(ctx, dst, src)
+	}
+	c, payload, index, name, err := m.unframe(ctx, src)
+	if err != nil {
+		return dst, err
+	}
+	if err := c.validate(payload, index); err != nil {
+		return dst, m.named(err, name)
+	}
+	return append(dst, payload...), nil
 }
 
 // Decode checks a value read from Kafka and appends what clients see to

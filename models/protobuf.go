@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -199,7 +200,9 @@ func (c *protoCodec) fromJSON(dst, src []byte) ([]byte, error) {
 	if err := proto.CheckInitialized(m); err != nil {
 		return dst, invalidError("", "#", strings.TrimPrefix(err.Error(), "proto: "), err)
 	}
-	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	// Deterministic: fields in number order, so one body is one record
+	// value (dynamicpb otherwise ranges its fields in map order).
+	out, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, m)
 	if err != nil {
 		return dst, invalidError("", "#", "cannot encode", err)
 	}
@@ -215,7 +218,14 @@ func (c *protoCodec) toJSON(dst, payload []byte, index []int) ([]byte, error) {
 	if err != nil {
 		return dst, parseError("", "#", "cannot render as JSON", err)
 	}
-	return append(dst, b...), nil
+	// protojson varies its whitespace on purpose (its output is not
+	// stable); replicas must serve the same bytes for one record.
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if err := json.Compact(&out, b); err != nil {
+		return dst, parseError("", "#", "cannot render as JSON", err)
+	}
+	return append(dst, out.Bytes()...), nil
 }
 
 func (c *protoCodec) index() []int { return c.idx }

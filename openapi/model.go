@@ -167,6 +167,17 @@ type Schema struct {
 	Properties  map[string]*Schema `json:"properties,omitempty"`
 	Required    []string           `json:"required,omitempty"`
 	Examples    []any              `json:"examples,omitempty"`
+	// Raw, when set, is the whole schema: a topic model's JSON Schema.
+	Raw json.RawMessage `json:"-"`
+}
+
+// MarshalJSON writes Raw as it is when set.
+func (s *Schema) MarshalJSON() ([]byte, error) {
+	if len(s.Raw) > 0 {
+		return s.Raw, nil
+	}
+	type plain Schema // without this method
+	return json.Marshal((*plain)(s))
 }
 
 // Components holds the reusable parts the operations refer to.

@@ -225,6 +225,7 @@ func (g *generator) operation(r *config.Route, cond int, c config.Condition, met
 	default:
 		g.produce(op, w, method, c.Method == "")
 	}
+	g.models(op, r, method)
 	if !w.Topic.Static() {
 		op.Responses["400"] = problem("The resolved topic name is not allowed: it does not match the route's topic-pattern `" + w.TopicPattern + "`, or it starts with '_'.")
 		if _, ok := op.Responses["404"]; !ok {

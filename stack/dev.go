@@ -58,12 +58,17 @@ type DevOptions struct {
 	// TracerProvider and PartitionCheck pass through to the processor.
 	TracerProvider trace.TracerProvider
 	PartitionCheck time.Duration
+	// Replicas is how many processors run behind the emulator (0 = 1), as
+	// endpoints of one ext_proc cluster. The first listens on Listen and
+	// Admin; the others on free ports.
+	Replicas int
 }
 
 // Dev is a running development stack: broker, processor and emulator.
 type Dev struct {
 	Broker     *embedded.Broker // nil with DevOptions.Existing
-	Processor  *Processor
+	Processor  *Processor       // the first replica
+	Replicas   []*Processor     // every processor, Processor first
 	Config     *config.Config
 	Emulator   *Front
 	Responders []*responder.Responder
@@ -91,6 +96,9 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 		bopts := opts.BrokerOptions
 		bopts.Addr = opts.Kafka
 		bopts.Topics = append(bopts.Topics, TopicsOf(opts.Config)...)
+		// A real cluster must take the largest record the limits allow
+		// (docs/kafka.md); the embedded broker is set up to.
+		bopts.MaxMessageBytes = max(bopts.MaxMessageBytes, opts.Config.Limits.RecordBytes())
 		if bopts.Logger == nil {
 			bopts.Logger = logger
 		}
@@ -119,15 +127,26 @@ func StartDev(opts DevOptions) (_ *Dev, err error) {
 		d.Responders = append(d.Responders, r)
 	}
 
-	d.Processor, err = StartProcessor(ProcessorOptions{
-		Config: d.Config, Listen: opts.Listen, Admin: opts.Admin, Logger: logger,
-		Guards: opts.Guards, WrapHTTP: opts.WrapHTTP, WrapGRPC: opts.WrapGRPC,
-		TracerProvider: opts.TracerProvider, PartitionCheck: opts.PartitionCheck,
-	})
-	if err != nil {
-		return nil, err
+	var addrs []string
+	for i := range max(opts.Replicas, 1) {
+		listen, admin, plog := opts.Listen, opts.Admin, logger
+		if i > 0 {
+			listen, admin = onFreePort(listen), onFreePort(admin)
+			plog = logger.With("replica", i)
+		}
+		p, err := StartProcessor(ProcessorOptions{
+			Config: d.Config, Listen: listen, Admin: admin, Logger: plog,
+			Guards: opts.Guards, WrapHTTP: opts.WrapHTTP, WrapGRPC: opts.WrapGRPC,
+			TracerProvider: opts.TracerProvider, PartitionCheck: opts.PartitionCheck,
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.Replicas = append(d.Replicas, p)
+		addrs = append(addrs, p.Addr())
 	}
-	d.Emulator, err = StartFront(opts.Envoy, opts.Front, d.Processor.Addr(), logger)
+	d.Processor = d.Replicas[0]
+	d.Emulator, err = StartFrontCluster(opts.Envoy, opts.Front, addrs, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -140,9 +159,9 @@ func (d *Dev) Close() {
 		if d.Emulator != nil {
 			d.Emulator.Close()
 		}
-		if d.Processor != nil {
+		for _, p := range d.Replicas {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			d.Processor.Shutdown(ctx)
+			p.Shutdown(ctx)
 			cancel()
 		}
 		for _, r := range d.Responders {
@@ -157,14 +176,20 @@ func (d *Dev) Close() {
 // Front is the Envoy emulator serving on an address in front of a processor.
 type Front struct {
 	ln     net.Listener
-	conn   *grpc.ClientConn
+	conns  []*grpc.ClientConn
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 // StartFront starts the emulator on addr, following envoyYAML, in front of
 // the processor at processorAddr.
-func StartFront(envoyYAML []byte, addr, processorAddr string, logger *slog.Logger) (_ *Front, err error) {
+func StartFront(envoyYAML []byte, addr, processorAddr string, logger *slog.Logger) (*Front, error) {
+	return StartFrontCluster(envoyYAML, addr, []string{processorAddr}, logger)
+}
+
+// StartFrontCluster is StartFront in front of several processors, the
+// endpoints of envoy.yaml's ext_proc cluster, picked round robin.
+func StartFrontCluster(envoyYAML []byte, addr string, processorAddrs []string, logger *slog.Logger) (_ *Front, err error) {
 	boot, err := envoy.Parse(envoyYAML)
 	if err != nil {
 		return nil, fmt.Errorf("reading envoy.yaml: %w", err)
@@ -179,11 +204,16 @@ func StartFront(envoyYAML []byte, addr, processorAddr string, logger *slog.Logge
 			f.Close()
 		}
 	}()
-	f.conn, err = grpc.NewClient(processorAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("connecting the emulator to the processor: %w", err)
+	var endpoints []grpc.ClientConnInterface
+	for _, pa := range processorAddrs {
+		conn, err := grpc.NewClient(pa, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("connecting the emulator to the processor at %s: %w", pa, err)
+		}
+		f.conns = append(f.conns, conn)
+		endpoints = append(endpoints, conn)
 	}
-	emu, err := emulator.New(emulator.Options{Settings: settings, Processor: f.conn, Logger: logger.With("component", "envoy-emulator")})
+	emu, err := emulator.New(emulator.Options{Settings: settings, Processors: endpoints, Logger: logger.With("component", "envoy-emulator")})
 	if err != nil {
 		return nil, fmt.Errorf("starting the Envoy emulator: %w", err)
 	}
@@ -215,9 +245,21 @@ func (f *Front) Close() {
 	if f.ln != nil {
 		_ = f.ln.Close()
 	}
-	if f.conn != nil {
-		_ = f.conn.Close()
+	for _, c := range f.conns {
+		_ = c.Close()
 	}
+}
+
+// onFreePort is addr's host with port 0 ("" stays "": no listener).
+func onFreePort(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr // StartProcessor reports it
+	}
+	return net.JoinHostPort(host, "0")
 }
 
 // PointAt returns a copy of cfg whose kafka bindings all use bootstrap.

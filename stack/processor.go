@@ -80,6 +80,7 @@ type Processor struct {
 	kafka     map[string]*kafkaio.Cluster
 	routes    *kafkaroute.Kafka // the Kafka side of the routes, prepared on start and reload
 	collector *kafkaCollector
+	models    *modelMetrics
 	reloads   *reloadMetrics
 	httpk     *httpkafka.Handler
 	drain     context.CancelFunc
@@ -107,7 +108,9 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	drainCtx, drain := context.WithCancel(context.Background())
 
-	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, opts.KeysClock)
+	mm := newModelMetrics(reg, opts.Config)
+	readiness.SetNotes(mm.registries.notes)
+	clients, routes, err := startKafka(opts.Config, readiness, logger, opts.PartitionCheck, opts.KeysClock, mm)
 	if err != nil {
 		drain()
 		return nil, err
@@ -142,6 +145,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		kafka:     clients,
 		routes:    routes,
 		collector: kc,
+		models:    mm,
 		reloads:   newReloadMetrics(reg),
 		httpk:     httpk,
 		drain:     drain,
@@ -150,6 +154,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		logger:    logger,
 	}
 	checkKafka(drainCtx, opts.Config, readiness, logger, &p.wg)
+	warmModels(drainCtx, opts.Config, logger, &p.wg)
 	srv.Register(p.grpc)
 	healthpb.RegisterHealthServer(p.grpc, p.health)
 	readiness.Watch(p.setServing)
@@ -291,6 +296,9 @@ func (p *Processor) reload(cfg *config.Config) error {
 	}
 	p.cfg = cfg
 	p.collector.setConfig(cfg)
+	p.models.registries.cfg.Store(cfg)
+	// The new configuration's registry catalogs start with empty caches.
+	warmModels(context.Background(), cfg, p.logger, &p.wg)
 	p.httpk.Retain(cfg)
 	return nil
 }
@@ -326,6 +334,7 @@ func (p *Processor) Shutdown(ctx context.Context) {
 			<-stopped
 		}
 		closeKafka(p.kafka)
+		p.cfg.Close()
 		if p.admin != nil {
 			_ = p.admin.Close()
 		}
@@ -335,11 +344,13 @@ func (p *Processor) Shutdown(ctx context.Context) {
 
 // startKafka connects one cluster (views, reply index, producers) per kafka
 // binding and prepares what the routes use.
-func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, keysClock func() time.Time) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
+func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Logger, partitionCheck time.Duration, keysClock func() time.Time,
+	mm *modelMetrics) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
 		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
+			MaxRecordBytes: int(cfg.Limits.RecordBytes()),
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
 			IdempotencyWindow: cfg.Limits.IdempotencyWindow, IdempotencyKeys: cfg.Limits.IdempotencyKeys, KeysClock: keysClock,
 			ViewIdle: cfg.Limits.ViewIdle, MaxViews: cfg.Limits.MaxViews, MaxViewBytes: cfg.Limits.MaxViewBytes,
@@ -347,6 +358,7 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 			// its budget resumes from the ring.
 			LogRingRecords: max(cfg.Limits.StreamLagBudget, 1024),
 			Logger:         logger, Readiness: readiness, PartitionCheck: partitionCheck,
+			Converters: mm.converters(name, k, logger),
 		})
 		if err != nil {
 			closeKafka(clusters)
@@ -378,6 +390,9 @@ func sameKafka(old, next *config.Config) error {
 			// Secrets read with ${file:} included: librdkafka takes its
 			// credentials when the client is created.
 			return fmt.Errorf("the options of kafka binding %q changed (a ${file:} secret among them counts): restart to apply", name)
+		}
+		if !sameTopicModels(o.Topics, k.Topics) {
+			return fmt.Errorf("the topic models of kafka binding %q changed: restart to apply (views hold records converted with them)", name)
 		}
 	}
 	if old.Limits != next.Limits {

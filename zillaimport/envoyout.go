@@ -315,7 +315,7 @@ func writeListener(b *strings.Builder, l listener) {
 			b.WriteString("                route: { cluster: placeholder, timeout: 0s, idle_timeout: 3600s }\n")
 		} else {
 			fmt.Fprintf(b, "                match: { %s }\n", match)
-			b.WriteString("                direct_response: { status: 503, body: { inline_string: \"no answer from kafka-ext-proc\\n\" } }\n")
+			b.WriteString("                direct_response: { status: 504, body: { inline_string: \"no answer from kafka-ext-proc\\n\" } }\n")
 		}
 		b.WriteString("                typed_per_filter_config:\n                  envoy.filters.http.ext_proc:\n")
 		b.WriteString("                    \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute\n")
@@ -326,7 +326,7 @@ func writeListener(b *strings.Builder, l listener) {
 	b.WriteString(`              # Any other path: the processor answers 404 / UNIMPLEMENTED, saying no route matches.
               - name: no_route
                 match: { prefix: "/" }
-                direct_response: { status: 503, body: { inline_string: "no answer from kafka-ext-proc\n" } }
+                direct_response: { status: 504, body: { inline_string: "no answer from kafka-ext-proc\n" } }
           http_filters:
 `)
 	if l.cors != nil {
@@ -349,7 +349,8 @@ func writeListener(b *strings.Builder, l listener) {
                 response_body_mode: NONE
                 response_trailer_mode: SKIP
               failure_mode_allow: false
-              status_on_error: { code: 503 }
+              # A failed ext_proc stream may have written records: 504, outcome unknown.
+              status_on_error: { code: 504 }
               metadata_options:
                 forwarding_namespaces: { untyped: [envoy.filters.http.jwt_authn] }
           - name: envoy.filters.http.router

@@ -82,6 +82,8 @@ type importer struct {
 	kafka  *omap  // kafka client bindings
 	procs  *omap  // http-kafka and grpc-kafka bindings
 	guards *omap
+	// catalogs are the catalogs topic models name (models.go).
+	catalogs *omap
 	// listeners are the tcp server ports and what they lead to.
 	listeners []listener
 }
@@ -105,7 +107,7 @@ func (im *importer) note(n *node, format string, args ...any) {
 }
 
 func (im *importer) run() {
-	im.kafka, im.procs, im.guards = &omap{}, &omap{}, &omap{}
+	im.kafka, im.procs, im.guards, im.catalogs = &omap{}, &omap{}, &omap{}, &omap{}
 	if im.root.kind != mapNode {
 		im.errorf(im.root, "a zilla.yaml is a map with bindings")
 		return
@@ -143,6 +145,7 @@ func (im *importer) run() {
 			im.kafkaClient(name, b)
 		}
 	}
+	im.models()
 	for _, name := range im.order {
 		b := im.bindings[name]
 		switch typ, kind := b.get("type").str(), b.get("kind").str(); {
@@ -181,6 +184,9 @@ func (im *importer) run() {
 	}
 	if cs := im.root.get("catalogs"); cs != nil {
 		for _, e := range cs.mapEntries() {
+			if im.used["catalog "+e.key] {
+				continue
+			}
 			im.note(e.val, "catalog %s dropped: the processor needs no protobuf descriptors (it forwards gRPC messages as bytes); keep the .proto files for your clients", e.key)
 		}
 	}

@@ -22,6 +22,9 @@ func (im *importer) render() []byte {
 		}
 	}
 	top := &omap{}
+	if len(im.catalogs.entries) > 0 {
+		top.set("catalogs", im.catalogs)
+	}
 	bindings := &omap{}
 	bindings.entries = append(append(bindings.entries, im.kafka.entries...), im.procs.entries...)
 	top.set("bindings", bindings)

@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|models|all [-split] [flags]
 package main
 
 import (
@@ -116,7 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, or all (every one but view-scale and idle-routes)")
+	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models, or all (every one but view-scale, idle-routes and models)")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -152,12 +152,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale, scenarioIdleRoutes:
+	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale, scenarioIdleRoutes, scenarioModels:
 		o.scenarios = []string{*scenario}
 	case scenarioAll:
 		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models or all", *scenario)
 	}
 	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
 		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)
@@ -277,6 +277,8 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			res, err = runViewScale(ctx, e, o)
 		case scenarioIdleRoutes:
 			res, err = runIdleRoutes(ctx, e, o)
+		case scenarioModels:
+			res, err = runModels(ctx, e, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)

@@ -35,6 +35,8 @@ func report(w io.Writer, asJSON bool, r result) error {
 		reportIdleRoutes(&b, r)
 	case fanoutResult:
 		reportFanout(&b, r)
+	case modelsResult:
+		reportModels(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -38,6 +38,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	data := fs.String("data", "", "keep the embedded broker's topics and records in this directory across restarts (default: in memory)")
 	partitions := fs.Int("partitions", 1, "partitions of the topics the embedded broker creates")
+	replicas := fs.Int("replicas", 1, "processors behind the emulator, which spreads requests over them round robin as Envoy does (the first on --listen and --admin, the others on free ports)")
 	var extra responderFlag
 	fs.Var(&extra, "responder", responderUsage)
 	var topics topicFlag
@@ -48,6 +49,9 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *partitions < 1 {
 		return usageError{fmt.Sprintf("--partitions %d: want at least 1", *partitions)}
 	}
+	if *replicas < 1 || *replicas > 16 {
+		return usageError{fmt.Sprintf("--replicas %d: want 1 to 16", *replicas)}
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	existing := *kafka == "existing"
@@ -57,7 +61,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		conflicts []string
 	}{
 		// No embedded broker runs in these modes.
-		{*processorAddr != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder"}},
+		{*processorAddr != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder", "replicas"}},
 		{existing, "--kafka existing", []string{"data", "partitions", "topic"}},
 	} {
 		for _, c := range mode.conflicts {
@@ -118,7 +122,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d, err := stack.StartDev(stack.DevOptions{
 		Config: cfg, Envoy: envoyYAML, Existing: existing,
 		Front: *front, Listen: *listen, Kafka: *kafka, Admin: *adminAddr,
-		Logger: logger, Responders: responders,
+		Logger: logger, Responders: responders, Replicas: *replicas,
 		BrokerOptions: embedded.Options{DataDir: *data, Partitions: int32(*partitions), Topics: topics},
 	})
 	if err != nil {
@@ -201,7 +205,9 @@ func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []st
 	front := d.Front()
 	fmt.Fprintf(&b, "kafka-ext-proc dev is running\n")
 	fmt.Fprintf(&b, "  front (Envoy emulator): http://%s\n", front)
-	fmt.Fprintf(&b, "  processor (ext_proc):   %s\n", d.Processor.Addr())
+	if len(d.Replicas) == 1 {
+		fmt.Fprintf(&b, "  processor (ext_proc):   %s\n", d.Processor.Addr())
+	}
 	if d.Broker != nil {
 		fmt.Fprintf(&b, "  Kafka (embedded):       %s\n", d.Broker.Addr())
 	} else {
@@ -212,8 +218,18 @@ func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []st
 	if dir != "" {
 		fmt.Fprintf(&b, "  Kafka data:             %s (kept across restarts)\n", dir)
 	}
-	if a := d.Processor.AdminAddr(); a != "" {
+	if a := d.Processor.AdminAddr(); a != "" && len(d.Replicas) == 1 {
 		fmt.Fprintf(&b, "  admin:                  http://%s/readyz  http://%s/metrics\n", a, a)
+	}
+	if len(d.Replicas) > 1 {
+		fmt.Fprintf(&b, "  %d processors behind the front, round robin:\n", len(d.Replicas))
+		for i, p := range d.Replicas {
+			fmt.Fprintf(&b, "  replica %d (ext_proc):   %s", i+1, p.Addr())
+			if a := p.AdminAddr(); a != "" {
+				fmt.Fprintf(&b, "  admin: http://%s/metrics", a)
+			}
+			b.WriteString("\n")
+		}
 	}
 	for _, r := range d.Responders {
 		fmt.Fprintf(&b, "  demo responder:         answers %s\n", r.Topic())

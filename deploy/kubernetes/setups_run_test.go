@@ -102,7 +102,7 @@ func TestSetupChecksFail(t *testing.T) {
 			{"processor elsewhere", []string{"address: kafka-ext-proc.kafka-ext-proc.svc.cluster.local", "address: kafka-ext-proc.default.svc.cluster.local"}, "want the chart's Service kafka-ext-proc.kafka-ext-proc.svc.cluster.local:50051"},
 			{"filter after the router", []string{"      operation: INSERT_BEFORE\n", "      operation: INSERT_AFTER\n"}, "want INSERT_BEFORE envoy.filters.http.router"},
 			{"configured path not routed", []string{"    - uri: { prefix: /items }\n", "    - uri: { prefix: /things }\n"}, `configured path "/items…" matches none of the route prefixes [/things]`},
-			{"route forwarding", []string{"    directResponse: { status: 503 }\n", "    route: [{ destination: { host: backend } }]\n"}, `VirtualService route "grpc" forwards`},
+			{"route forwarding", []string{"    directResponse: { status: 504 }\n", "    route: [{ destination: { host: backend } }]\n"}, `VirtualService route "grpc" forwards`},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -420,7 +420,7 @@ func istioBootstrap(ef *istionetv1a3.EnvoyFilter, gw *istionetv1.Gateway, vs *is
 	for _, hr := range vs.Spec.GetHttp() {
 		dr := hr.GetDirectResponse()
 		if dr == nil || len(hr.GetRoute()) > 0 {
-			problem("VirtualService route %q forwards: the processor answers every request, so routes answer 503 directly (a forwarding route would pass a request the processor let through to a backend)", hr.GetName())
+			problem("VirtualService route %q forwards: the processor answers every request, so routes answer 504 directly (a forwarding route would pass a request the processor let through to a backend)", hr.GetName())
 			continue
 		}
 		for _, m := range hr.GetMatch() {

@@ -9,6 +9,14 @@ require (
 )
 
 require (
+	github.com/bufbuild/protocompile v0.14.1 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/twmb/avro v1.9.1 // indirect
+	github.com/twmb/franz-go/pkg/sr v1.8.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
+
+require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -31,7 +34,8 @@ var ErrFinished = errors.New("emulator: exchange finished")
 // load generator can drive it directly.
 type Client struct {
 	settings      envoy.Settings
-	ext           extprocv3.ExternalProcessorClient
+	endpoints     []extprocv3.ExternalProcessorClient
+	rr            atomic.Uint64 // the round robin's next index
 	authority     string
 	statusOnError int
 	log           *slog.Logger
@@ -40,10 +44,17 @@ type Client struct {
 // NewClient checks the settings (see Validate) and returns a client that
 // opens Process streams on processor, Envoy's ext_proc cluster.
 func NewClient(settings envoy.Settings, processor grpc.ClientConnInterface, logger *slog.Logger) (*Client, error) {
+	return NewClusterClient(settings, []grpc.ClientConnInterface{processor}, logger)
+}
+
+// NewClusterClient is NewClient for an ext_proc cluster of several
+// endpoints (processor replicas), which it picks in turn per Process
+// stream.
+func NewClusterClient(settings envoy.Settings, endpoints []grpc.ClientConnInterface, logger *slog.Logger) (*Client, error) {
 	if err := Validate(settings); err != nil {
 		return nil, err
 	}
-	if processor == nil {
+	if len(endpoints) == 0 || slices.Contains(endpoints, nil) {
 		return nil, errors.New("emulator: no processor connection")
 	}
 	if logger == nil {
@@ -51,11 +62,22 @@ func NewClient(settings envoy.Settings, processor grpc.ClientConnInterface, logg
 	}
 	c := &Client{
 		settings:      settings,
-		ext:           extprocv3.NewExternalProcessorClient(processor),
 		authority:     settings.ExtProc.ClusterName,
 		statusOnError: settings.ExtProc.StatusOnError,
 		log:           logger,
 	}
+	for _, e := range endpoints {
+		c.endpoints = append(c.endpoints, extprocv3.NewExternalProcessorClient(e))
+	}
+	// [rule round-robin-endpoints] Each Process stream goes to the next
+	// endpoint of the ext_proc cluster in turn (lb_policy ROUND_ROBIN, the
+	// default, with equal weights), starting at a random one. The emulator
+	// has no health checks or outlier detection: an endpoint that is down
+	// keeps its turn, and its streams fail (status_on_error).
+	// source: source/extensions/load_balancing_policies/round_robin/round_robin_lb.h RoundRobinLoadBalancer::unweightedHostPick, RoundRobinLoadBalancer::refreshHostSource
+	// envoy-test: RoundRobinLoadBalancerTest.Normal (test/extensions/load_balancing_policies/round_robin/round_robin_lb_test.cc)
+	// ours: TestRoundRobinEndpoints
+	c.rr.Store(rand.Uint64())
 	// :authority of the Process call is envoy_grpc.authority, else the
 	// cluster name (reference §1 [code]).
 	// [rule process-stream-authority] One Process stream per request; its
@@ -247,7 +269,8 @@ func (c *Client) Start(ctx context.Context, req Request) *Exchange {
 	if c.settings.Tracing {
 		injectTraceContext(md, req.Headers)
 	}
-	stream, err := c.ext.Process(metadata.NewOutgoingContext(x.ctx, md), grpc.CallAuthority(c.authority))
+	ext := c.endpoints[c.rr.Add(1)%uint64(len(c.endpoints))]
+	stream, err := ext.Process(metadata.NewOutgoingContext(x.ctx, md), grpc.CallAuthority(c.authority))
 	if err != nil {
 		close(x.recvDone)
 		x.mu.Lock()

@@ -40,7 +40,8 @@
 // sanitising; HCM local_reply_config; header count/size limits on mutations;
 // max_request_headers_count; HTTP/1 enable_trailers; downstream HTTP/2
 // keepalive; upstreams (a cluster route always answers "no healthy
-// upstream"); ext_proc's async-client headers on the Process stream
+// upstream"); health checks and outlier detection of the ext_proc cluster
+// (an endpoint that is down keeps its round-robin turn); ext_proc's async-client headers on the Process stream
 // (x-forwarded-for, timeouts); the bytes after an HTTP/1 CONNECT (the
 // tunnel) are not passed on as request body; inline headers that
 // extensions register in an Envoy build are not joined. net/http delivers

@@ -21,6 +21,9 @@ type Options struct {
 	// cluster). Its credentials must allow a per-call :authority (insecure
 	// and TLS credentials do).
 	Processor grpc.ClientConnInterface
+	// Processors, when set, are the endpoints of the ext_proc cluster
+	// (processor replicas) instead of Processor, picked round robin.
+	Processors []grpc.ClientConnInterface
 	// Logger receives debug logs of emulated decisions; nil discards them.
 	Logger *slog.Logger
 }
@@ -39,7 +42,11 @@ type Emulator struct {
 // New checks the settings and returns an emulator. Settings the emulator
 // does not emulate are refused with an error naming each of them.
 func New(opts Options) (*Emulator, error) {
-	c, err := NewClient(opts.Settings, opts.Processor, opts.Logger)
+	endpoints := opts.Processors
+	if len(endpoints) == 0 {
+		endpoints = []grpc.ClientConnInterface{opts.Processor}
+	}
+	c, err := NewClusterClient(opts.Settings, endpoints, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 
 // The emulator accepts the shipped envoy/envoy.yaml, loaded the real way,
 // and behaves as that file says: the HTTP route's direct_response, the gRPC
-// route's placeholder cluster, status_on_error 503.
+// route's placeholder cluster, status_on_error 504 (outcome unknown).
 func TestShippedEnvoyYAML(t *testing.T) {
 	b, err := envoy.Load("../envoy.yaml")
 	if err != nil {
@@ -26,7 +26,7 @@ func TestShippedEnvoyYAML(t *testing.T) {
 	}
 	letThrough := startProcessor(t, func(ps *procStream) error { ps.next(); return nil })
 	addr := startEmulator(t, s, letThrough.addr)
-	if code, _, body := get(t, addr); code != 503 || body != "no answer from kafka-ext-proc\n" {
+	if code, _, body := get(t, addr); code != 504 || body != "no answer from kafka-ext-proc\n" {
 		t.Errorf("HTTP let through: %d %q, want envoy.yaml's direct_response", code, body)
 	}
 	if a := letThrough.stream(t).md.Get(":authority"); len(a) != 1 || a[0] != s.ExtProc.ClusterName {
@@ -37,7 +37,7 @@ func TestShippedEnvoyYAML(t *testing.T) {
 	}
 	failing := startProcessor(t, func(ps *procStream) error { ps.next(); return status.Error(codes.Internal, "x") })
 	addr = startEmulator(t, s, failing.addr)
-	if code, _, _ := get(t, addr); code != 503 {
-		t.Errorf("processor error: %d, want envoy.yaml's status_on_error 503", code)
+	if code, _, body := get(t, addr); code != 504 || body != "" {
+		t.Errorf("processor error: %d %q, want envoy.yaml's status_on_error 504 with no body", code, body)
 	}
 }

@@ -193,10 +193,17 @@ func startEmulator(t *testing.T, s envoy.Settings, procAddr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = conn.Close() })
 	e, err := New(Options{Settings: s, Processor: conn, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveEmulator(t, e)
+}
+
+// serveEmulator serves e on a free port until the test ends.
+func serveEmulator(t *testing.T, e *Emulator) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +216,6 @@ func startEmulator(t *testing.T, s envoy.Settings, procAddr string) string {
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-		_ = conn.Close()
 	})
 	return ln.Addr().String()
 }

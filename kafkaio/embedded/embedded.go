@@ -40,6 +40,9 @@ type Options struct {
 	// Partitions is the partition count of topics created without one
 	// (0 = 1).
 	Partitions int32
+	// MaxMessageBytes is the broker's message.max.bytes, the largest record
+	// batch it takes (0 = kfake's default, Kafka's 1,048,588).
+	MaxMessageBytes int64
 	// Extra are further kfake options (tests use AllowAutoTopicCreation,
 	// request interception is done through Cluster()).
 	Extra []kfake.Opt
@@ -100,6 +103,9 @@ func Start(opts Options) (*Broker, error) {
 	}
 	if opts.DataDir != "" {
 		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+	}
+	if opts.MaxMessageBytes > 0 {
+		kopts = append(kopts, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.FormatInt(opts.MaxMessageBytes, 10)}))
 	}
 	kopts = append(kopts, opts.Extra...)
 	c, err := kfake.NewCluster(kopts...)

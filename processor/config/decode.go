@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,12 +55,13 @@ func (d *decoder) top(body ast.Node) *Config {
 	if !ok {
 		return nil
 	}
-	m := d.fields(entries, "the top level", "bindings", "guards", "limits")
+	m := d.fields(entries, "the top level", "bindings", "guards", "limits", "catalogs")
 	cfg := &Config{
-		Source: d.file,
-		Kafka:  map[string]*KafkaCluster{},
-		Guards: map[string]*Guard{},
-		Limits: DefaultLimits(),
+		Source:   d.file,
+		Kafka:    map[string]*KafkaCluster{},
+		Guards:   map[string]*Guard{},
+		Limits:   DefaultLimits(),
+		Catalogs: map[string]*Catalog{},
 	}
 	d.guardNames = map[string]bool{}
 	d.proxyTypes = map[string]string{}
@@ -71,8 +73,13 @@ func (d *decoder) top(body ast.Node) *Config {
 	if e := m["limits"]; e != nil {
 		d.limits(e.v, &cfg.Limits)
 	}
+	// Catalogs before bindings: topic models name them.
+	if e := m["catalogs"]; e != nil {
+		d.catalogs(e.v, cfg)
+	}
 	if e := m["bindings"]; e != nil {
 		d.bindings(e.v, cfg)
+		d.checkGRPCModels(cfg)
 	} else {
 		d.errorf(node, "missing required field \"bindings\": declare at least one kafka binding and one http-kafka or grpc-kafka binding")
 	}
@@ -115,7 +122,8 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 			d.kafkaNames[e.key] = true
 			m = d.fields(fields, "a kafka binding", "type", "kind", "options")
 			d.kind(node, m, typ, "client")
-			if kc := d.kafkaCluster(e.key, e.kn, node, m); kc != nil {
+			if kc := d.kafkaCluster(e.key, e.kn, node, m, cfg); kc != nil {
+				d.checkRecordBytes(kc, cfg.Limits)
 				cfg.Kafka[e.key] = kc
 			}
 			continue
@@ -170,7 +178,7 @@ func (d *decoder) kind(node ast.Node, m map[string]*entry, typ, want string) {
 	}
 }
 
-func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*entry) *KafkaCluster {
+func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*entry, cfg *Config) *KafkaCluster {
 	kc := &KafkaCluster{Name: name, Properties: map[string]string{}, Pos: d.pos(kn), PropertyPos: map[string]Pos{}}
 	e := m["options"]
 	if e == nil {
@@ -183,6 +191,11 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 	}
 	ok = true
 	for _, p := range entries {
+		if p.key == "topics" {
+			// Not a librdkafka property: the topics' models.
+			kc.Topics = d.topics(p.v, cfg)
+			continue
+		}
 		if p.v != nil {
 			kc.PropertyPos[p.key] = d.pos(p.v)
 		}
@@ -218,6 +231,23 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 		return nil
 	}
 	return kc
+}
+
+// checkRecordBytes refuses a message.max.bytes below what a request within
+// the limits writes: librdkafka would refuse such a record itself.
+func (d *decoder) checkRecordBytes(kc *KafkaCluster, l Limits) {
+	v, ok := kc.Properties["message.max.bytes"]
+	if !ok {
+		return
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n >= l.RecordBytes() {
+		return // librdkafka's own check reports a value that is not a number
+	}
+	d.errs = append(d.errs, &Error{Pos: kc.PropertyPos["message.max.bytes"], Msg: fmt.Sprintf(
+		"kafka property \"message.max.bytes\" is %d bytes, below limits.max-body (%d bytes) plus %d bytes for the key and headers: "+
+			"the producer would refuse records of requests the limits let through; remove it (it is then set to %d) or lower limits.max-body",
+		n, l.MaxBody, RecordHeaderRoom, l.RecordBytes())})
 }
 
 func (d *decoder) proxyBinding(p pendingBinding, cfg *Config) *Binding {

@@ -39,6 +39,15 @@ type Limits struct {
 	IdempotencyKeys int
 }
 
+// RecordHeaderRoom is what a record may hold besides the body: its key and
+// headers (Envoy bounds request headers at 60 KiB by default).
+const RecordHeaderRoom = 128 << 10
+
+// RecordBytes is the largest record a request within the limits makes:
+// max-body plus RecordHeaderRoom. The producers' message.max.bytes is set
+// to it, and Kafka's broker and topic limits must be at least as large.
+func (l Limits) RecordBytes() int64 { return l.MaxBody + RecordHeaderRoom }
+
 // DefaultLimits returns the limits used for fields the file leaves out.
 func DefaultLimits() Limits {
 	return Limits{

@@ -51,6 +51,7 @@ type Config struct {
 	Bindings []*Binding               // http-kafka and grpc-kafka bindings, in file order
 	Guards   map[string]*Guard
 	Limits   Limits
+	Catalogs map[string]*Catalog // `catalogs` by name
 }
 
 // KafkaCluster is a binding of type kafka, kind client: a cluster routes name in `exit`.
@@ -62,6 +63,9 @@ type KafkaCluster struct {
 	// PropertyPos is where each property's value is written, for errors
 	// found later (librdkafka's own checks in validate).
 	PropertyPos map[string]Pos
+	// Topics are the topic models of `options.topics` (taken out of the
+	// properties), in file order.
+	Topics []*TopicModels
 }
 
 // BindingType names the two proxy bindings.

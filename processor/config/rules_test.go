@@ -32,7 +32,7 @@ var ruleCases = []ruleCase{
 	{"empty file", "# nothing\n", []string{"c.yaml:1:1: the file is empty: a configuration needs bindings"}},
 	{"two documents", k0 + "---\nbindings: {}\n", []string{"c.yaml:4:1: a configuration file holds one YAML document: remove this second one"}},
 	{"top level not a mapping", "- a\n- b\n", []string{"c.yaml:1:1: the file must be a mapping, got a sequence"}},
-	{"unknown top-level field", k0 + "listeners: {}\n", []string{"c.yaml:3:1: unknown field \"listeners\" in the top level; allowed: bindings, guards, limits"}},
+	{"unknown top-level field", k0 + "listeners: {}\n", []string{"c.yaml:3:1: unknown field \"listeners\" in the top level; allowed: bindings, guards, limits, catalogs"}},
 	{"missing bindings", "limits: {max-body: 1MiB}\n", []string{"c.yaml:1:1: missing required field \"bindings\": declare at least one kafka binding and one http-kafka or grpc-kafka binding"}},
 	{"duplicate key", k0 + "limits:\n  max-wait: 10s\n  max-wait: 20s\n", []string{"c.yaml:5:3: duplicate key \"max-wait\": first defined at line 4, column 3"}},
 	{"duplicate binding name", k0 + "  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:1\"}}\n", []string{"c.yaml:3:3: duplicate binding name \"kafka0\": first defined at line 2, column 3"}},
@@ -54,7 +54,31 @@ var ruleCases = []ruleCase{
 	{"kafka binding without options", "bindings:\n  kafka0: {type: kafka, kind: client}\n", []string{"c.yaml:2:11: missing required field \"options\": a kafka binding needs at least options.bootstrap.servers"}},
 	{"kafka binding without bootstrap.servers", "bindings:\n  kafka0: {type: kafka, kind: client, options: {linger.ms: 5}}\n", []string{"c.yaml:2:48: missing required property \"bootstrap.servers\": the brokers to connect to, e.g. localhost:9092"}},
 	{"empty bootstrap.servers", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"\"}}\n", []string{"c.yaml:2:68: bootstrap.servers must not be empty: list the brokers to connect to, e.g. localhost:9092"}},
+	{"message.max.bytes below the limits", "limits: {max-body: 2MiB}\nbindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", message.max.bytes: 1000000}}\n", []string{"c.yaml:3:97: kafka property \"message.max.bytes\" is 1000000 bytes, below limits.max-body (2097152 bytes) plus 131072 bytes for the key and headers: the producer would refuse records of requests the limits let through; remove it (it is then set to 2228224) or lower limits.max-body"}},
 	{"kafka property not a scalar", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", sasl: {password: x}}}\n", []string{"c.yaml:2:84: kafka property \"sasl\" must be a string, number or boolean, got a mapping"}},
+
+	// ---- catalogs and topic models
+	{"unknown catalog type", k0 + "catalogs:\n  c0: {type: apicurio, options: {}}\n", []string{"c.yaml:4:14: unknown catalog type \"apicurio\"; allowed: inline, filesystem, schema-registry"}},
+	{"inline schema that does not compile", "catalogs:\n  c0: {type: inline, options: {subjects: {s: {schema: '{\"type\": }'}}}}\n" +
+		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: json, catalog: {c0: [{subject: s}]}}}]}}\n",
+		[]string{"c.yaml:4:127: the schema does not compile: schema c0/s@latest:1:10: invalid character '}' looking for beginning of value"}},
+	{"topic model names an unknown catalog", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: avro, catalog: {c9: [{subject: s}]}}}]}}\n",
+		[]string{"c.yaml:2:128: unknown catalog \"c9\": declare it under catalogs"}},
+	{"schema model without catalog", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: avro}}]}}\n",
+		[]string{"c.yaml:2:104: model avro needs a catalog: catalog: { <catalog name>: [{ subject: <subject> }] }"}},
+	{"strategy topic on a glob", "catalogs:\n  r0: {type: schema-registry, options: {url: \"http://r:8081\"}}\n" +
+		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: \"t-*\", value: {model: avro, catalog: {r0: [{strategy: topic}]}}}]}}\n",
+		[]string{"c.yaml:4:148: strategy topic needs a topic name, not the glob \"t-*\": name the subject instead"}},
+	{"avro model on a grpc topic", "catalogs:\n  c0: {type: inline, options: {subjects: {s: {schema: '\"string\"'}}}}\n" +
+		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: avro, catalog: {c0: [{subject: s}]}}}]}}\n" +
+		"  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n      - exit: kafka0\n        with: {capability: produce, topic: t}\n",
+		[]string{"c.yaml:10:15: the value model of topic \"t\" is avro (options.topics, line 4), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka"}},
+	{"framed protobuf on a grpc fetch topic", "catalogs:\n  r0: {type: schema-registry, options: {url: \"http://r:8081\"}}\n" +
+		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: protobuf, catalog: {r0: [{subject: s}]}}}]}}\n" +
+		"  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n      - exit: kafka0\n        with: {capability: fetch, topic: t}\n",
+		[]string{"c.yaml:10:15: topic \"t\" holds values converted or framed by its model (options.topics, line 4), and grpc-kafka fetch streams send records as written: use a protobuf model without view and with frame: false for this topic"}},
+	{"view on a primitive", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, key: {model: string, view: json}}]}}\n",
+		[]string{"c.yaml:2:124: model string has no view: its values are already text"}},
 
 	// ---- options
 	{"bad idempotency header", k0 + "  http0: {type: http-kafka, kind: proxy, options: {idempotency: {header: \"idem key\"}}}\n", []string{"c.yaml:3:74: idempotency.header \"idem key\" is not a valid header name: use letters, digits and '-'"}},

@@ -84,7 +84,10 @@ var loaderOnlyRules = []string{
 	// The environment and the file system.
 	"unset environment variable", "missing file reference", "missing keys-file", "keys string not a JWKS",
 	// Arithmetic and grammars beyond a regular expression.
-	"bad topic-pattern", "fractional bytes",
+	"bad topic-pattern", "fractional bytes", "message.max.bytes below the limits",
+	// Schemas compiled, catalogs looked up, strategies checked against globs.
+	"inline schema that does not compile", "topic model names an unknown catalog", "strategy topic on a glob",
+	"view on a primitive", "schema model without catalog", "avro model on a grpc topic", "framed protobuf on a grpc fetch topic",
 }
 
 func TestSchemaRejectsInvalidConfigs(t *testing.T) {

@@ -94,6 +94,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	if w.Key != nil {
 		key = []byte(w.Key.Expand(refs.Resolve))
 	}
+	key, st = encodeKey(ctx, kr.Kafka, topic, key)
+	if st != nil {
+		return *st
+	}
 	var cid string
 	switch {
 	case w.ReplyTo != "":
@@ -118,7 +122,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	}
 	pc := &produceCall{
 		h: h, call: call, prod: kr.Producer, topic: topic, static: w.Topic.Static(), key: key,
-		limits: call.Limits, corr: opts.Correlation,
+		limits: call.Limits, corr: opts.Correlation, kafka: kr.Kafka,
 		retry: kafkaroute.RetryHint{Name: opts.IdempotencyMetadata + " metadata", Given: given},
 	}
 	if w.ReplyTo == "" {
@@ -196,6 +200,7 @@ type produceCall struct {
 	limits  config.Limits
 	retry   kafkaroute.RetryHint
 	corr    config.CorrelationHeaders // names of the reply's status and message headers
+	kafka   *config.KafkaCluster      // the exit's configuration: the topic's models
 }
 
 func (pc *produceCall) record(value []byte) *kafkaio.Record {
@@ -215,6 +220,10 @@ func (pc *produceCall) oneway(ctx context.Context, skip int) capability.Status {
 		}
 		if n < skip {
 			continue
+		}
+		msg, st := encodeMessage(ctx, pc.kafka, pc.topic, msg)
+		if st != nil {
+			return *st
 		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
 			return produceStatus(err, pc.topic, pc.static, pc.retry)
@@ -452,6 +461,11 @@ func (pc *produceCall) produceRequests(ctx context.Context, skip int, events cha
 			skip--
 			continue
 		}
+		msg, st := encodeMessage(ctx, pc.kafka, pc.topic, msg)
+		if st != nil {
+			failed <- &refusedError{*st}
+			return
+		}
 		if _, _, err := pc.prod.Produce(ctx, pc.record(msg)); err != nil {
 			// A record handed over whose acknowledgement was not waited
 			// for (the client left meanwhile) may well be in the log: the
@@ -491,6 +505,10 @@ func terminalStatus(r *kafkaio.Record, statusName, messageName string) capabilit
 
 // produceStatus maps a failed produce (DESIGN §6.6).
 func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryHint) capability.Status {
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		return refused.st
+	}
 	var rej *kafkaio.RejectedError
 	switch {
 	case errors.Is(err, kafkaio.ErrUnknownTopic):

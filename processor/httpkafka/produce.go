@@ -66,7 +66,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	if isFollowUp(req) {
 		return h.followUp(ctx, kr, req, opts)
 	}
-	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
+	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.retry.Name = opts.IdempotencyHeader + " header"
 	if bad := p.idempotencyKey(); bad != nil {
 		return bad
@@ -115,6 +115,9 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
+	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
+		return bad
+	}
 	return h.requestReply(ctx, kr, p, rec)
 }
 
@@ -127,6 +130,8 @@ type produceCall struct {
 	// generated, its correlation id set once computed.
 	refs  *kafkaroute.Refs
 	retry kafkaroute.RetryHint
+	// kafka is the exit's configuration: the topics' models.
+	kafka *config.KafkaCluster
 }
 
 // idempotencyKey reads the idempotency header, or generates the UUID that
@@ -180,8 +185,13 @@ func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
 	return withApplied(r, applied)
 }
 
-// reply answers with a reply record.
-func (p *produceCall) reply(rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+// reply answers with a reply record, converted for the client when the
+// reply topic's model has a view.
+func (p *produceCall) reply(ctx context.Context, rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+	rec, bad := decodeReply(ctx, p.kafka, rec)
+	if bad != nil {
+		return bad
+	}
 	return withApplied(replyResponse(rec, p.opts.Correlation.CorrelationID, p.opts.Correlation.ReplyTo), applied)
 }
 
@@ -226,6 +236,9 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 		rec.Value = []byte{}
 	default:
 		rec.Value = req.Body
+	}
+	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
+		return bad
 	}
 	if p.retry.Given {
 		p.refs.CorrelationID = onewayCorrelation(p.refs.IdempotencyKey, req, rec, ct, overrides)
@@ -289,7 +302,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		r, end := h.awaitReply(ctx, req.Drain, f.Watch, wait)
 		switch end {
 		case replied:
-			return p.reply(r, applied)
+			return p.reply(ctx, r, applied)
 		case clientGone:
 			return gone()
 		}
@@ -303,7 +316,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 	r, end := h.awaitReply(ctx, drain, f.Watch, req.Limits.ReplyTimeout)
 	switch end {
 	case replied:
-		return p.reply(r, "")
+		return p.reply(ctx, r, "")
 	case clientGone:
 		return gone()
 	}
@@ -370,7 +383,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 // followUp answers a GET on an async location from the reply index.
 func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
 	w := req.Match.Route.With
-	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match)}
+	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.refs.CorrelationID = req.Match.Params["correlationId"]
 	if !followUpAllowed(p.refs.CorrelationID, req.Match.Identities) {
 		// Malformed, or issued to another caller: either way not a
@@ -401,7 +414,7 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 	r, end := h.awaitReply(ctx, req.Drain, watch, wait)
 	switch end {
 	case replied:
-		return p.reply(r, applied)
+		return p.reply(ctx, r, applied)
 	case clientGone:
 		return gone()
 	}
@@ -501,6 +514,11 @@ func produceFailure(ctx context.Context, err error, topic string, static bool, r
 	switch {
 	case ctx.Err() != nil:
 		return gone()
+	case errors.As(err, &rejected) && rejected.Limit > 0:
+		// librdkafka's own size check, not Kafka refusing: the request was
+		// larger than the producer takes (a broker's refusal stays 502).
+		return capability.ProblemResponse(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"the record for topic %q was not written: %s, which is limits.max-body plus room for headers; send a smaller body or fewer headers", topic, rejected.Reason))
 	case errors.As(err, &expired):
 		return capability.ProblemResponse(http.StatusGone, expired.Error())
 	case errors.As(err, &rejected):

@@ -21,6 +21,9 @@ type Route struct {
 	// CorrelationHeader names the correlation-id header of the binding's
 	// records, by which the key index knows them.
 	CorrelationHeader string
+	// Kafka is the kafka binding's configuration: Kafka.Models(topic) are
+	// the models a topic's keys and values are checked and converted with.
+	Kafka *config.KafkaCluster
 }
 
 // Kafka is the Kafka side of every route: the clusters by kafka binding
@@ -32,6 +35,7 @@ type Kafka struct {
 
 	mu     sync.Mutex
 	routes map[*config.With]*Route
+	cfg    *config.Config // the last one prepared
 }
 
 // New returns the Kafka side of the routes exiting to clusters (nil: none
@@ -47,6 +51,9 @@ func New(clusters map[string]*kafkaio.Cluster) *Kafka {
 // is caught up. Routes cfg no longer has are forgotten.
 func (k *Kafka) Prepare(cfg *config.Config) error {
 	routes := map[*config.With]*Route{}
+	k.mu.Lock()
+	k.cfg = cfg
+	k.mu.Unlock()
 	for _, b := range cfg.Bindings {
 		for _, r := range b.Routes {
 			if r.With == nil {
@@ -93,6 +100,11 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 		return nil, fmt.Errorf("kafka binding %q: %w", r.Exit, ErrNotConnected)
 	}
 	kr := &Route{Exit: r.Exit, Cluster: c, CorrelationHeader: correlationHeader(b)}
+	k.mu.Lock()
+	if k.cfg != nil {
+		kr.Kafka = k.cfg.Kafka[r.Exit]
+	}
+	k.mu.Unlock()
 	switch r.With.Capability {
 	case config.Fetch:
 		// A grpc-kafka fetch reads the cluster's log tails, which the

@@ -1,0 +1,115 @@
+package grpckafka
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/models"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// Topic models on gRPC produce: each request message is checked against
+// the value model of its topic (a protobuf model's record) before it is
+// written, and framed in the registry's wire format when the model frames.
+// A message that does not match ends the call INVALID_ARGUMENT, with one
+// google.rpc.BadRequest field violation per violation in
+// grpc-status-details-bin; a schema that cannot be had ends it UNAVAILABLE.
+// Messages written before it stay written, as with any failure mid-stream.
+
+// encodeMessage applies the topic's value model to one request message.
+func encodeMessage(ctx context.Context, kc *config.KafkaCluster, topic string, msg []byte) ([]byte, *capability.Status) {
+	tm := kc.Models(topic)
+	if tm == nil || tm.Value == nil {
+		return msg, nil
+	}
+	out, err := tm.Value.EncodeNative(ctx, nil, msg)
+	if err != nil {
+		st := modelStatus(err, "the request message")
+		return nil, &st
+	}
+	return out, nil
+}
+
+// encodeKey applies the topic's key model to the call's key.
+func encodeKey(ctx context.Context, kc *config.KafkaCluster, topic string, key []byte) ([]byte, *capability.Status) {
+	tm := kc.Models(topic)
+	if tm == nil || tm.Key == nil || key == nil {
+		return key, nil
+	}
+	out, err := tm.Key.Encode(ctx, nil, key)
+	if err != nil {
+		st := modelStatus(err, "the key")
+		return nil, &st
+	}
+	return out, nil
+}
+
+// modelStatus is the status of a value a model refused.
+func modelStatus(err error, what string) capability.Status {
+	var e *models.Error
+	if !errors.As(err, &e) {
+		return capability.NewStatus(codes.Internal, "checking "+what+" failed")
+	}
+	p := e.Problem()
+	if e.Kind == models.KindUnavailable {
+		return capability.NewStatus(codes.Unavailable, what+": "+p.Detail)
+	}
+	msg := what + ": " + p.Detail
+	if len(e.Violations) > 0 {
+		msg += ": " + e.Violations[0].Pointer + ": " + e.Violations[0].Detail
+	}
+	br := &errdetails.BadRequest{}
+	for _, v := range e.Violations {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{
+			Field: fieldPath(v.Pointer), Description: v.Detail,
+		})
+	}
+	st := capability.NewStatus(codes.InvalidArgument, msg)
+	if s, err := status.New(codes.InvalidArgument, msg).WithDetails(br); err == nil {
+		if b, err := protoMarshal(s); err == nil {
+			st.Trailers = append(st.Trailers, route.Header{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
+		}
+	}
+	return st
+}
+
+// fieldPath turns a JSON pointer fragment ("#/items/0/qty") into the
+// dotted path google.rpc.BadRequest uses ("items[0].qty"); "" is the
+// whole message.
+func fieldPath(pointer string) string {
+	p := strings.TrimPrefix(strings.TrimPrefix(pointer, "#"), "/")
+	if p == "" {
+		return ""
+	}
+	var b strings.Builder
+	for i, tok := range strings.Split(p, "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		if tok != "" && strings.Trim(tok, "0123456789") == "" {
+			fmt.Fprintf(&b, "[%s]", tok)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+func protoMarshal(s *status.Status) ([]byte, error) { return proto.Marshal(s.Proto()) }
+
+// refusedError carries a model's refusal of a request message from the
+// request side of a call to the side that ends it.
+type refusedError struct{ st capability.Status }
+
+func (e *refusedError) Error() string { return e.st.Message }

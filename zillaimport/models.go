@@ -1,0 +1,178 @@
+package zillaimport
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// models translates the topic models of Zilla's kafka cache bindings
+// (options.topics[].key and .value) onto the kafka client they lead to, and
+// the catalogs those models name.
+func (im *importer) models() {
+	for _, name := range im.order {
+		b := im.bindings[name]
+		kind := b.get("kind").str()
+		if b.get("type").str() != "kafka" || (kind != "cache_client" && kind != "cache_server") {
+			continue
+		}
+		topics := b.get("options").get("topics")
+		if topics == nil {
+			continue
+		}
+		client := im.cacheTarget(name)
+		out, _ := im.kafka.get(client).(*omap)
+		if out == nil {
+			continue
+		}
+		opts, _ := out.get("options").(*omap)
+		list, _ := opts.get("topics").([]any)
+		seen := map[string]bool{}
+		for _, it := range list {
+			seen[it.(*omap).get("name").(string)] = true
+		}
+		added := 0
+		for _, t := range topics.list() {
+			key, value, tname := t.get("key"), t.get("value"), t.get("name").str()
+			if (key == nil && value == nil) || tname == "" || seen[tname] {
+				continue // cache_server repeats cache_client's block
+			}
+			seen[tname] = true
+			tm := &omap{}
+			tm.set("name", tname)
+			if key != nil {
+				tm.set("key", im.model(key))
+			}
+			if value != nil {
+				tm.set("value", im.model(value))
+			}
+			list = append(list, tm)
+			added++
+		}
+		if added > 0 {
+			opts.set("topics", list, fmt.Sprintf("topic models of kafka %s %s (line %d): checked on produce, converted once per record in views", kind, name, topics.pos.Line))
+		}
+	}
+}
+
+// cacheTarget follows a cache binding's exits to its kafka client.
+func (im *importer) cacheTarget(name string) string {
+	for range 4 {
+		b := im.bindings[name]
+		if b == nil {
+			return ""
+		}
+		if b.get("kind").str() == "client" {
+			return name
+		}
+		name = b.get("exit").str()
+	}
+	return ""
+}
+
+// model translates one key or value model.
+func (im *importer) model(n *node) *omap {
+	out := &omap{}
+	im.known(n, "model", "model", "view", "catalog", "encoding", "minLength", "maxLength", "pattern", "validate")
+	out.set("model", n.get("model").str())
+	if v := n.get("view").str(); v != "" {
+		out.set("view", v)
+	}
+	if e := n.get("encoding"); e != nil && !strings.EqualFold(e.str(), "utf_8") {
+		im.errorf(e, "string encoding %s cannot be translated: strings here are UTF-8", e.str())
+	}
+	if v := n.get("validate"); v != nil && v.str() != "strict" {
+		im.note(v, "validate: %s dropped: values that do not match are always refused here (produce) and left out (fetch)", v.str())
+	}
+	for zilla, ours := range map[string]string{"minLength": "min-length", "maxLength": "max-length"} {
+		if v := n.get(zilla); v != nil {
+			if i, err := strconv.Atoi(v.str()); err == nil {
+				out.set(ours, i)
+			}
+		}
+	}
+	if p := n.get("pattern").str(); p != "" {
+		out.set("pattern", p)
+	}
+	if c := n.get("catalog"); c != nil {
+		cat := &omap{}
+		for _, e := range c.mapEntries() {
+			im.catalog(e.key)
+			var refs []any
+			for _, r := range e.val.list() {
+				ref := &omap{}
+				for _, f := range []string{"id", "subject", "version", "strategy", "record"} {
+					v := r.get(f)
+					if v == nil {
+						continue
+					}
+					if i, err := strconv.Atoi(v.str()); err == nil && (f == "id" || f == "version") {
+						ref.set(f, i)
+					} else {
+						ref.set(f, v.str())
+					}
+				}
+				refs = append(refs, ref)
+			}
+			cat.set(e.key, refs)
+		}
+		out.set("catalog", cat)
+	}
+	return out
+}
+
+// catalog translates the catalog name into im.catalogs, once.
+func (im *importer) catalog(name string) {
+	if im.used["catalog "+name] {
+		return
+	}
+	im.used["catalog "+name] = true
+	c := im.root.get("catalogs").get(name)
+	if c == nil {
+		return // the loader reports the unknown catalog at the model
+	}
+	opts := c.get("options")
+	out, o := &omap{}, &omap{}
+	var comments []string
+	switch typ := c.get("type").str(); typ {
+	case "inline", "filesystem":
+		field := map[string]string{"inline": "schema", "filesystem": "path"}[typ]
+		subjects := &omap{}
+		for _, s := range opts.get("subjects").mapEntries() {
+			subjects.set(s.key, (&omap{}).with(field, s.val.get(field).str()))
+		}
+		out.set("type", typ)
+		o.set("subjects", subjects)
+	case "schema-registry", "karapace-schema-registry", "apicurio-registry":
+		url := im.env(opts.get("url"), opts.get("url").str())
+		if typ == "apicurio-registry" {
+			url = strings.TrimSuffix(url, "/") + "/apis/ccompat/v7"
+			comments = append(comments, "an apicurio-registry catalog, read through Apicurio's Confluent-compatible API (check the URL); group-id and use-id do not apply there")
+		}
+		out.set("type", "schema-registry")
+		o.set("url", url)
+		if ctx := opts.get("context").str(); ctx != "" {
+			o.set("context", ctx)
+		}
+		if ma := opts.get("max-age").str(); ma != "" {
+			if _, err := strconv.Atoi(ma); err == nil {
+				ma += "s" // Zilla counts seconds
+			}
+			o.set("max-age", ma)
+		}
+		if opts.get("tls") != nil || opts.get("credentials") != nil {
+			comments = append(comments, "tls and credentials not translated: set options.tls (ca-file, cert-file, key-file) and username/password or token")
+		}
+	default:
+		im.errorf(c, "catalog %s: type %s cannot be translated", name, typ)
+		return
+	}
+	out.set("options", o)
+	im.catalogs.set(name, out, append([]string{fmt.Sprintf("zilla.yaml line %d: catalog %s", c.pos.Line, name)}, comments...)...)
+}
+
+// with sets key and returns m, for one-entry maps.
+func (m *omap) with(key string, val any) *omap {
+	m.set(key, val)
+	return m
+}

@@ -1,0 +1,91 @@
+package zillaimport
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+)
+
+// zillaModels is Zilla's shape: catalogs at the top, topic models on the
+// kafka cache bindings (cache_server repeating cache_client's block).
+const zillaModels = `
+name: models
+catalogs:
+  inline0:
+    type: inline
+    options:
+      subjects:
+        item: { schema: '{"type":"object","required":["name"]}', version: latest }
+  sr0:
+    type: karapace-schema-registry
+    options: { url: "http://registry:8081", context: .staging, max-age: 300 }
+bindings:
+  north_http_kafka:
+    type: http-kafka
+    kind: proxy
+    routes:
+      - when: [{ method: PUT, path: "/items/{id}" }]
+        exit: south_cache_client
+        with: { capability: produce, topic: items, key: "${params.id}" }
+  south_cache_client:
+    type: kafka
+    kind: cache_client
+    options:
+      topics:
+        - name: items
+          key: { model: string, maxLength: 64 }
+          value: { model: json, catalog: { inline0: [{ subject: item }] } }
+        - name: orders
+          value: { model: avro, view: json, catalog: { sr0: [{ strategy: topic, version: latest }] } }
+    exit: south_cache_server
+  south_cache_server:
+    type: kafka
+    kind: cache_server
+    options:
+      topics:
+        - name: items
+          value: { model: json, catalog: { inline0: [{ subject: item }] } }
+    exit: south_kafka_client
+  south_kafka_client:
+    type: kafka
+    kind: client
+    options: { servers: ["kafka:29092"] }
+`
+
+// TestModelsImported: the catalogs and the cache bindings' topic models
+// arrive on the kafka client, and the imported configuration builds them.
+func TestModelsImported(t *testing.T) {
+	res, err := Import("zilla.yaml", []byte(zillaModels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("imported.yaml", res.Config, placeholderEnv)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Config)
+	}
+	k := cfg.Kafka["south_kafka_client"]
+	items := k.Models("items")
+	if items == nil || items.Key == nil || items.Value == nil || items.Value.Kind() != "json" {
+		t.Fatalf("items: %+v\n%s", items, res.Config)
+	}
+	if _, err := items.Key.Encode(context.Background(), nil, []byte(strings.Repeat("k", 65))); err == nil {
+		t.Error("maxLength 64 was not imported: a 65-character key passed")
+	}
+	if _, err := items.Value.Encode(context.Background(), nil, []byte(`{}`)); err == nil {
+		t.Error("the inline JSON Schema was not imported: {} passed")
+	}
+	if orders := k.Models("orders"); orders == nil || orders.Value.Kind() != "avro" || !orders.Value.JSON() {
+		t.Errorf("orders: %+v", orders)
+	}
+	regs := cfg.Registries()
+	if len(regs) != 1 || regs[0].Name() != "sr0" {
+		t.Errorf("registries %v, want sr0", regs)
+	}
+	for _, want := range []string{"context: .staging", `max-age: "300s"`, "url: http://registry:8081"} {
+		if !strings.Contains(string(res.Config), want) {
+			t.Errorf("the import does not say %q:\n%s", want, res.Config)
+		}
+	}
+}
