@@ -9,10 +9,12 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
@@ -119,5 +121,53 @@ func TestSpanJoinsTheTraceEnvoyStarted(t *testing.T) {
 	e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)
 	if spans := exp.GetSpans(); len(spans) != 1 || spans[0].SpanContext.TraceID().String() != clientTraceID {
 		t.Errorf("without Envoy's context: spans %v, want one in the client's trace %s", spans, clientTraceID)
+	}
+}
+
+// Through the emulator running the shipped envoy.yaml with its tracing
+// blocks uncommented, the processor's span joins the trace as a tracing
+// Envoy makes it: the client's trace id, but as a child of Envoy's ext_proc
+// span (not of the client's span, which the request headers carry); a
+// request without trace context still gets a parent, Envoy's new trace.
+func TestSpanJoinsTheTraceThroughTheEmulator(t *testing.T) {
+	exp, tracing := inMemoryTracing(t)
+	yaml, err := envoy.Uncommented(envoy.DefaultYAML(), "tracing", "tracing-cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEnv(t, fetchConfig, tracing, func(o *stack.DevOptions) { o.Envoy = yaml })
+	const clientSpanID = "00f067aa0ba902b7"
+
+	span := func(headers ...string) tracetest.SpanStub {
+		t.Helper()
+		exp.Reset()
+		resp, _ := e.request(e.h1, "GET", "/items/nope", "", headers...)
+		if resp.StatusCode != 404 {
+			t.Fatalf("status %d, want 404", resp.StatusCode)
+		}
+		e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0) // the span ends with the exchange
+		spans := exp.GetSpans()
+		if len(spans) != 1 {
+			t.Fatalf("%d spans, want 1", len(spans))
+		}
+		return spans[0]
+	}
+
+	s := span("traceparent", clientParent, "tracestate", "vendor=1")
+	if got := s.SpanContext.TraceID().String(); got != clientTraceID {
+		t.Errorf("trace id %s, want the client's %s, which Envoy continues", got, clientTraceID)
+	}
+	p := s.Parent
+	if !p.IsValid() || !p.IsRemote() || p.SpanID().String() == clientSpanID || p.TraceID() != s.SpanContext.TraceID() {
+		t.Errorf("parent %s/%s (remote %v), want Envoy's ext_proc span in the same trace, not the client's span %s",
+			p.TraceID(), p.SpanID(), p.IsRemote(), clientSpanID)
+	}
+	if got := s.SpanContext.TraceState().String(); got != "vendor=1" {
+		t.Errorf("tracestate %q, want the client's, which Envoy passes on", got)
+	}
+
+	s = span()
+	if p := s.Parent; !p.IsValid() || !p.IsRemote() || p.TraceID() != s.SpanContext.TraceID() {
+		t.Errorf("without trace context: parent %s/%s (remote %v), want Envoy's new trace", p.TraceID(), p.SpanID(), p.IsRemote())
 	}
 }

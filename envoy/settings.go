@@ -17,6 +17,12 @@ type Settings struct {
 	// "HTTP2", "HTTP3").
 	CodecType string
 
+	// Tracing is true when the HCM traces requests with the OpenTelemetry
+	// tracer: Envoy then starts a span for each request (continuing a valid
+	// W3C traceparent of the request) and a child span for the ext_proc
+	// stream, whose context it puts in the stream's initial metadata.
+	Tracing bool
+
 	ExtProc ExtProc
 	Routes  []Route
 }

@@ -52,6 +52,15 @@ func SettingsFrom(b *bootstrapv3.Bootstrap) (Settings, error) {
 		s.MaxRequestHeadersKB = int(v.GetValue())
 	}
 
+	//lint:ignore SA1019 the deprecated bootstrap tracing is read only to refuse it
+	if b.GetTracing() != nil {
+		return s, errors.New("envoy settings: the bootstrap's tracing (deprecated) is not emulated; name the provider in the connection manager's tracing")
+	}
+	s.Tracing, err = tracingOf(h.GetTracing())
+	if err != nil {
+		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+	}
+
 	eps, err := extProcFiltersOf(h)
 	if err != nil {
 		return s, fmt.Errorf("envoy settings: %s: %w", where, err)

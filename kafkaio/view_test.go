@@ -135,6 +135,40 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 	}
 }
 
+// The live consumer waits long for each fetch (liveFetchWait) because the
+// broker answers a waiting fetch as soon as a record arrives: that is what
+// keeps its wake-ups prompt. Here the wait is a minute, longer than the
+// test's bound, so the write must be answered by the broker's wake-up,
+// not by the wait running out.
+func TestLiveFetchIsAnsweredOnWriteNotAtItsWait(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
+		Name: "kafka0", KafkaTimeout: 5 * time.Second,
+		Properties: map[string]string{"bootstrap.servers": b.Addr(), "fetch.wait.max.ms": "60000"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		key := fmt.Sprintf("k%d", i)
+		w, stop := v.WatchKey(key)
+		produce(t, b.Addr(), "items", rec{key: []byte(key), value: []byte("v")})
+		select {
+		case <-w:
+		case <-ctx.Done():
+			t.Fatalf("write %d reached the view only after the fetch's wait, or never", i)
+		}
+		stop()
+	}
+}
+
 func TestViewOfUnknownTopic(t *testing.T) {
 	b := kafkatest.Broker(t)
 	c := newViews(t, b.Addr())

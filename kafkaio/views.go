@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -102,7 +104,7 @@ func NewViews(opts ViewsOptions) (*Views, error) {
 	}
 	logger := bindingLogger(opts.Logger, opts.Name)
 	groupID := "kafka-ext-proc-" + uuid.NewString()
-	live, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, groupID, "live consumer")
+	live, admin, err := newConsumer(opts.Name, liveProperties(opts.Properties), opts.KafkaTimeout, groupID, "live consumer")
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +122,30 @@ func NewViews(opts ViewsOptions) (*Views, error) {
 	go c.evictIdle()
 	go c.followPartitions()
 	return c, nil
+}
+
+// liveFetchWait is the live consumer's fetch.wait.max.ms unless the binding
+// sets one. The live consumer reads every partition of every view, so each
+// fetch the broker answers empty costs it (and the broker) work in
+// proportion to the views: at the consumers' 100 ms, 1,000 quiet views cost
+// an eighth of a core. A longer wait does not delay wake-ups: with
+// fetch.min.bytes 1 the broker answers a waiting fetch as soon as a record
+// arrives on one of its partitions (Kafka's fetch purgatory; kfake's
+// watchFetch too). What it bounds is how soon a partition assigned while a
+// fetch waits joins the next one: a view's first live records after its
+// catch-up hand-over, and partitions added to a topic.
+const liveFetchWait = time.Second
+
+// liveProperties are the live consumer's properties: the binding's, with
+// liveFetchWait unless they set fetch.wait.max.ms.
+func liveProperties(props map[string]string) map[string]string {
+	if _, ok := props["fetch.wait.max.ms"]; ok {
+		return props
+	}
+	live := make(map[string]string, len(props)+1)
+	maps.Copy(live, props)
+	live["fetch.wait.max.ms"] = strconv.Itoa(int(liveFetchWait / time.Millisecond))
+	return live
 }
 
 // brokerCheckInterval is how often a client asks the cluster for metadata to

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +51,12 @@ type idleRoutesResult struct {
 	BaselineCores      float64 `json:"baseline_cores"`
 	WithProcessorCores float64 `json:"with_processor_cores"`
 	IdleCores          float64 `json:"idle_cores"`
+	// LibrdkafkaCores is the part of WithProcessorCores spent in
+	// librdkafka's own threads (the processor's Kafka clients' C side, which
+	// the Go profiler does not see); the rest of IdleCores is Go code: the
+	// processor's and the embedded broker's answers to its clients, told
+	// apart by -idleprofile. Absent where /proc is not.
+	LibrdkafkaCores *float64 `json:"librdkafka_cores,omitempty"`
 	// Go heap and stacks the processor added, per route, and goroutines.
 	HeapPerRoute       float64 `json:"heap_bytes_per_route"`
 	StacksPerRoute     float64 `json:"stack_bytes_per_route"`
@@ -102,7 +110,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	res.HeapPerRoute = (float64(after.Heap) - float64(before.Heap)) / n
 	res.StacksPerRoute = (float64(after.Stacks) - float64(before.Stacks)) / n
 	res.GoroutinesPerRoute = (float64(after.Goroutines) - float64(before.Goroutines)) / n
-	if res.WithProcessorCores, err = idleCores(ctx, o.idle); err != nil {
+	if err := measureIdleWithProcessor(ctx, o, &res); err != nil {
 		return nil, err
 	}
 	res.IdleCores = res.WithProcessorCores - res.BaselineCores
@@ -131,6 +139,37 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	res.OneRoutePerSecond = n / one.Seconds()
 	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
 	return res, nil
+}
+
+// measureIdleWithProcessor fills WithProcessorCores and LibrdkafkaCores,
+// under the -idleprofile CPU profile if one is asked for.
+func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesResult) (err error) {
+	if o.idleProfile != "" {
+		f, err := os.Create(o.idleProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}()
+	}
+	rdk0, rdkErr := threadsCPU("rdk:")
+	t0 := time.Now()
+	if res.WithProcessorCores, err = idleCores(ctx, o.idle); err != nil {
+		return err
+	}
+	if rdk1, err := threadsCPU("rdk:"); err == nil && rdkErr == nil {
+		c := (rdk1 - rdk0).Seconds() / time.Since(t0).Seconds()
+		res.LibrdkafkaCores = &c
+	}
+	return nil
 }
 
 // idleCores is the cores this process kept busy over d.

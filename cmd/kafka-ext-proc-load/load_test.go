@@ -194,7 +194,8 @@ func TestIdleRoutes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s"}
+	prof := filepath.Join(t.TempDir(), "idle.pprof")
+	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s", "-idleprofile", prof}
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -207,6 +208,28 @@ func TestIdleRoutes(t *testing.T) {
 	if r.Routes != 20 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
 		r.AllRoutesPerSecond <= 0 || r.OneRoutePerSecond <= 0 || r.RouteRatio <= 0 {
 		t.Errorf("idle-routes: %+v", r)
+	}
+	// The librdkafka share is read from /proc: where there is one, the
+	// processor's clients have live rdk: threads throughout the window.
+	if _, err := os.Stat("/proc/self/task"); err == nil {
+		if r.LibrdkafkaCores == nil || *r.LibrdkafkaCores < 0 || *r.LibrdkafkaCores > r.WithProcessorCores {
+			t.Errorf("librdkafka_cores %v, want 0..%v", r.LibrdkafkaCores, r.WithProcessorCores)
+		}
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Errorf("-idleprofile wrote no profile: %v", err)
+	}
+}
+
+func TestStatTicks(t *testing.T) {
+	// A thread name with a space and a parenthesis, as comm allows.
+	line := []byte("4242 (rdk:broker (1)) S 1 1 1 0 -1 4194304 133 0 0 0 17 25 0 0 20 0 1 0 401747\n")
+	got, err := statTicks(line)
+	if err != nil || got != 42 {
+		t.Errorf("statTicks = %d, %v; want 42 (utime 17 + stime 25)", got, err)
+	}
+	if _, err := statTicks([]byte("4242 (x) S 1 2")); err == nil {
+		t.Error("statTicks accepted a short line")
 	}
 }
 
@@ -297,6 +320,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-view-keys", "2000001"},
 		{"-routes", "10001"},
 		{"-idle", "1ms"},
+		{"-idleprofile", "a.pprof", "-cpuprofile", "b.pprof"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},

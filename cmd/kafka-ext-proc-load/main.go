@@ -101,6 +101,7 @@ type options struct {
 	json        bool
 	split       bool // servers in a child process
 	profiles    profiles
+	idleProfile string // CPU profile of idle-routes' idle window with the processor
 	logLevel    slog.Level
 	limits      string // more fields of the processor's limits, YAML flow form
 	rawHeaders  string // rawHeadersOwn or rawHeadersGateway
@@ -142,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.idleProfile, "idleprofile", "", "write a CPU profile of idle-routes' idle window with the processor (its views ready, no traffic) to this file; not with -cpuprofile")
 	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
 	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -158,6 +160,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
 	default:
 		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models or all", *scenario)
+	}
+	if o.idleProfile != "" && o.profiles.CPU != "" {
+		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
 	}
 	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
 		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)

@@ -179,6 +179,10 @@ func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {
 	fmt.Fprintf(b, "%s: %d fetch routes on a topic each, views ready %.2fs after the start\n", r.Scenario, r.Routes, r.ReadySeconds)
 	fmt.Fprintf(b, "  idle      %.1f %% of a core with the processor, %.1f %% before it (over %.0fs each): %.2f %% its own (issue 20 target ≤ 1 %%)\n",
 		100*r.WithProcessorCores, 100*r.BaselineCores, r.IdleSeconds, 100*r.IdleCores)
+	if r.LibrdkafkaCores != nil {
+		fmt.Fprintf(b, "            of which librdkafka's threads %.2f %%, Go code (the processor's and the broker's answers to it) %.2f %%\n",
+			100**r.LibrdkafkaCores, 100*(r.IdleCores-*r.LibrdkafkaCores))
+	}
 	fmt.Fprintf(b, "  memory    per route %.0f B heap, %.0f B stacks, %.2f goroutines\n", r.HeapPerRoute, r.StacksPerRoute, r.GoroutinesPerRoute)
 	fmt.Fprintf(b, "  GET       one to each route %.0f req/s, as many to one route %.0f req/s: %.2f ×\n", r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio)
 }

@@ -76,15 +76,7 @@ func TestDevPartitionsTopicsAndGRPCLines(t *testing.T) {
 	banner, _ := devBanner(t, "--partitions", "3", "--topic", "t-extra:5", "--topic", "t-plain")
 	kafkaAddr := bannerAddr(t, banner, `Kafka \(embedded\):\s+(\S+)`)
 	front := bannerAddr(t, banner, `front \(Envoy emulator\): http://(\S+)`)
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": kafkaAddr, "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	md, err := admin.GetMetadata(nil, true, 10000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := clusterMetadata(t, kafkaAddr)
 	for topic, want := range map[string]int{"items-snapshots": 3, "orders-requests": 3, "t-extra": 5, "t-plain": 3} {
 		if got := len(md.Topics[topic].Partitions); got != want {
 			t.Errorf("%s: %d partitions, want %d", topic, got, want)
@@ -105,4 +97,20 @@ func TestDevPartitionsTopicsAndGRPCLines(t *testing.T) {
 	if t.Failed() {
 		t.Log(banner)
 	}
+}
+
+// clusterMetadata asks the cluster at bootstrap for the metadata of all its
+// topics, a request that creates none.
+func clusterMetadata(t *testing.T, bootstrap string) *kafka.Metadata {
+	t.Helper()
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	md, err := admin.GetMetadata(nil, true, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
 }

@@ -4,11 +4,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
@@ -17,16 +25,30 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
+// templatedRoutes are added to the demo configuration so that a request
+// can name a topic the user's cluster lacks.
+const templatedRoutes = `    routes:
+      - when: [{ method: POST, path: "/t/{name}" }]
+        exit: kafka0
+        with: { capability: produce, topic: "${params.name}", topic-pattern: "t-*", key: k }
+      - when: [{ method: GET, path: "/t/{name}/{id}" }]
+        exit: kafka0
+        with: { capability: fetch, topic: "${params.name}", topic-pattern: "t-*", filters: [{ key: "${params.id}" }] }
+`
+
 // usersCluster starts a broker standing for the cluster a user already
 // runs, with the demo's topics, and writes the demo configuration pointed
-// at it; it returns the file.
+// at it, with templated routes added; it returns the file. Like a
+// carelessly run production cluster, the broker creates a topic whenever
+// a metadata request asks for one it lacks, and accepts CreateTopics: a
+// topic that stays absent proves nothing asked for it.
 func usersCluster(t *testing.T) (cfgFile, bootstrap string) {
 	t.Helper()
 	cfg, err := config.Parse("demo.yaml", demoConfig, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := embedded.Start(embedded.Options{Topics: stack.TopicsOf(cfg)})
+	b, err := embedded.Start(embedded.Options{Topics: stack.TopicsOf(cfg), Extra: []kfake.Opt{kfake.AllowAutoTopicCreation()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +57,11 @@ func usersCluster(t *testing.T) (cfgFile, bootstrap string) {
 	if text == string(demoConfig) {
 		t.Fatal("the demo configuration names no bootstrap.servers: localhost:9092 to replace")
 	}
+	const http0 = "    type: http-kafka\n    kind: proxy\n    routes:\n"
+	if !strings.Contains(text, http0) {
+		t.Fatal("the demo configuration has no http-kafka routes to add to")
+	}
+	text = strings.Replace(text, http0, strings.TrimSuffix(http0, "    routes:\n")+templatedRoutes, 1)
 	cfgFile = filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -43,10 +70,12 @@ func usersCluster(t *testing.T) (cfgFile, bootstrap string) {
 }
 
 // dev --kafka existing runs on the configuration's own cluster: the
-// README's curl lines work through it, and the banner names that cluster
-// and says the emulator is for development only.
+// README's curl lines work through it, the banner names that cluster and
+// says the emulator is for development only, and no topic is created,
+// neither at start nor by a request naming a topic the cluster lacks.
 func TestDevWithAnExistingCluster(t *testing.T) {
 	cfgFile, bootstrap := usersCluster(t)
+	before := clusterTopics(t, bootstrap)
 	front, kafkaAddr, banner, _ := devStart(t, "--kafka", "existing", "--config", cfgFile, "--responder", "http-echo:orders-requests")
 	if kafkaAddr != bootstrap {
 		t.Errorf("the banner's Kafka is %q, want the configuration's %s:\n%s", kafkaAddr, bootstrap, strings.Join(banner, "\n"))
@@ -55,6 +84,54 @@ func TestDevWithAnExistingCluster(t *testing.T) {
 		t.Errorf("the banner does not say the emulator is for development only:\n%s", strings.Join(banner, "\n"))
 	}
 	checkReadmeProduceLines(t, front)
+
+	// A templated route naming a topic the cluster lacks gets the README's
+	// 404 rather than the topic.
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, c := range []struct{ method, path string }{{"POST", "/t/t-missing"}, {"GET", "/t/t-missing/1"}} {
+		req, err := http.NewRequest(c.method, "http://"+front+c.path, strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var problem struct{ Detail string }
+		err = json.NewDecoder(resp.Body).Decode(&problem)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("content-type") != "application/problem+json" || err != nil ||
+			!strings.Contains(problem.Detail, `topic "t-missing" does not exist`) {
+			t.Errorf("%s %s: %d %s %q (%v), want 404 problem+json saying the topic does not exist",
+				c.method, c.path, resp.StatusCode, resp.Header.Get("content-type"), problem.Detail, err)
+		}
+	}
+
+	if after := clusterTopics(t, bootstrap); !slices.Equal(after, before) {
+		t.Errorf("the cluster's topics changed under dev --kafka existing:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// The listing sees a topic created now: the comparison above can fail.
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: "t-probe", NumPartitions: 1, ReplicationFactor: 1}})
+	if err != nil || len(res) != 1 || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("the user's cluster refused a CreateTopics: %v %v", res, err)
+	}
+	if after := clusterTopics(t, bootstrap); !slices.Contains(after, "t-probe") {
+		t.Errorf("a created topic is not listed: %v", after)
+	}
+}
+
+// clusterTopics lists the topics of the cluster at bootstrap, sorted.
+func clusterTopics(t *testing.T, bootstrap string) []string {
+	t.Helper()
+	return slices.Sorted(maps.Keys(clusterMetadata(t, bootstrap).Topics))
 }
 
 // dev --processor puts the emulator alone in front of a running serve: the

@@ -265,8 +265,12 @@ func (c *Client) Start(ctx context.Context, req Request) *Exchange {
 		return x
 	}
 
+	md := c.initialMetadata(req.Route)
+	if c.settings.Tracing {
+		injectTraceContext(md, req.Headers)
+	}
 	ext := c.endpoints[c.rr.Add(1)%uint64(len(c.endpoints))]
-	stream, err := ext.Process(metadata.NewOutgoingContext(x.ctx, c.initialMetadata(req.Route)), grpc.CallAuthority(c.authority))
+	stream, err := ext.Process(metadata.NewOutgoingContext(x.ctx, md), grpc.CallAuthority(c.authority))
 	if err != nil {
 		close(x.recvDone)
 		x.mu.Lock()

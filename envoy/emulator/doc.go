@@ -50,5 +50,9 @@
 // client declared them, and answers request headers far (4x) above
 // max_request_headers_kb with its own 431. Resets are
 // RST_STREAM(INTERNAL_ERROR), Envoy's code since 1.37 for a response not
-// ended, and RST_STREAM(NO_ERROR) after a complete response.
+// ended, and RST_STREAM(NO_ERROR) after a complete response. Tracing (trace.go)
+// is emulated only as far as the processor sees it: with the OpenTelemetry
+// tracer, the context of the ext_proc span on the Process stream; Envoy's
+// own spans are not exported, other tracing providers and sampling settings
+// are refused (envoy.SettingsFrom), and x-client-trace-id is ignored.
 package emulator
