@@ -51,6 +51,11 @@ func TestOneLogLinePerFailedExchange(t *testing.T) {
 		secretQuery  = "SECRET-QUERY-5d20"
 	)
 	good := is.token()
+	// The view reads the record after its acknowledgement, not with it: wait
+	// for it, so that the "ok" case below does not race the view.
+	if r, body := e.request(e.h1, "GET", "/items/k", "", "authorization", "Bearer "+good, "prefer", "wait=10"); r.StatusCode != 200 {
+		t.Fatalf("waiting for the record: %d %s", r.StatusCode, body)
+	}
 	forged := is.signWith(is.forger, is.claims())
 	lacking := is.token("scope", "write:items")
 	cases := []struct {
