@@ -89,25 +89,39 @@ func (e *env) load(ctx context.Context, s *side, clients int, d time.Duration, b
 	if err != nil {
 		return window{}, err
 	}
+	w := loops(ctx, s, clients, d, budget, func(ctx context.Context, c *emulator.Client) (reply, error) {
+		return exchange(ctx, c, req)
+	}, check)
+	srvAfter, _, err := e.srv.usage(ctx, false)
+	if err != nil {
+		return w, err
+	}
+	if split {
+		w.server = srvAfter.sub(srvBefore)
+		w.all = w.all.add(w.server)
+	}
+	return w, nil
+}
+
+// loops runs clients concurrent loops of send for d (or until budget
+// requests were sent), client i on connection i mod conns, and tallies what
+// was answered as check wants; the window's usage is this process's.
+func loops(ctx context.Context, s *side, clients int, d time.Duration, budget int64, send func(context.Context, *emulator.Client) (reply, error), check func(reply) error) window {
 	before := sampleUsage(true)
 	start := time.Now()
 	end := start.Add(d)
 	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
 	defer cancel()
-
-	var ok, failed atomic.Int64
-	left := atomic.Int64{}
+	var ok, failed, left atomic.Int64
 	left.Store(budget)
 	var errOnce sync.Once
 	var firstErr error
 	var wg sync.WaitGroup
 	for i := range clients {
 		c := s.client(i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
-				rep, err := exchange(lctx, c, req)
+				rep, err := send(lctx, c)
 				if err == nil {
 					err = check(rep)
 				}
@@ -118,21 +132,12 @@ func (e *env) load(ctx context.Context, s *side, clients int, d time.Duration, b
 				}
 				ok.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	w := window{requests: ok.Load(), errors: failed.Load(), elapsed: elapsed, firstErr: firstErr}
+	w := window{requests: ok.Load(), errors: failed.Load(), elapsed: time.Since(start), firstErr: firstErr}
 	w.all = sampleUsage(false).sub(before)
-	srvAfter, _, err := e.srv.usage(ctx, false)
-	if err != nil {
-		return w, err
-	}
-	if split {
-		w.server = srvAfter.sub(srvBefore)
-		w.all = w.all.add(w.server)
-	}
-	return w, nil
+	return w
 }
 
 // fetchResult is the outcome of a fetch scenario.

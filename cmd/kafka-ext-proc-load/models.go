@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -219,36 +217,9 @@ type bodyRequest struct {
 // loadBody is env.load for requests with a body: clients concurrent loops
 // for d (or budget requests), tallied by check.
 func loadBody(ctx context.Context, s *side, clients int, d time.Duration, budget int64, r bodyRequest, check func(reply) error) (window, error) {
-	before := sampleUsage(true)
-	start := time.Now()
-	end := start.Add(d)
-	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
-	defer cancel()
-	var ok, failed, left atomic.Int64
-	left.Store(budget)
-	var errOnce sync.Once
-	var firstErr error
-	var wg sync.WaitGroup
-	for i := range clients {
-		c := s.client(i)
-		wg.Go(func() {
-			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
-				rep, err := exchangeBody(lctx, c, r.req, r.body)
-				if err == nil {
-					err = check(rep)
-				}
-				if err != nil {
-					failed.Add(1)
-					errOnce.Do(func() { firstErr = err })
-					continue
-				}
-				ok.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	w := window{requests: ok.Load(), errors: failed.Load(), elapsed: time.Since(start), firstErr: firstErr}
-	w.all = sampleUsage(false).sub(before)
+	w := loops(ctx, s, clients, d, budget, func(ctx context.Context, c *emulator.Client) (reply, error) {
+		return exchangeBody(ctx, c, r.req, r.body)
+	}, check)
 	return w, ctx.Err()
 }
 
