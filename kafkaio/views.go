@@ -148,6 +148,15 @@ func liveProperties(props map[string]string) map[string]string {
 	return live
 }
 
+// LiveConsumerConfig is the librdkafka configuration the views' live
+// consumer of a binding with properties props gets: every setting the
+// processor owns included. It is for a raw consumer that measures what such
+// a client costs on its own (the load generator's idle-routes baseline), so
+// the comparison follows any change to the live consumer's settings.
+func LiveConsumerConfig(props map[string]string, kafkaTimeout time.Duration, groupID string) *kafka.ConfigMap {
+	return consumerConfig(liveProperties(props), kafkaTimeout, groupID)
+}
+
 // brokerCheckInterval is how often a client asks the cluster for metadata to
 // report whether a broker answers (one small request per cluster, not per
 // request).

@@ -24,8 +24,14 @@ import (
 // servers every scenario starts, idle), starts a processor with the routes,
 // waits until every view is ready, and measures again: the difference is
 // the processor's idle cost, with the broker's answers to its consumers.
+// Between the two it measures the baseline (idlebaseline.go): one raw
+// consumer with the live consumer's settings on the same partitions, what
+// the processor cannot avoid; IdleRatio is the processor's cost over it.
 // Memory per route is the Go heap and stacks the processor added, over the
-// routes. Then one GET to each route, against as many GETs of one route.
+// routes. Then one GET to each route, against as many GETs of one route,
+// after as many unmeasured GETs of that route warm the connections (else the
+// first pass pays for them); then one GET to each route again, which tells
+// the cost of a route's first request from that of many routes.
 
 func idleTopic(i int) string { return "bench-idle-" + strconv.Itoa(i) }
 
@@ -57,15 +63,28 @@ type idleRoutesResult struct {
 	// processor's and the embedded broker's answers to its clients, told
 	// apart by -idleprofile. Absent where /proc is not.
 	LibrdkafkaCores *float64 `json:"librdkafka_cores,omitempty"`
+	// RawConsumerCores is the baseline's idle cost (this process's cores
+	// with the raw consumer, less BaselineCores), RawLibrdkafkaCores its
+	// librdkafka threads' part, and IdleRatio IdleCores ÷ RawConsumerCores:
+	// how far the processor's idle cost is above the floor a consumer of
+	// those partitions sets.
+	RawConsumerCores   float64  `json:"raw_consumer_cores"`
+	RawLibrdkafkaCores *float64 `json:"raw_librdkafka_cores,omitempty"`
+	IdleRatio          float64  `json:"idle_ratio"`
 	// Go heap and stacks the processor added, per route, and goroutines.
 	HeapPerRoute       float64 `json:"heap_bytes_per_route"`
 	StacksPerRoute     float64 `json:"stack_bytes_per_route"`
 	GoroutinesPerRoute float64 `json:"goroutines_per_route"`
 	// One GET to each route, and as many to one route, -clients at a
 	// time: RouteRatio is the first rate ÷ the second (target: 1).
-	AllRoutesPerSecond float64 `json:"all_routes_req_per_s"`
-	OneRoutePerSecond  float64 `json:"one_route_req_per_s"`
-	RouteRatio         float64 `json:"route_ratio"`
+	// AgainRoutesPerSecond is one more GET to each route, and
+	// AgainRouteRatio its rate ÷ the one route's: the first is a route's
+	// first request, the second not.
+	AllRoutesPerSecond   float64 `json:"all_routes_req_per_s"`
+	OneRoutePerSecond    float64 `json:"one_route_req_per_s"`
+	AgainRoutesPerSecond float64 `json:"again_routes_req_per_s"`
+	RouteRatio           float64 `json:"route_ratio"`
+	AgainRouteRatio      float64 `json:"again_route_ratio"`
 }
 
 func (idleRoutesResult) isResult() {}
@@ -94,6 +113,16 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if res.BaselineCores, err = idleCores(ctx, o.idle); err != nil {
 		return nil, err
 	}
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	raw, err := measureRawIdle(ctx, broker.Addr(), names, o.idle)
+	if err != nil {
+		return nil, err
+	}
+	res.RawConsumerCores = raw.cores - res.BaselineCores
+	res.RawLibrdkafkaCores = raw.librdkafka
 	before := sampleMemory()
 	t0 := time.Now()
 	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
@@ -114,30 +143,33 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, err
 	}
 	res.IdleCores = res.WithProcessorCores - res.BaselineCores
+	res.IdleRatio = ratio(res.IdleCores, res.RawConsumerCores)
 
 	s, err := e.dial("idle-routes processor", proc.Addr(), o.conns)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	reqs := make([]string, o.routes)
-	for i := range reqs {
-		reqs[i] = "/r" + strconv.Itoa(i) + "/k"
+	each := make([]string, o.routes)
+	oneRoute := make([]string, o.routes)
+	for i := range each {
+		each[i] = "/r" + strconv.Itoa(i) + "/k"
+		oneRoute[i] = "/r0/k"
 	}
-	all, err := getEach(ctx, s, o.clients, reqs, o.valueSize)
-	if err != nil {
-		return nil, err
+	if _, err := getEach(ctx, s, o.clients, oneRoute, o.valueSize); err != nil {
+		return nil, fmt.Errorf("warming the connections: %w", err)
 	}
-	for i := range reqs {
-		reqs[i] = "/r0/k"
+	var took [3]time.Duration
+	for i, paths := range [][]string{each, oneRoute, each} {
+		if took[i], err = getEach(ctx, s, o.clients, paths, o.valueSize); err != nil {
+			return nil, err
+		}
 	}
-	one, err := getEach(ctx, s, o.clients, reqs, o.valueSize)
-	if err != nil {
-		return nil, err
-	}
-	res.AllRoutesPerSecond = n / all.Seconds()
-	res.OneRoutePerSecond = n / one.Seconds()
+	res.AllRoutesPerSecond = n / took[0].Seconds()
+	res.OneRoutePerSecond = n / took[1].Seconds()
+	res.AgainRoutesPerSecond = n / took[2].Seconds()
 	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
+	res.AgainRouteRatio = ratio(res.AgainRoutesPerSecond, res.OneRoutePerSecond)
 	return res, nil
 }
 
