@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -30,8 +31,9 @@ import (
 // Memory per route is the Go heap and stacks the processor added, over the
 // routes. Then one GET to each route, against as many GETs of one route,
 // after as many unmeasured GETs of that route warm the connections (else the
-// first pass pays for them); then one GET to each route again, which tells
-// the cost of a route's first request from that of many routes.
+// first pass pays for them); then rounds of GETs to one route and to each
+// route again, which tell the cost of a route's first request from that of
+// many routes.
 
 func idleTopic(i int) string { return "bench-idle-" + strconv.Itoa(i) }
 
@@ -77,14 +79,25 @@ type idleRoutesResult struct {
 	GoroutinesPerRoute float64 `json:"goroutines_per_route"`
 	// One GET to each route, and as many to one route, -clients at a
 	// time: RouteRatio is the first rate ÷ the second (target: 1).
-	// AgainRoutesPerSecond is one more GET to each route, and
-	// AgainRouteRatio its rate ÷ the one route's: the first is a route's
-	// first request, the second not.
+	// The one route's rate is over routeRounds passes; AgainRoutesPerSecond
+	// is as many passes of one more GET to each route, and AgainRouteRatio
+	// its rate ÷ the one route's: the first pass is a route's first
+	// request, these are not.
 	AllRoutesPerSecond   float64 `json:"all_routes_req_per_s"`
 	OneRoutePerSecond    float64 `json:"one_route_req_per_s"`
 	AgainRoutesPerSecond float64 `json:"again_routes_req_per_s"`
 	RouteRatio           float64 `json:"route_ratio"`
 	AgainRouteRatio      float64 `json:"again_route_ratio"`
+	// The same passes by this process's CPU per GET (processor,
+	// clients and broker), which other work on the machine disturbs less
+	// than rates over passes this short; RouteCPURatio is the one route's
+	// CPU per GET ÷ the first pass's (1: a route's first request costs no
+	// more), AgainRouteCPURatio the same for the second pass.
+	AllRoutesCPUMicros   float64 `json:"all_routes_cpu_us_per_req"`
+	OneRouteCPUMicros    float64 `json:"one_route_cpu_us_per_req"`
+	AgainRoutesCPUMicros float64 `json:"again_routes_cpu_us_per_req"`
+	RouteCPURatio        float64 `json:"route_cpu_ratio"`
+	AgainRouteCPURatio   float64 `json:"again_route_cpu_ratio"`
 }
 
 func (idleRoutesResult) isResult() {}
@@ -159,12 +172,34 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if _, err := getEach(ctx, s, o.clients, oneRoute, o.valueSize); err != nil {
 		return nil, fmt.Errorf("warming the connections: %w", err)
 	}
-	var took [3]time.Duration
-	for i, paths := range [][]string{each, oneRoute, each} {
-		if took[i], err = getEach(ctx, s, o.clients, paths, o.valueSize); err != nil {
+	// took and cpu are by pass: the first to each route, then the rounds
+	// of one route and of each route again, alternating so that what else
+	// the machine does falls on both alike.
+	var took, cpu [3]time.Duration
+	pass := func(i int, paths []string) error {
+		u0 := sampleUsage(false)
+		d, err := getEach(ctx, s, o.clients, paths, o.valueSize)
+		took[i] += d
+		cpu[i] += sampleUsage(false).CPU - u0.CPU
+		return err
+	}
+	if err := pass(0, each); err != nil {
+		return nil, err
+	}
+	for range routeRounds {
+		if err := pass(1, oneRoute); err != nil {
+			return nil, err
+		}
+		if err := pass(2, each); err != nil {
 			return nil, err
 		}
 	}
+	took[1], took[2] = took[1]/routeRounds, took[2]/routeRounds
+	cpu[1], cpu[2] = cpu[1]/routeRounds, cpu[2]/routeRounds
+	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	res.AllRoutesCPUMicros, res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(cpu[0]), perGET(cpu[1]), perGET(cpu[2])
+	res.RouteCPURatio = ratio(res.OneRouteCPUMicros, res.AllRoutesCPUMicros)
+	res.AgainRouteCPURatio = ratio(res.OneRouteCPUMicros, res.AgainRoutesCPUMicros)
 	res.AllRoutesPerSecond = n / took[0].Seconds()
 	res.OneRoutePerSecond = n / took[1].Seconds()
 	res.AgainRoutesPerSecond = n / took[2].Seconds()
@@ -204,8 +239,13 @@ func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesRe
 	return nil
 }
 
-// idleCores is the cores this process kept busy over d.
+// idleCores is the cores this process kept busy over d. It first returns
+// the free heap to the system: otherwise the runtime's scavenger does so
+// through the window, at up to about 1 % of a core, after the views'
+// catch-ups freed their garbage (a third of the Go samples of an idle
+// processor), which fades by itself and is not what idling costs.
 func idleCores(ctx context.Context, d time.Duration) (float64, error) {
+	debug.FreeOSMemory()
 	u0 := sampleUsage(true)
 	t0 := time.Now()
 	select {
@@ -216,6 +256,12 @@ func idleCores(ctx context.Context, d time.Duration) (float64, error) {
 	u1 := sampleUsage(false)
 	return (u1.CPU - u0.CPU).Seconds() / time.Since(t0).Seconds(), nil
 }
+
+// routeRounds is how many passes of one route, and of each route again,
+// idle-routes times after the first pass: one pass of 1,000 GETs lasts
+// about 0.1 s, short enough that a collection or another process's burst
+// moves it by half.
+const routeRounds = 5
 
 // getEach GETs every path once, clients at a time, and wants 200 with a
 // size-byte body each time; it returns how long all took.
