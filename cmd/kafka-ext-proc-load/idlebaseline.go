@@ -23,8 +23,9 @@ const rawPollTimeout = 100 * time.Millisecond
 
 // rawIdle is the baseline's measurement over one idle window.
 type rawIdle struct {
-	cores      float64  // this process's cores, the broker alone included
-	librdkafka *float64 // the consumer's librdkafka threads, absent without /proc
+	cores      float64            // this process's cores, the broker alone included
+	librdkafka *float64           // the consumer's librdkafka threads, absent without /proc
+	threads    map[string]float64 // librdkafka's part by thread name
 }
 
 // measureRawIdle starts the baseline consumer on partition 0 of topics
@@ -93,13 +94,17 @@ func measureRawIdle(ctx context.Context, broker string, topics []string, d time.
 	}
 
 	var res rawIdle
-	rdk0, rdkErr := threadsCPU("rdk:")
+	rdk0, rdkErr := threadsCPUByName("rdk:")
 	t0 := time.Now()
 	if res.cores, err = idleCores(ctx, d); err != nil {
 		return rawIdle{}, err
 	}
-	if rdk1, err := threadsCPU("rdk:"); err == nil && rdkErr == nil {
-		c := (rdk1 - rdk0).Seconds() / time.Since(t0).Seconds()
+	if rdk1, err := threadsCPUByName("rdk:"); err == nil && rdkErr == nil {
+		res.threads = threadCores(rdk0, rdk1, time.Since(t0))
+		var c float64
+		for _, t := range res.threads {
+			c += t
+		}
 		res.librdkafka = &c
 	}
 	return res, nil

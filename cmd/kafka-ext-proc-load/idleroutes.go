@@ -65,6 +65,11 @@ type idleRoutesResult struct {
 	// processor's and the embedded broker's answers to its clients, told
 	// apart by -idleprofile. Absent where /proc is not.
 	LibrdkafkaCores *float64 `json:"librdkafka_cores,omitempty"`
+	// LibrdkafkaThreads is LibrdkafkaCores by thread name (rdk:main,
+	// rdk:broker…; the processor's clients summed), and RawLibrdkafkaThreads
+	// the baseline's.
+	LibrdkafkaThreads    map[string]float64 `json:"librdkafka_threads,omitempty"`
+	RawLibrdkafkaThreads map[string]float64 `json:"raw_librdkafka_threads,omitempty"`
 	// RawConsumerCores is the baseline's idle cost (this process's cores
 	// with the raw consumer, less BaselineCores), RawLibrdkafkaCores its
 	// librdkafka threads' part, and IdleRatio IdleCores ÷ RawConsumerCores:
@@ -136,6 +141,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	res.RawConsumerCores = raw.cores - res.BaselineCores
 	res.RawLibrdkafkaCores = raw.librdkafka
+	res.RawLibrdkafkaThreads = raw.threads
 	before := sampleMemory()
 	t0 := time.Now()
 	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
@@ -227,13 +233,17 @@ func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesRe
 			}
 		}()
 	}
-	rdk0, rdkErr := threadsCPU("rdk:")
+	rdk0, rdkErr := threadsCPUByName("rdk:")
 	t0 := time.Now()
 	if res.WithProcessorCores, err = idleCores(ctx, o.idle); err != nil {
 		return err
 	}
-	if rdk1, err := threadsCPU("rdk:"); err == nil && rdkErr == nil {
-		c := (rdk1 - rdk0).Seconds() / time.Since(t0).Seconds()
+	if rdk1, err := threadsCPUByName("rdk:"); err == nil && rdkErr == nil {
+		res.LibrdkafkaThreads = threadCores(rdk0, rdk1, time.Since(t0))
+		var c float64
+		for _, t := range res.LibrdkafkaThreads {
+			c += t
+		}
 		res.LibrdkafkaCores = &c
 	}
 	return nil
