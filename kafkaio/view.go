@@ -410,7 +410,7 @@ func (v *View) applyLocked(r *Record) {
 	h := s.hash(r.Key)
 	slot, num, had := s.find(r.Key, h)
 	if had {
-		if old := s.rec(num); old.partition != r.Partition && !beats(r, old) {
+		if old := s.at(num); old.partition != r.Partition && !beats(r, &old) {
 			// The same key in two partitions (a changed partitioner): the
 			// order is (timestamp, partition, offset), as for filter
 			// winners, so every replica agrees whatever order the
@@ -439,10 +439,10 @@ func (v *View) applyLocked(r *Record) {
 	}
 }
 
-func beats(r *Record, e *entryRec) bool {
+func beats(r *Record, e *item) bool {
 	ts := r.Timestamp.UnixMilli()
-	if ts != e.timestamp {
-		return ts > e.timestamp
+	if ts != e.ts {
+		return ts > e.ts
 	}
 	return r.Partition > e.partition
 }

@@ -11,12 +11,13 @@ import (
 // million keys costs little beyond its keys and values and gives the
 // collector almost no pointers to mark:
 //
-//   - each entry's key, value and (unless shared) headers are one item
-//     appended to a byte chunk; chunks are append-only, so the key string and
-//     value slice an Entry aliases never change under a reader, and a chunk
-//     dropped by compaction stays alive as long as a reader holds a part of it;
-//   - each entry has a 32-byte record (offset, timestamp, partition, where
-//     its item is) in fixed-size pages, found by its entry number;
+//   - each record is one item appended to a byte chunk: its offset,
+//     timestamp and partition (varints), key, value and headers (unless
+//     shared); chunks are append-only, so the key string and value slice an
+//     Entry aliases never change under a reader, and a chunk dropped by
+//     compaction stays alive as long as a reader holds a part of it;
+//   - each entry has an 8-byte record of where its item is, in fixed-size
+//     pages, found by its entry number;
 //   - an open-addressing table maps the key's hash to the entry number
 //     (8 bytes a slot), with the key itself compared in its chunk.
 //
@@ -41,14 +42,22 @@ type entryStore struct {
 	mem        int64 // bytes the store holds: chunks, pages, table, headers
 }
 
-// entryRec is where an entry's item is and the record's position and time.
+// entryRec is where an entry's item is.
 type entryRec struct {
-	offset    int64
-	timestamp int64
-	partition int32
-	chunk     uint32 // noChunk: the number is free
-	pos       uint32 // of the item in its chunk
-	headers   uint32 // 0: in the item (possibly none); else shared index + 1
+	chunk uint32 // noChunk: the number is free
+	pos   uint32 // of the item in its chunk
+}
+
+// item is an item decoded: the record and where its bytes are in b.
+type item struct {
+	b           []byte
+	num         uint32
+	offset, ts  int64
+	partition   int32
+	headers     uint32 // 0: in the item (possibly none); else shared index + 1
+	key, kl, vl int
+	val         int
+	hl, end     int
 }
 
 type chunk struct {
@@ -60,7 +69,7 @@ const (
 	noChunk = ^uint32(0)
 	// pageRecs is the entries of a full record page (16 KiB); the first
 	// page grows to it, so a small view costs little.
-	pageRecs = 512
+	pageRecs = 2048
 	// Chunks double from minChunk up to maxChunk; an item over bigItem
 	// gets a chunk of its own.
 	minChunk = 512
@@ -122,49 +131,82 @@ func (s *entryStore) findString(key string) (uint32, bool) {
 	}
 }
 
-// item decodes the item at pos of chunk c: the entry number and where its
-// key, value and headers are.
-func (s *entryStore) item(c, pos uint32) (b []byte, num uint32, k, kl, vl, hl, end int) {
-	b = s.chunks[c].b
+// item decodes the item at pos of chunk c. An item is its entry number
+// (4 bytes), the key's length and the key (first: a look-up compares it and
+// decodes nothing else), then the value's and headers' lengths, the offset,
+// timestamp, partition and shared headers ref (varints), the value and the
+// headers.
+func (s *entryStore) item(c, pos uint32) item {
+	it := item{b: s.chunks[c].b}
+	b := it.b
 	p := int(pos)
-	num = binary.LittleEndian.Uint32(b[p:])
-	p += itemNumBytes
+	it.num = binary.LittleEndian.Uint32(b[p:])
+	var x uint64
+	x, p = uvarint(b, p+itemNumBytes)
+	it.kl, it.key = int(x), p
+	x, p = uvarint(b, p+it.kl)
+	it.vl = int(x)
+	x, p = uvarint(b, p)
+	it.hl = int(x)
+	x, p = uvarint(b, p)
+	it.offset = zigzag(x)
+	x, p = uvarint(b, p)
+	it.ts = zigzag(x)
+	x, p = uvarint(b, p)
+	it.partition = int32(x)
+	x, p = uvarint(b, p)
+	it.headers = uint32(x)
+	it.val = p
+	it.end = p + it.vl + it.hl
+	return it
+}
+
+// uvarint decodes the varint at b[p:] and returns it and the position after
+// it; the one-byte case, most lengths and refs, is inlined.
+func uvarint(b []byte, p int) (uint64, int) {
+	if c := b[p]; c < 0x80 {
+		return uint64(c), p + 1
+	}
 	x, w := binary.Uvarint(b[p:])
-	kl, p = int(x), p+w
-	x, w = binary.Uvarint(b[p:])
-	vl, p = int(x), p+w
-	x, w = binary.Uvarint(b[p:])
-	hl, p = int(x), p+w
-	return b, num, p, kl, vl, hl, p + kl + vl + hl
+	return x, p + w
+}
+
+func zigzag(x uint64) int64 { return int64(x>>1) ^ -int64(x&1) }
+
+// at decodes the current item of entry num.
+func (s *entryStore) at(num uint32) item {
+	r := s.rec(num)
+	return s.item(r.chunk, r.pos)
 }
 
 // keyOf returns the key of entry num, aliasing its chunk.
 func (s *entryStore) keyOf(num uint32) string {
 	r := s.rec(num)
-	b, _, k, kl, _, _, _ := s.item(r.chunk, r.pos)
+	b := s.chunks[r.chunk].b[r.pos+itemNumBytes:]
+	kl, w := binary.Uvarint(b)
 	if kl == 0 {
 		return ""
 	}
-	return unsafe.String(&b[k], kl)
+	return unsafe.String(&b[w], int(kl))
 }
 
 // entry returns entry num; its key, value and headers alias the store's
 // read-only bytes.
 func (s *entryStore) entry(num uint32) Entry {
-	r := s.rec(num)
-	b, _, k, kl, vl, hl, _ := s.item(r.chunk, r.pos)
-	e := Entry{Partition: r.partition, Offset: r.offset, Timestamp: r.timestamp}
-	if kl > 0 {
-		e.Key = unsafe.String(&b[k], kl)
+	it := s.at(num)
+	e := Entry{Partition: it.partition, Offset: it.offset, Timestamp: it.ts}
+	b := it.b
+	if it.kl > 0 {
+		e.Key = unsafe.String(&b[it.key], it.kl)
 	}
-	v := k + kl
-	e.Value = b[v : v+vl : v+vl]
+	v := it.val
+	e.Value = b[v : v+it.vl : v+it.vl]
 	switch {
-	case r.headers != 0:
-		e.headers = s.shared.enc[r.headers-1]
-	case hl > 0:
-		h := v + vl
-		e.headers = b[h : h+hl : h+hl]
+	case it.headers != 0:
+		e.headers = s.shared.enc[it.headers-1]
+	case it.hl > 0:
+		h := v + it.vl
+		e.headers = b[h : h+it.hl : h+it.hl]
 	}
 	return e
 }
@@ -185,8 +227,8 @@ func (s *entryStore) put(r *Record, h uint32, slot int, num uint32, had bool, hd
 		s.table[slot] = uint64(h)<<32 | uint64(num+1)
 		s.count++
 	}
-	c, pos := s.append(num, r.Key, r.Value, inline)
-	*s.rec(num) = entryRec{offset: r.Offset, timestamp: r.Timestamp.UnixMilli(), partition: r.Partition, chunk: c, pos: pos, headers: ref}
+	c, pos := s.append(num, r, ref, inline)
+	*s.rec(num) = entryRec{chunk: c, pos: pos}
 	if !had && (s.count+1)*4 > len(s.table)*3 {
 		s.grow()
 	}
@@ -207,14 +249,14 @@ func (s *entryStore) remove(slot int, num uint32) {
 // shared headers.
 func (s *entryStore) forget(num uint32) {
 	r := s.rec(num)
-	_, _, _, _, _, _, end := s.item(r.chunk, r.pos)
-	n := int64(end - int(r.pos))
+	it := s.item(r.chunk, r.pos)
+	n := int64(it.end - int(r.pos))
 	c := &s.chunks[r.chunk]
 	c.live -= n
 	s.live -= n
 	s.dead += n
-	if r.headers != 0 {
-		s.shared.release(r.headers, &s.mem)
+	if it.headers != 0 {
+		s.shared.release(it.headers, &s.mem)
 	}
 	if c.live == 0 && int(r.chunk) != s.cur {
 		s.dropChunk(r.chunk)
@@ -248,18 +290,25 @@ func (s *entryStore) newNum() uint32 {
 	return num
 }
 
-// append writes the item of entry num and returns where it is.
-func (s *entryStore) append(num uint32, key, value, hdr []byte) (uint32, uint32) {
-	n := itemNumBytes + uvarintLen(len(key)) + uvarintLen(len(value)) + uvarintLen(len(hdr)) + len(key) + len(value) + len(hdr)
+// append writes the item of entry num for r, with its shared headers ref
+// or its own encoding hdr, and returns where it is.
+func (s *entryStore) append(num uint32, r *Record, ref uint32, hdr []byte) (uint32, uint32) {
+	var head [itemNumBytes + 8*binary.MaxVarintLen64]byte
+	h := binary.AppendUvarint(head[:0], uint64(len(r.Value)))
+	h = binary.AppendUvarint(h, uint64(len(hdr)))
+	h = binary.AppendVarint(h, r.Offset)
+	h = binary.AppendVarint(h, r.Timestamp.UnixMilli())
+	h = binary.AppendUvarint(h, uint64(uint32(r.Partition)))
+	h = binary.AppendUvarint(h, uint64(ref))
+	n := itemNumBytes + uvarintLen(len(r.Key)) + len(r.Key) + len(h) + len(r.Value) + len(hdr)
 	c := s.room(n)
 	ch := &s.chunks[c]
 	pos := len(ch.b)
 	b := binary.LittleEndian.AppendUint32(ch.b, num)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = binary.AppendUvarint(b, uint64(len(value)))
-	b = binary.AppendUvarint(b, uint64(len(hdr)))
-	b = append(b, key...)
-	b = append(b, value...)
+	b = binary.AppendUvarint(b, uint64(len(r.Key)))
+	b = append(b, r.Key...)
+	b = append(b, h...)
+	b = append(b, r.Value...)
 	ch.b = append(b, hdr...)
 	ch.live += int64(n)
 	s.live += int64(n)
@@ -341,7 +390,8 @@ func (s *entryStore) compactStep() {
 	}
 	src := s.chunks[best].b
 	for pos := 0; pos < len(src); {
-		_, num, _, _, _, _, end := s.item(uint32(best), uint32(pos))
+		it := s.item(uint32(best), uint32(pos))
+		num, end := it.num, it.end
 		if num < s.next {
 			if r := s.rec(num); r.chunk == uint32(best) && r.pos == uint32(pos) {
 				c, p := s.appendItem(src[pos:end])

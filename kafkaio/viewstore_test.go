@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // A view driven by random writes, overwrites of every size and tombstones
@@ -109,7 +110,7 @@ func TestViewStoreMatchesAMap(t *testing.T) {
 	}
 	mem += int64(len(s.table)) * 8
 	for _, p := range s.pages {
-		mem += int64(len(p)) * 32
+		mem += int64(len(p)) * int64(unsafe.Sizeof(entryRec{}))
 	}
 	if s.mem < mem {
 		t.Errorf("Stats bytes %d, less than the chunks, pages and table hold (%d)", s.mem, mem)
