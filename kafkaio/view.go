@@ -3,6 +3,7 @@ package kafkaio
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,7 +325,9 @@ func (v *View) Changed() <-chan struct{} {
 }
 
 // apply folds one record into the view. The caller owns the partition's
-// order: records of a partition arrive in offset order.
+// order: records of a partition arrive in offset order. The view keeps
+// neither r nor its headers slice (a catch-up reuses them for the next
+// record), only its key and value bytes, when it holds r aside.
 func (v *View) apply(r *Record) {
 	if v.convert != nil && r.Key != nil && r.Value != nil {
 		if err := v.convert(r); err != nil {
@@ -347,7 +350,9 @@ func (v *View) holdLocked(r *Record) {
 	if v.held == nil {
 		v.held = map[string]*Record{}
 	}
-	v.held[string(r.Key)] = r
+	held := *r
+	held.Headers = slices.Clone(r.Headers) // the caller reuses its slice
+	v.held[string(r.Key)] = &held
 	if v.heldTimer == nil {
 		v.heldTimer = time.AfterFunc(HeldRetry, v.retryHeld)
 	}
