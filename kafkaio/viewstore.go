@@ -342,7 +342,7 @@ func uvarintLen(n int) int {
 
 func (s *entryStore) newChunk(size int) int {
 	ch := chunk{b: make([]byte, 0, size)}
-	s.mem += int64(size)
+	s.mem += int64(cap(ch.b))
 	if n := len(s.freeChunks); n > 0 {
 		c := s.freeChunks[n-1]
 		s.freeChunks = s.freeChunks[:n-1]
@@ -368,9 +368,9 @@ func (s *entryStore) dropChunk(c uint32) {
 
 // compactStep moves the live items of the chunk with the most dead bytes
 // to the current chunk and drops it, while the dead bytes exceed a quarter
-// of the live ones: one chunk (at most maxChunk bytes copied) per write, so
-// no write waits long, and the heap stays within 1.25 × the items plus one
-// chunk.
+// of the live ones and that chunk is at least a quarter dead: one chunk (at
+// most maxChunk bytes copied) per write, so no write waits long. The dead
+// bytes stay under a third of the live ones plus the current chunk's.
 func (s *entryStore) compactStep() {
 	if s.dead < compactMinDead || s.dead*4 < s.live {
 		return
@@ -385,7 +385,9 @@ func (s *entryStore) compactStep() {
 			best, most = i, d
 		}
 	}
-	if best < 0 {
+	if best < 0 || most*4 < int64(len(s.chunks[best].b)) {
+		// The dead bytes are in the current chunk, or spread thin:
+		// copying a chunk would reclaim little of it.
 		return
 	}
 	src := s.chunks[best].b

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 	"unsafe"
@@ -123,4 +125,51 @@ func TestViewStoreMatchesAMap(t *testing.T) {
 	if st := v.Stats(); st.Keys != 0 || s.live != 0 {
 		t.Errorf("after removing every key: %d keys, %d live bytes", st.Keys, s.live)
 	}
+}
+
+// What Stats reports as a view's bytes is what the view holds on the Go
+// heap, so max-view-bytes bounds memory, not an estimate of it; and that is
+// the keys and values plus at most 55 B a key (docs/deploy.md), with at
+// most a third more for overwritten records awaiting compaction.
+func TestViewBytesAreItsHeap(t *testing.T) {
+	heap := func() int64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(s)
+		return int64(s[0].Value.Uint64())
+	}
+	const keys = 200_000
+	hs := []Header{{Key: "content-type", Value: []byte("application/json")}}
+	value := bytes.Repeat([]byte("x"), 200)
+	before := heap()
+	v := newView("items", [16]byte{1}, 4, time.Millisecond)
+	offset := int64(0)
+	write := func(k int) {
+		offset++
+		v.apply(&Record{Topic: "items", Partition: int32(k % 4), Offset: offset, Timestamp: time.UnixMilli(1_760_000_000_000 + offset),
+			Key: fmt.Appendf(nil, "k%d", k), Value: value, Headers: hs})
+	}
+	check := func(when string, maxBytes func(kv int64) int64) {
+		t.Helper()
+		used := heap() - before
+		st := v.Stats()
+		if d := float64(st.Bytes-used) / float64(used); d < -0.05 || d > 0.05 {
+			t.Errorf("%s: Stats bytes %d, heap grew %d (%+.1f %%); want within 5 %%", when, st.Bytes, used, 100*d)
+		}
+		var kv int64
+		v.Scan(func(e Entry) bool { kv += int64(len(e.Key) + len(e.Value)); return true })
+		if st.Keys != keys || st.Bytes > maxBytes(kv) {
+			t.Errorf("%s: %d keys, %d bytes for %d of keys and values (%.1f B a key beyond them); want %d keys, at most %d bytes",
+				when, st.Keys, st.Bytes, kv, float64(st.Bytes-kv)/keys, keys, maxBytes(kv))
+		}
+	}
+	for k := range keys {
+		write(k)
+	}
+	check("written once", func(kv int64) int64 { return kv + 55*keys })
+	for range 3 * keys {
+		write(rand.IntN(keys))
+	}
+	check("overwritten", func(kv int64) int64 { return kv*4/3 + 55*keys + maxChunk })
+	runtime.KeepAlive(v)
 }
