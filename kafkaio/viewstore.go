@@ -72,7 +72,7 @@ const (
 	pageRecs = 2048
 	// Chunks double from minChunk up to maxChunk; an item over bigItem
 	// gets a chunk of its own.
-	minChunk = 512
+	minChunk = 256
 	maxChunk = 1 << 20
 	bigItem  = maxChunk / 8
 	// compactMinDead is the dead bytes below which nothing is compacted;
