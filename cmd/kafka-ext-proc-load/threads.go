@@ -14,22 +14,12 @@ import (
 // USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// threadsCPU is the CPU time so far of this process's threads whose name
-// starts with prefix, from /proc (Linux only). librdkafka names its threads
-// "rdk:main", "rdk:broker…": their sum is the C side of the Kafka clients,
-// which the Go profiler does not see. Threads that ended are not counted,
-// so take it over a window in which the clients live throughout.
-func threadsCPU(prefix string) (time.Duration, error) {
-	byName, err := threadsCPUByName(prefix)
-	var sum time.Duration
-	for _, d := range byName {
-		sum += d
-	}
-	return sum, err
-}
-
-// threadsCPUByName is threadsCPU by thread name ("rdk:main",
-// "rdk:broker0", …), the threads of that name of every client summed.
+// threadsCPUByName is the CPU time so far of this process's threads whose
+// name starts with prefix, by name ("rdk:main", "rdk:broker0", …: the
+// threads of that name of every client summed), from /proc (Linux only).
+// librdkafka names its threads so: their sum is the C side of the Kafka
+// clients, which the Go profiler does not see. Threads that ended are not
+// counted, so take it over a window in which the clients live throughout.
 func threadsCPUByName(prefix string) (map[string]time.Duration, error) {
 	dirs, err := filepath.Glob("/proc/self/task/*")
 	if err != nil || len(dirs) == 0 {
