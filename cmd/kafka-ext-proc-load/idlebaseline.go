@@ -24,8 +24,29 @@ const rawPollTimeout = 100 * time.Millisecond
 // rawIdle is the baseline's measurement over one idle window.
 type rawIdle struct {
 	cores      float64            // this process's cores, the broker alone included
-	librdkafka *float64           // the consumer's librdkafka threads, absent without /proc
+	librdkafka *float64           // librdkafka's threads, absent without /proc
 	threads    map[string]float64 // librdkafka's part by thread name
+}
+
+// measureIdle measures this process's CPU over d, and librdkafka's
+// threads' part (by name) where /proc tells it.
+func measureIdle(ctx context.Context, d time.Duration) (rawIdle, error) {
+	var res rawIdle
+	rdk0, rdkErr := threadsCPUByName("rdk:")
+	t0 := time.Now()
+	var err error
+	if res.cores, err = idleCores(ctx, d); err != nil {
+		return rawIdle{}, err
+	}
+	if rdk1, err := threadsCPUByName("rdk:"); err == nil && rdkErr == nil {
+		res.threads = threadCores(rdk0, rdk1, time.Since(t0))
+		var c float64
+		for _, t := range res.threads {
+			c += t
+		}
+		res.librdkafka = &c
+	}
+	return res, nil
 }
 
 // measureRawIdle starts the baseline consumer on partition 0 of topics
@@ -92,20 +113,5 @@ func measureRawIdle(ctx context.Context, broker string, topics []string, d time.
 	case <-ctx.Done():
 		return rawIdle{}, ctx.Err()
 	}
-
-	var res rawIdle
-	rdk0, rdkErr := threadsCPUByName("rdk:")
-	t0 := time.Now()
-	if res.cores, err = idleCores(ctx, d); err != nil {
-		return rawIdle{}, err
-	}
-	if rdk1, err := threadsCPUByName("rdk:"); err == nil && rdkErr == nil {
-		res.threads = threadCores(rdk0, rdk1, time.Since(t0))
-		var c float64
-		for _, t := range res.threads {
-			c += t
-		}
-		res.librdkafka = &c
-	}
-	return res, nil
+	return measureIdle(ctx, d)
 }

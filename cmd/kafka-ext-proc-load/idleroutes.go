@@ -233,19 +233,11 @@ func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesRe
 			}
 		}()
 	}
-	rdk0, rdkErr := threadsCPUByName("rdk:")
-	t0 := time.Now()
-	if res.WithProcessorCores, err = idleCores(ctx, o.idle); err != nil {
+	m, err := measureIdle(ctx, o.idle)
+	if err != nil {
 		return err
 	}
-	if rdk1, err := threadsCPUByName("rdk:"); err == nil && rdkErr == nil {
-		res.LibrdkafkaThreads = threadCores(rdk0, rdk1, time.Since(t0))
-		var c float64
-		for _, t := range res.LibrdkafkaThreads {
-			c += t
-		}
-		res.LibrdkafkaCores = &c
-	}
+	res.WithProcessorCores, res.LibrdkafkaCores, res.LibrdkafkaThreads = m.cores, m.librdkafka, m.threads
 	return nil
 }
 
