@@ -196,6 +196,13 @@ func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static
 		}
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"topic %q gained partitions%s; reconnect with the id of the last message received to resume", topic, counts))
+	case errors.Is(err, kafkaio.ErrLater):
+		// The next record's schema cannot be had (registry outage, cold
+		// cache): the stream ends before it rather than skip it, and the
+		// client's resume reads it again.
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+			"the next record of topic %q cannot be decoded now: %s; reconnect with the id of the last message received to resume at it",
+			topic, laterReason(err)))
 	case errors.Is(err, kafkaio.ErrNotReady), errors.Is(err, kafkaio.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	}
