@@ -20,7 +20,7 @@ import (
 
 // modelsGRPCConfig: every topic holds example.Event (eventProto) in the
 // registry's wire format; feed and cold are streamed, asks/answers are a
-// request-reply pair. Cold's records are written with schema id 14, a
+// request-reply pair; snap is compacted. Cold's records are written with schema id 14, a
 // version of the schema the processor has not cached.
 const modelsGRPCConfig = `
 catalogs:
@@ -38,6 +38,8 @@ bindings:
           value: { model: protobuf, view: json, catalog: { registry0: [{ strategy: topic, record: example.Event }] } }
         - name: cold
           value: { model: protobuf, catalog: { registry0: [{ subject: feed-value, record: example.Event }] } }
+        - name: snap
+          value: { model: protobuf, catalog: { registry0: [{ subject: feed-value, record: example.Event }] } }
         - name: asks
           value: { model: protobuf, catalog: { registry0: [{ subject: feed-value, record: example.Event }] } }
         - name: answers
@@ -52,6 +54,9 @@ bindings:
       - when: [{ service: example.Cold }]
         exit: kafka0
         with: { capability: fetch, topic: cold }
+      - when: [{ service: example.Snap }]
+        exit: kafka0
+        with: { capability: fetch, topic: snap }
       - when: [{ service: example.Ask }]
         exit: kafka0
         with: { capability: produce, topic: asks, reply-to: answers }
@@ -77,7 +82,8 @@ func startModelsGRPC(t *testing.T) (*env, *countingRegistry) {
 	cold := "/schemas/ids/14"
 	reg.failing.Store(&cold) // cold's writer schema cannot be had until the test lets it
 	e := startEnv(t, fmt.Sprintf(modelsGRPCConfig, reg.URL()), withTopics(
-		embedded.Topic{Name: "feed"}, embedded.Topic{Name: "cold"}, embedded.Topic{Name: "asks"}, embedded.Topic{Name: "answers"}),
+		embedded.Topic{Name: "feed"}, embedded.Topic{Name: "cold"}, embedded.Topic{Name: "asks"}, embedded.Topic{Name: "answers"},
+		embedded.Topic{Name: "snap", Compact: true}),
 		func(o *stack.DevOptions) {
 			o.Responders = append(o.Responders, responder.Options{Topic: "asks", Handler: framedAnswerer, DedupKey: responder.GRPCDedupKey})
 		})
@@ -161,6 +167,19 @@ func TestModelsGRPC(t *testing.T) {
 				t.Errorf("last message after the resume: %x at %v, want the live Event at %d", v.value, positions(t, v.id), total+1)
 			}
 		})
+	})
+
+	t.Run("fetch: a compacted topic with a model is streamed from its log, decoded", func(t *testing.T) {
+		e.putBatch("snap", []kafka.Message{
+			{Key: []byte("k"), Value: framed(12, event("k", "old"))},
+			{Key: []byte("j"), Value: []byte("not framed")},
+			{Key: []byte("k"), Value: framed(12, event("k", "new"))},
+		})
+		st := subscribe(ctxFor(t, 30*time.Second), t, e.grpcConn(), "/example.Snap/Subscribe")
+		got := receive(t, st, 2, 32767)
+		if !bytes.Equal(got[0].value, event("k", "old")) || !bytes.Equal(got[1].value, event("k", "new")) || positions(t, got[1].id)[0] != 3 {
+			t.Errorf("snap: %x, %x at %v; want both records of k, plain, the second at 3", got[0].value, got[1].value, positions(t, got[1].id))
+		}
 	})
 
 	t.Run("request-reply: the framed reply answered as the plain message; one that does not match ends INTERNAL", func(t *testing.T) {
