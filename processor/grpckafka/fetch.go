@@ -30,6 +30,12 @@ import (
 //   - History: a compacted topic's view (cleanup.policy contains compact),
 //     else the retained log from the earliest offset; then live records
 //     until the client cancels. Tombstones are skipped; filters select.
+//   - A topic with a value model (protobuf) sends each record checked and
+//     without the registry's framing, decoded once per record by the log
+//     tail; records that do not match are left out (counted), and a record
+//     whose schema cannot be had ends the stream UNAVAILABLE before it. Its
+//     history is the retained log even when compacted: its view holds what
+//     HTTP is served.
 //   - Each message is the record value plus the reliability field holding
 //     the message id: the stream's position after it, that is per partition
 //     the next offset it has dispatched up to. The reliability metadata
