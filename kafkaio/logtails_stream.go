@@ -540,7 +540,7 @@ func (s *LogStream) decodeHeld(ctx context.Context, e *ringEntry) (value []byte,
 	rec := &Record{Topic: s.opts.Topic, Partition: e.partition, Offset: e.offset, Key: e.key, Value: e.held}
 	s.r.mu.RUnlock()
 	v, err := s.t.decode(ctx, rec)
-	if err != nil && errors.Is(err, ErrLater) {
+	if errors.Is(err, ErrLater) {
 		return nil, false, err
 	}
 	s.r.mu.RLock()
