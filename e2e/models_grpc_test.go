@@ -169,6 +169,23 @@ func TestModelsGRPC(t *testing.T) {
 		})
 	})
 
+	t.Run("fetch: a registry outage leaves streams of cached schemas going, with no registry request", func(t *testing.T) {
+		reg.down.Store(true)
+		defer reg.down.Store(false)
+		before := reg.requests.Load()
+		e.putBatch("feed", []kafka.Message{{Value: framed(12, event("down", "ok"))}})
+		// Everything of feed so far: 598 records of the first subtest that
+		// match, the live one, and this one.
+		st := subscribe(ctxFor(t, 30*time.Second), t, e.grpcConn(), "/example.Feed/Subscribe")
+		got := receive(t, st, 600, 32767)
+		if !bytes.Equal(got[599].value, event("down", "ok")) {
+			t.Errorf("last message: %x, want the one written during the outage", got[599].value)
+		}
+		if n := reg.requests.Load() - before; n != 0 {
+			t.Errorf("%d registry requests, want none: the schema is cached", n)
+		}
+	})
+
 	t.Run("fetch: a compacted topic with a model is streamed from its log, decoded", func(t *testing.T) {
 		e.putBatch("snap", []kafka.Message{
 			{Key: []byte("k"), Value: framed(12, event("k", "old"))},
