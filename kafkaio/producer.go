@@ -295,7 +295,8 @@ func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
 	}
 	(*cm)["go.delivery.report.fields"] = "none"
 	// The Go client allocates these channels at their full size (1e6 slots
-	// by default); reports are drained at once, and ProduceChannel is unused.
+	// by default); Events carries only errors and statistics (each record's
+	// report goes to its own channel), and ProduceChannel is unused.
 	(*cm)["go.events.channel.size"] = 4096
 	(*cm)["go.produce.channel.size"] = 1
 	return cm
