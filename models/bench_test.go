@@ -72,6 +72,39 @@ func BenchmarkJSONSchemaValidate(b *testing.B) {
 	benchEncode(b, benchModel(b, Config{Model: "json", Catalog: c, Ref: Ref{Subject: "order"}}), benchOrder)
 }
 
+// BenchmarkJSONSchemaParse and BenchmarkJSONSchemaValidateTree split
+// BenchmarkJSONSchemaValidate in two: building the tree the validator
+// walks, and jsonschema's Validate on a tree built once (the floor no
+// parser can lower).
+func BenchmarkJSONSchemaParse(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseJSON(benchOrder); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkJSONSchemaValidateTree(b *testing.B) {
+	c, _ := NewInline("inline0", map[string]string{"order": benchOrderJSONSchema})
+	m := benchModel(b, Config{Model: "json", Catalog: c, Ref: Ref{Subject: "order"}})
+	cd, _, err := m.configured(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sch := cd.(jsonCodec).schema
+	v, err := parseJSON(benchOrder)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sch.Validate(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkJSONSchemaInvalid(b *testing.B) {
 	c, _ := NewInline("inline0", map[string]string{"order": benchOrderJSONSchema})
 	m := benchModel(b, Config{Model: "json", Catalog: c, Ref: Ref{Subject: "order"}})

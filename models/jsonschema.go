@@ -80,6 +80,9 @@ func parseSchemaJSON(subject, text string) (any, error) {
 
 // parseJSON parses a value as jsonschema wants it (numbers as json.Number).
 func parseJSON(src []byte) (any, error) {
+	if json.Valid(src) {
+		return jsonTree(src), nil
+	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(src))
 	if err != nil {
 		detail := "not JSON"

@@ -175,6 +175,25 @@ func (m *Model) Encode(ctx context.Context, dst, src []byte) ([]byte, error) {
 	return out, nil
 }
 
+// EncodeValue is Encode into a new slice, except that a value the model
+// only checks (no view, or a primitive) is returned itself rather than
+// copied: what a produce writes when its body is not converted.
+func (m *Model) EncodeValue(ctx context.Context, src []byte) ([]byte, error) {
+	if m.cfg.View != "" && m.prim == nil {
+		return m.Encode(ctx, nil, src)
+	}
+	var err error
+	if m.prim != nil {
+		err = m.prim.validate(src)
+	} else {
+		err = m.validate(ctx, src)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
 // EncodeNative checks a value sent in the model's own format (a gRPC
 // client's protobuf message) against the configured schema and appends
 // what is written to Kafka to dst: the value, framed if the model frames.
@@ -240,14 +259,23 @@ func (m *Model) Decode(ctx context.Context, dst, src []byte) ([]byte, error) {
 
 // check validates src in the model's own format and appends it unchanged.
 func (m *Model) check(ctx context.Context, dst, src []byte) ([]byte, error) {
-	c, payload, index, name, err := m.unframe(ctx, src)
-	if err != nil {
+	if err := m.validate(ctx, src); err != nil {
 		return dst, err
 	}
-	if err := c.validate(payload, index); err != nil {
-		return dst, m.named(err, name)
-	}
 	return append(dst, src...), nil
+}
+
+// validate checks src in the model's own format (framed if the model
+// frames).
+func (m *Model) validate(ctx context.Context, src []byte) error {
+	c, payload, index, name, err := m.unframe(ctx, src)
+	if err != nil {
+		return err
+	}
+	if err := c.validate(payload, index); err != nil {
+		return m.named(err, name)
+	}
+	return nil
 }
 
 var defaultHeader sr.ConfluentHeader

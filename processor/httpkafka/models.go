@@ -42,7 +42,7 @@ func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, h
 		return nil
 	}
 	if tm.Key != nil && rec.Key != nil {
-		k, err := tm.Key.Encode(ctx, nil, rec.Key)
+		k, err := tm.Key.EncodeValue(ctx, rec.Key)
 		if err != nil {
 			return modelProblem(err, "the key")
 		}
@@ -54,7 +54,7 @@ func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, h
 	if bad := acceptable(tm.Value, headers); bad != nil {
 		return bad
 	}
-	v, err := tm.Value.Encode(ctx, nil, rec.Value)
+	v, err := tm.Value.EncodeValue(ctx, rec.Value)
 	if err != nil {
 		return modelProblem(err, "the body")
 	}
@@ -71,7 +71,7 @@ func acceptable(m *models.Model, headers route.Headers) *capability.HTTPResponse
 		return nil
 	}
 	ct, ok := headers.Lookup("content-type")
-	if !ok {
+	if !ok || ct == "application/json" { // the usual value, without ParseMediaType's allocations
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
