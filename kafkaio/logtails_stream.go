@@ -41,7 +41,7 @@ type LogStream struct {
 	restarted bool
 
 	phase   int
-	view    []*Entry // compacted history still to send
+	view    []Entry // compacted history still to send
 	viewEnd []int64
 
 	cur     *cursor
@@ -143,13 +143,13 @@ func (s *LogStream) snapshot(ctx context.Context) error {
 	for p := range s.viewEnd {
 		s.viewEnd[p] = max(v.Position(int32(p)), 0)
 	}
-	v.Scan(func(e *Entry) bool {
-		if int(e.Partition) < n && e.Offset >= s.next[e.Partition] && s.matchEntry(e) {
+	v.Scan(func(e Entry) bool {
+		if int(e.Partition) < n && e.Offset >= s.next[e.Partition] && s.matchEntry(&e) {
 			s.view = append(s.view, e)
 		}
 		return true
 	})
-	slices.SortFunc(s.view, func(a, b *Entry) int {
+	slices.SortFunc(s.view, func(a, b Entry) int {
 		if a.Partition != b.Partition {
 			return int(a.Partition - b.Partition)
 		}
@@ -410,7 +410,7 @@ func (s *LogStream) ringStep(ctx context.Context, wait bool) (out []byte, ret bo
 func (s *LogStream) fillView() {
 	for len(s.view) > 0 && !s.full() {
 		e := s.view[0]
-		s.view[0] = nil
+		s.view[0] = Entry{} // the stream holds no chunk of the view once sent
 		s.view = s.view[1:]
 		s.next[e.Partition] = e.Offset + 1
 		if !s.gotHdr {

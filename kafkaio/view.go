@@ -1,17 +1,19 @@
 package kafkaio
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Entry is the current record of one key in a view. Entries are immutable:
-// a write replaces the entry, so a caller may keep one after the view moved on.
+// Entry is the current record of one key in a view. Its key, value and
+// headers alias the view's read-only storage, which a write never changes in
+// place: a caller may keep an Entry after the view moved on, and it reads
+// the record it was given.
 type Entry struct {
 	Partition int32
 	Offset    int64
@@ -67,29 +69,6 @@ func appendHeaders(b []byte, hs []Header) []byte {
 		b = append(b, h.Value...)
 	}
 	return b
-}
-
-// sharedHeaders returns the encoding of hs, the previous entry's when they
-// are equal: the records of a topic mostly carry the same headers (one
-// content-type), and entries sharing one read-only encoding save an
-// allocation per key. The caller holds the write lock.
-func (v *View) sharedHeaders(hs []Header) []byte {
-	if len(hs) == 0 {
-		return nil
-	}
-	v.scratch = appendHeaders(v.scratch[:0], hs)
-	if !bytes.Equal(v.scratch, v.lastHeaders) {
-		v.lastHeaders = bytes.Clone(v.scratch)
-	}
-	return v.lastHeaders
-}
-
-// entryOverhead approximates the bytes an entry costs beyond its data (the
-// struct, the map slot, the key string header).
-const entryOverhead = 96
-
-func (e *Entry) size() int64 {
-	return int64(entryOverhead + len(e.Key) + len(e.Value) + len(e.headers))
 }
 
 // Header is a Kafka record header.
@@ -152,20 +131,16 @@ type View struct {
 	heldTimer *time.Timer
 
 	mu        sync.RWMutex
-	entries   map[string]*Entry
+	entries   *entryStore
 	positions []int64 // next offset per partition
 	version   uint64
-	bytes     int64
 	nullKeys  uint64
 	keyWaits  map[string]*keyWait
 	anyWait   chan struct{}
 	anyTimer  *time.Timer
-	scratch   []byte // sharedHeaders' encoding buffer
-	// lastHeaders is the encoding the last entry got, shared by the next
-	// ones with the same headers.
-	lastHeaders []byte
-	ready       chan struct{}
-	readyOnce   sync.Once
+	scratch   []byte // a record's header encoding, while it is applied
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	// Holding is on every fetch's path, so it takes no lock: holders is
 	// raised only under the client's read lock (Views.HoldView) and the
@@ -180,7 +155,7 @@ func newView(topic string, id [16]byte, partitions int, window time.Duration) *V
 		topic:     topic,
 		topicID:   id,
 		window:    window,
-		entries:   map[string]*Entry{},
+		entries:   newEntryStore(),
 		positions: make([]int64, partitions),
 		keyWaits:  map[string]*keyWait{},
 		anyWait:   make(chan struct{}),
@@ -225,24 +200,23 @@ func (v *View) TopicID() [16]byte { return v.topicID }
 func (v *View) Ready() <-chan struct{} { return v.ready }
 
 // Get returns the current record of key.
-func (v *View) Get(key string) (*Entry, bool) {
+func (v *View) Get(key string) (Entry, bool) {
 	v.mu.RLock()
-	e, ok := v.entries[key]
-	v.mu.RUnlock()
-	return e, ok
+	defer v.mu.RUnlock()
+	num, ok := v.entries.findString(key)
+	if !ok {
+		return Entry{}, false
+	}
+	return v.entries.entry(num), true
 }
 
 // Scan calls fn for every current record, in no particular order, until fn
 // returns false. The view is read-locked meanwhile: fn must be quick and
 // must not call the view.
-func (v *View) Scan(fn func(*Entry) bool) {
+func (v *View) Scan(fn func(Entry) bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	for _, e := range v.entries {
-		if !fn(e) {
-			return
-		}
-	}
+	v.entries.scan(fn)
 }
 
 // Version counts the changes applied to the view.
@@ -254,7 +228,9 @@ func (v *View) Version() uint64 {
 
 // Stats are a view's sizes.
 type Stats struct {
-	Keys     int
+	Keys int
+	// Bytes is the memory the view's entries hold: their storage chunks
+	// (dead bytes not compacted yet included), records and index.
 	Bytes    int64
 	NullKeys uint64 // records skipped for having no key
 }
@@ -263,7 +239,7 @@ type Stats struct {
 func (v *View) Stats() Stats {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return Stats{Keys: len(v.entries), Bytes: v.bytes, NullKeys: v.nullKeys}
+	return Stats{Keys: v.entries.count, Bytes: v.entries.mem, NullKeys: v.nullKeys}
 }
 
 // Position returns the next offset the view will read in partition p (-1
@@ -349,7 +325,9 @@ func (v *View) Changed() <-chan struct{} {
 }
 
 // apply folds one record into the view. The caller owns the partition's
-// order: records of a partition arrive in offset order.
+// order: records of a partition arrive in offset order. The view keeps
+// neither r nor its headers slice (a catch-up reuses them for the next
+// record), only its key and value bytes, when it holds r aside.
 func (v *View) apply(r *Record) {
 	if v.convert != nil && r.Key != nil && r.Value != nil {
 		if err := v.convert(r); err != nil {
@@ -372,7 +350,9 @@ func (v *View) holdLocked(r *Record) {
 	if v.held == nil {
 		v.held = map[string]*Record{}
 	}
-	v.held[string(r.Key)] = r
+	held := *r
+	held.Headers = slices.Clone(r.Headers) // the caller reuses its slice
+	v.held[string(r.Key)] = &held
 	if v.heldTimer == nil {
 		v.heldTimer = time.AfterFunc(HeldRetry, v.retryHeld)
 	}
@@ -426,54 +406,50 @@ func (v *View) applyLocked(r *Record) {
 		v.nullKeys++
 		return
 	}
-	key := string(r.Key)
-	if held, ok := v.held[key]; ok && (held.Partition != r.Partition || held.Offset < r.Offset) {
-		delete(v.held, key) // a newer record of the key supersedes it
+	if len(v.held) > 0 {
+		if held, ok := v.held[string(r.Key)]; ok && (held.Partition != r.Partition || held.Offset < r.Offset) {
+			delete(v.held, string(r.Key)) // a newer record of the key supersedes it
+		}
 	}
-	old, had := v.entries[key]
-	if had && old.Partition != r.Partition && !beats(r, old) {
-		// The same key in two partitions (a changed partitioner): the order
-		// is (timestamp, partition, offset), as for filter winners, so every
-		// replica agrees whatever order the partitions were read in.
-		return
+	s := v.entries
+	h := s.hash(r.Key)
+	slot, num, had := s.find(r.Key, h)
+	if had {
+		if old := s.at(num); old.partition != r.Partition && !beats(r, &old) {
+			// The same key in two partitions (a changed partitioner): the
+			// order is (timestamp, partition, offset), as for filter
+			// winners, so every replica agrees whatever order the
+			// partitions were read in.
+			return
+		}
 	}
 	if r.Value == nil {
 		if !had {
 			return
 		}
-		delete(v.entries, key)
-		v.bytes -= old.size()
+		s.remove(slot, num)
 	} else {
-		e := &Entry{
-			Partition: r.Partition,
-			Offset:    r.Offset,
-			Timestamp: r.Timestamp.UnixMilli(),
-			Key:       key,
-			Value:     r.Value,
-			headers:   v.sharedHeaders(r.Headers),
-		}
-		if had {
-			v.bytes -= old.size()
-		}
-		v.entries[key] = e
-		v.bytes += e.size()
+		v.scratch = appendHeaders(v.scratch[:0], r.Headers)
+		s.put(r, h, slot, num, had, v.scratch)
 	}
 	v.version++
-	if w, ok := v.keyWaits[key]; ok {
-		close(w.ch)
-		delete(v.keyWaits, key)
+	if len(v.keyWaits) > 0 {
+		if w, ok := v.keyWaits[string(r.Key)]; ok {
+			close(w.ch)
+			delete(v.keyWaits, string(r.Key))
+		}
 	}
 	if v.anyTimer == nil {
 		v.anyTimer = time.AfterFunc(v.window, v.fireChanged)
 	}
 }
 
-func beats(r *Record, e *Entry) bool {
+func beats(r *Record, e *item) bool {
 	ts := r.Timestamp.UnixMilli()
-	if ts != e.Timestamp {
-		return ts > e.Timestamp
+	if ts != e.ts {
+		return ts > e.ts
 	}
-	return r.Partition > e.Partition
+	return r.Partition > e.partition
 }
 
 func (v *View) fireChanged() {

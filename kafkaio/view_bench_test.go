@@ -120,7 +120,7 @@ func BenchmarkViewScan(b *testing.B) {
 			count := 0
 			for b.Loop() {
 				count = 0
-				v.Scan(func(e *Entry) bool {
+				v.Scan(func(e Entry) bool {
 					count++
 					bytes += len(e.Value)
 					return true

@@ -31,7 +31,7 @@ func TestViewEntriesShareEqualHeaders(t *testing.T) {
 		t.Error("entries with other headers share an encoding")
 	}
 	for _, tc := range []struct {
-		e          *Entry
+		e          Entry
 		name, want string
 	}{{a, "content-type", "application/json"}, {c, "content-type", "text/plain"}, {c, "etag", "e1"}, {d, "content-type", "application/json"}} {
 		if got, ok := tc.e.Header(tc.name); !ok || string(got) != tc.want {

@@ -371,7 +371,7 @@ func TestViewFollowsAddedPartitions(t *testing.T) {
 	deadline := time.After(10 * time.Second)
 	for {
 		changed := v.Changed() // before the look-up, so no write falls between
-		if e, _ := v.Get("a"); e != nil && string(e.Value) == "a2" {
+		if e, ok := v.Get("a"); ok && string(e.Value) == "a2" {
 			break
 		}
 		select {

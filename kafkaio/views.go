@@ -634,8 +634,9 @@ type catchUp struct {
 	v         *View
 	end       []int64
 	done      []bool
-	remaining int // partitions not done
-	records   int // records applied
+	remaining int    // partitions not done
+	records   int    // records applied
+	rec       Record // each message in turn: one Record for the catch-up
 }
 
 // event folds one event of the catch-up consumer into the view.
@@ -647,7 +648,8 @@ func (cu *catchUp) event(ev kafka.Event) {
 		if ev.TopicPartition.Error != nil || int(p) >= n || cu.done[p] {
 			return
 		}
-		cu.v.apply(toRecord(ev))
+		setRecord(&cu.rec, ev)
+		cu.v.apply(&cu.rec)
 		cu.records++
 		if int64(ev.TopicPartition.Offset)+1 >= cu.end[p] {
 			cu.done[p] = true
@@ -704,19 +706,27 @@ func (c *Views) liveView(topic string) *View {
 }
 
 func toRecord(m *kafka.Message) *Record {
-	r := &Record{
+	r := &Record{}
+	setRecord(r, m)
+	return r
+}
+
+// setRecord makes r the record of m, reusing r's headers slice.
+func setRecord(r *Record, m *kafka.Message) {
+	hs := r.Headers[:0]
+	if cap(hs) < len(m.Headers) {
+		hs = make([]Header, 0, len(m.Headers))
+	}
+	for _, h := range m.Headers {
+		hs = append(hs, Header{Key: h.Key, Value: h.Value})
+	}
+	*r = Record{
 		Topic:     *m.TopicPartition.Topic,
 		Partition: m.TopicPartition.Partition,
 		Offset:    int64(m.TopicPartition.Offset),
 		Timestamp: m.Timestamp,
 		Key:       m.Key,
 		Value:     m.Value,
+		Headers:   hs,
 	}
-	if len(m.Headers) > 0 {
-		r.Headers = make([]Header, len(m.Headers))
-		for i, h := range m.Headers {
-			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return r
 }

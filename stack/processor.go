@@ -239,6 +239,10 @@ func (p *Processor) serveAdmin(addr string) error {
 // cluster pings every 10s, and `validate --envoy` checks a config against it.
 const KeepaliveMinTime = 5 * time.Second
 
+// streamWorkers is how many goroutines serve ext_proc streams and are kept
+// between them: about the exchanges in flight at a time under load.
+const streamWorkers = 128
+
 // GRPCServerOptions are the options of the processor's gRPC server (TLS
 // when tlsCfg is set). The load generator's no-op ext_proc server uses them
 // too, so its baseline has the same plumbing.
@@ -247,6 +251,13 @@ func GRPCServerOptions(tlsCfg *tls.Config) []grpc.ServerOption {
 		grpc.ForceServerCodecV2(newSendCodec()),
 		// Envoy pings on idle connections too (no ext_proc stream open).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
+		// Streams run on reused goroutines whose stacks have already grown:
+		// a fresh goroutine per stream grew and copied its stack on every
+		// exchange (runtime.newstack, 5 % of the CPU of a validated produce
+		// run; BENCHMARKS.md). A stream that finds every worker busy gets a
+		// goroutine of its own, as without the option. grpc-go marks the
+		// option experimental; its version is pinned in go.mod.
+		grpc.NumStreamWorkers(streamWorkers),
 	}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))

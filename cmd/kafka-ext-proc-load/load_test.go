@@ -170,7 +170,8 @@ func TestViewScale(t *testing.T) {
 		t.Fatalf("%v (output %q)", err, out.String())
 	}
 	if r.Keys != 3000 || r.SmallKeys != 50 || r.Partitions != 4 || r.RawSeconds <= 0 || r.ReadySeconds <= 0 || r.LoadRatio <= 0 ||
-		r.LiveBytes != 3000*int64(len("k1500")+r.ValueBytes) || r.HeapPerKey == 0 || r.MemRatio == 0 {
+		r.LiveBytes != 3000*int64(len("k1500")+r.ValueBytes) || r.HeapPerKey == 0 || r.MemRatio == 0 ||
+		r.MapSeconds <= 0 || r.MapRatio <= 0 || r.MapOverheadPerKey == 0 {
 		t.Errorf("view-scale: %+v", r)
 	}
 	// Every GET was answered 200 with the key's value (the scenario fails

@@ -167,6 +167,8 @@ func reportViewScale(b *strings.Builder, r viewScaleResult) {
 		r.Scenario, r.Keys, r.ValueBytes, r.Partitions, r.FillSeconds, r.SmallKeys)
 	fmt.Fprintf(b, "  load      raw librdkafka consumer to the end %.2fs; processor start to views ready %.2fs: %.2f × (issue 20 target ≤ 1.5)\n",
 		r.RawSeconds, r.ReadySeconds, r.LoadRatio)
+	fmt.Fprintf(b, "  floor     the raw read keeping each value by key in a map[string][]byte %.2fs: %.2f × the raw read, %.0f B per key over the key and value\n",
+		r.MapSeconds, r.MapRatio, r.MapOverheadPerKey)
 	fmt.Fprintf(b, "  memory    Go heap %d B for %d B of keys and values: %.0f B per key, %.0f B over the key and value (target ≤ 64), %.2f ×\n",
 		r.HeapBytes, r.LiveBytes, r.HeapPerKey, r.OverheadPerKey, r.MemRatio)
 	fmt.Fprintf(b, "  GET       single key, big view %.0f req/s, small view %.0f req/s: %.2f × (rounds %s / %s)\n",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -25,7 +26,8 @@ import (
 // alternating rounds. The scenario starts a broker and a processor of its
 // own in this process (also with -split: the Go heap it measures must be
 // the view's), after the shared ones were started, and stops them at its
-// end.
+// end. Before the processor, a second raw read also keeps every record in a
+// map[string][]byte: the floor, in time and heap, of any view in Go.
 
 const (
 	viewPartitions = 4
@@ -68,6 +70,12 @@ type viewScaleResult struct {
 	HeapPerKey     float64 `json:"heap_bytes_per_key"`
 	OverheadPerKey float64 `json:"overhead_bytes_per_key"`
 	MemRatio       float64 `json:"mem_ratio"`
+	// The floor: the raw read that also keeps each record's value by key
+	// in a map[string][]byte (MapSeconds; MapRatio MapSeconds ÷
+	// RawSeconds), and that map's heap beyond the keys and values per key.
+	MapSeconds        float64 `json:"map_seconds"`
+	MapRatio          float64 `json:"map_load_ratio"`
+	MapOverheadPerKey float64 `json:"map_overhead_bytes_per_key"`
 	// Single-key GETs through the processor, alternating rounds:
 	// GetRatio is the big view's rate ÷ the small view's (target: 1).
 	BigGet   rate    `json:"big_get"`
@@ -103,11 +111,15 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 	if err := fillTopic(ctx, broker.Addr(), smallTopic, o.keys, o.valueSize); err != nil {
 		return nil, err
 	}
-	raw, err := rawReadToEnd(ctx, broker.Addr(), bigTopic, o.viewKeys)
+	raw, err := rawReadToEnd(ctx, broker.Addr(), bigTopic, o.viewKeys, nil)
 	if err != nil {
 		return nil, err
 	}
 	res.RawSeconds = raw.Seconds()
+	res.LiveBytes = int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize)
+	if err := mapFloor(ctx, broker.Addr(), o.viewKeys, &res); err != nil {
+		return nil, err
+	}
 
 	noEnv := func(string) (string, bool) { return "", false }
 	cfg, err := config.Parse("view-scale.yaml", []byte(viewScaleYAML), noEnv)
@@ -128,7 +140,6 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 	res.LoadRatio = ratio(res.ReadySeconds, res.RawSeconds)
 	after := sampleMemory()
 	res.HeapBytes = int64(after.Heap) - int64(before.Heap)
-	res.LiveBytes = int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize)
 	res.HeapPerKey = float64(res.HeapBytes) / float64(o.viewKeys)
 	res.OverheadPerKey = float64(res.HeapBytes-res.LiveBytes) / float64(o.viewKeys)
 	res.MemRatio = ratio(float64(res.HeapBytes), float64(res.LiveBytes))
@@ -318,12 +329,32 @@ func kafkaErrCode(err error) kafka.ErrorCode {
 	return kafka.ErrUnknown
 }
 
+// mapFloor reads the big topic as rawReadToEnd does, keeping every record's
+// value by its key in a map, and records the time and the map's heap.
+func mapFloor(ctx context.Context, broker string, n int, res *viewScaleResult) error {
+	before := sampleMemory()
+	m := make(map[string][]byte)
+	d, err := rawReadToEnd(ctx, broker, bigTopic, n, func(k, v []byte) { m[string(k)] = v })
+	if err != nil {
+		return err
+	}
+	after := sampleMemory()
+	if len(m) != n {
+		return fmt.Errorf("the map floor holds %d keys, want %d", len(m), n)
+	}
+	res.MapSeconds = d.Seconds()
+	res.MapRatio = ratio(res.MapSeconds, res.RawSeconds)
+	res.MapOverheadPerKey = float64(int64(after.Heap)-int64(before.Heap)-res.LiveBytes) / float64(n)
+	runtime.KeepAlive(m)
+	return nil
+}
+
 // rawReadToEnd reads topic from its start to the end of every partition
 // with the processor's consumer settings (kafkaio's consumerConfig:
 // assignment only, partition EOF events, fetch.wait.max.ms 100), as a view
 // catching up does, and returns how long it took; it fails unless it read n
-// records.
-func rawReadToEnd(ctx context.Context, broker, topic string, n int) (time.Duration, error) {
+// records. keep, if not nil, is given each record's key and value.
+func rawReadToEnd(ctx context.Context, broker, topic string, n int, keep func(key, value []byte)) (time.Duration, error) {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{
 		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
 		"group.id": "kafka-ext-proc-load-view-scale", "enable.auto.commit": false, "enable.auto.offset.store": false,
@@ -353,6 +384,9 @@ func rawReadToEnd(ctx context.Context, broker, topic string, n int) (time.Durati
 		case *kafka.Message:
 			if ev.TopicPartition.Error == nil {
 				read++
+				if keep != nil {
+					keep(ev.Key, ev.Value)
+				}
 			}
 		case kafka.PartitionEOF:
 			atEnd[ev.Partition] = true

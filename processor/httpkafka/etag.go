@@ -55,7 +55,7 @@ func singleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
 
 // mergedTag hashes the (partition, offset) of the entries, which must be in
 // (partition, offset) order.
-func mergedTag(v *kafkaio.View, entries []*kafkaio.Entry) string {
+func mergedTag(v *kafkaio.View, entries []kafkaio.Entry) string {
 	h := fnv.New64a()
 	var buf [12]byte
 	var maxOff []int64 // per partition, -1 = none

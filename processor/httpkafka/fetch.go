@@ -312,8 +312,8 @@ func (f *Fetch) watch(view *kafkaio.View, sel selection) (<-chan struct{}, func(
 }
 
 // matching returns the selected entries in (partition, offset) order.
-func (f *Fetch) matching(view *kafkaio.View, sel selection) []*kafkaio.Entry {
-	var out []*kafkaio.Entry
+func (f *Fetch) matching(view *kafkaio.View, sel selection) []kafkaio.Entry {
+	var out []kafkaio.Entry
 	if sel.keyOnly {
 		var seen map[string]bool // a key named twice is one record
 		if len(sel.filters) > 1 {
@@ -326,13 +326,13 @@ func (f *Fetch) matching(view *kafkaio.View, sel selection) []*kafkaio.Entry {
 			if seen != nil {
 				seen[*fl.key] = true
 			}
-			if e, ok := view.Get(*fl.key); ok && sel.matches(e) {
+			if e, ok := view.Get(*fl.key); ok && sel.matches(&e) {
 				out = append(out, e)
 			}
 		}
 	} else {
-		view.Scan(func(e *kafkaio.Entry) bool {
-			if sel.matches(e) {
+		view.Scan(func(e kafkaio.Entry) bool {
+			if sel.matches(&e) {
 				out = append(out, e)
 			}
 			return true
@@ -377,12 +377,13 @@ func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
 }
 
 // renderSingle picks the winner: highest timestamp, then partition, then offset.
-func renderSingle(view *kafkaio.View, entries []*kafkaio.Entry) answer {
+func renderSingle(view *kafkaio.View, entries []kafkaio.Entry) answer {
 	if len(entries) == 0 {
 		return answer{status: http.StatusNotFound}
 	}
-	w := entries[0]
-	for _, e := range entries[1:] {
+	w := &entries[0]
+	for i := range entries[1:] {
+		e := &entries[1+i]
 		if e.Timestamp > w.Timestamp || (e.Timestamp == w.Timestamp && (e.Partition > w.Partition ||
 			(e.Partition == w.Partition && e.Offset > w.Offset))) {
 			w = e
@@ -407,7 +408,7 @@ func renderSingle(view *kafkaio.View, entries []*kafkaio.Entry) answer {
 
 // renderMerged renders the JSON array of the entries' values; null, empty
 // and non-JSON values are left out.
-func renderMerged(view *kafkaio.View, entries []*kafkaio.Entry) answer {
+func renderMerged(view *kafkaio.View, entries []kafkaio.Entry) answer {
 	size := 2
 	for _, e := range entries {
 		size += len(e.Value) + 1
@@ -416,7 +417,7 @@ func renderMerged(view *kafkaio.View, entries []*kafkaio.Entry) answer {
 	b.Grow(size)
 	b.WriteByte('[')
 	first := true
-	included := make([]*kafkaio.Entry, 0, len(entries))
+	included := make([]kafkaio.Entry, 0, len(entries))
 	for _, e := range entries {
 		if len(e.Value) == 0 || !json.Valid(e.Value) {
 			continue

@@ -53,9 +53,9 @@ func benchFetch(b *testing.B, route int) *Fetch {
 
 // benchEntries are n entries of 200-byte JSON values on 12 partitions, in
 // (partition, offset) order as Fetch.matching returns them.
-func benchEntries(n int) []*kafkaio.Entry {
+func benchEntries(n int) []kafkaio.Entry {
 	const partitions = 12
-	out := make([]*kafkaio.Entry, 0, n)
+	out := make([]kafkaio.Entry, 0, n)
 	for p := range partitions {
 		for i := p; i < n; i += partitions {
 			key := fmt.Sprintf("item-%06d", i)
@@ -64,7 +64,7 @@ func benchEntries(n int) []*kafkaio.Entry {
 				v = append(v, 'x')
 			}
 			v = append(v, '"', '}')
-			out = append(out, &kafkaio.Entry{Partition: int32(p), Offset: int64(1_000_000 + i/partitions),
+			out = append(out, kafkaio.Entry{Partition: int32(p), Offset: int64(1_000_000 + i/partitions),
 				Timestamp: 1_760_000_000_000, Key: key, Value: v})
 		}
 	}
@@ -128,7 +128,7 @@ func BenchmarkRenderSingle(b *testing.B) {
 // the record's own etag header.
 func BenchmarkSingleTag(b *testing.B) {
 	view := &kafkaio.View{}
-	e := benchEntries(1)[0]
+	e := &benchEntries(1)[0]
 	for _, tc := range []struct{ name, rec, want string }{
 		{"plain", "", "AAAAAAAAAAA.0.1000000"},
 		{"record-etag", "v42", "AAAAAAAAAAA.0.1000000/v42"},
@@ -149,7 +149,7 @@ func BenchmarkSingleTag(b *testing.B) {
 // request with if-none-match does so (waitUntilCaughtUp).
 func BenchmarkTagOffsets(b *testing.B) {
 	view := &kafkaio.View{}
-	single := singleTag(view, benchEntries(1)[0], "v42")
+	single := singleTag(view, &benchEntries(1)[0], "v42")
 	merged := mergedTag(view, benchEntries(1_000))
 	for _, tc := range []struct {
 		name, tag  string
