@@ -211,10 +211,16 @@ func TestGRPCFetchLagBudget(t *testing.T) {
 	if code != fmt.Sprint(int(codes.ResourceExhausted)) || !strings.Contains(msg, "stream-lag-budget") {
 		t.Fatalf("trailers %v", trailers)
 	}
-	// Only what HTTP/2 flow control and one batch hold was ever sent.
-	inFlight := (64<<10 + 64<<10 + 64<<10) / size
-	t.Logf("the stalled stream had sent %d of %d records (flow-control windows and one batch hold %d)", len(got), total, inFlight)
-	if len(got) == 0 || len(got) > inFlight+2 {
+	// Only what HTTP/2 flow control and the stream's batches hold was ever
+	// sent: the client's 64 KiB stream window, gRPC's 64 KiB write quota, a
+	// send that overshoots that quota (grpc-go admits a message while any
+	// quota is left), and the batch the stream holds; a batch is at most
+	// 64 KiB plus the frame that filled it. Under load batches run full, so
+	// the count moves between 48 and 51: 1,500 written is what it must not
+	// approach.
+	inFlight := (64<<10 + 64<<10 + 2*(64<<10+size)) / size
+	t.Logf("the stalled stream had sent %d of %d records (flow-control windows and two batches hold %d)", len(got), total, inFlight)
+	if len(got) == 0 || len(got) > inFlight {
 		t.Fatalf("%d records were sent to the stalled stream", len(got))
 	}
 	for i, f := range got {

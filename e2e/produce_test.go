@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
@@ -524,6 +525,54 @@ func TestProduce(t *testing.T) {
 		}
 		pollUntil(t, "the waiter released", func() bool { return h.ReplyWaiters() == 0 && h.InFlight() == 0 })
 		e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)
+	})
+
+	// The request that leads a flight waits for its record's acknowledgement
+	// on its own exchange; a client that leaves meanwhile ends the exchange
+	// at once, and the record, already with the broker, is still written
+	// once and ends the flight when the broker answers.
+	t.Run("client gone while the broker holds the record", func(t *testing.T) {
+		held, wake := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		cluster := e.dev.Broker.Cluster()
+		cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			pr := req.(*kmsg.ProduceRequest)
+			if len(pr.Topics) == 0 || pr.Topics[0].Topic != "slow-requests" {
+				cluster.KeepControl()
+				return nil, nil, false
+			}
+			once.Do(func() {
+				close(held)
+				cluster.SleepControl(func() { <-wake })
+			})
+			return nil, nil, false // the broker writes it after the wake-up
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := e.sendReq(ctx, e.h2c, "POST", "/slow/held", "held-while-gone")
+			done <- err
+		}()
+		<-held
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the cancelled request succeeded")
+		}
+		e.waitGauge("kafka_ext_proc_exchanges_in_flight", 0)
+		if n := h.InFlight(); n != 1 {
+			t.Errorf("%d flights while the broker holds the record, want 1 (its lead waiting)", n)
+		}
+		close(wake)
+		pollUntil(t, "the flight ended", func() bool { return h.InFlight() == 0 })
+		n := 0
+		for _, m := range e.readTopic("slow-requests") {
+			if string(m.Value) == "held-while-gone" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d records of the request whose client left, want 1", n)
+		}
 	})
 
 	t.Run("latency", func(t *testing.T) {

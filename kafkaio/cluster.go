@@ -35,6 +35,9 @@ type ClusterOptions struct {
 	// Converters gives a topic's record converter for its views (its
 	// models), or nil (optional).
 	Converters func(topic string) Converter
+	// Decoders gives a topic's value decoder for its log tails (its value
+	// model), or nil (optional).
+	Decoders func(topic string) StreamDecoder
 }
 
 // Cluster owns every reader and writer of one kafka binding, shared by every
@@ -98,6 +101,7 @@ func (c *Cluster) LogTails() (*LogTails, error) {
 		KafkaTimeout: c.opts.KafkaTimeout,
 		RingRecords:  c.opts.LogRingRecords,
 		TopicIdle:    c.opts.ViewIdle,
+		Decoders:     c.opts.Decoders,
 		Logger:       c.opts.Logger,
 	})
 	if err != nil {

@@ -78,6 +78,22 @@ type Framer interface {
 	MaxFrame(valueLen, partitions int) int
 }
 
+// StreamDecoder turns a record's value as written into what streams send: a
+// topic's model checking it and taking off the registry's framing. A topic's
+// ring decodes each record once, as it enters (shared by every stream);
+// records read from history are decoded by the stream reading them. An
+// error wrapping ErrLater means the value cannot be decoded now (its schema
+// cannot be had): a stream reaching it ends with that error, before the
+// record, so its client resumes at the record and it is decoded again then.
+// Any other error means the record does not match: it is left out of every
+// stream (the decoder counts and logs it).
+type StreamDecoder func(ctx context.Context, r *Record) ([]byte, error)
+
+// ringDecodeWait bounds how long the tail waits for a decoder per batch: a
+// schema that cannot be had within it leaves the record to the streams
+// reaching it (held), so a slow registry never stalls the shared tail.
+const ringDecodeWait = 100 * time.Millisecond
+
 // LogFilter selects records: the key (when set) and every header (first
 // value of the name) must be equal. Filters of a stream are ORed.
 type LogFilter struct {
@@ -107,7 +123,10 @@ type LogTailsOptions struct {
 	// tail are checked, so that partitions added later are read (default:
 	// the client's; one describe request per check for all topics).
 	PartitionCheck time.Duration
-	Logger         *slog.Logger
+	// Decoders gives a topic's value decoder (its model), or nil: values
+	// are sent as written (optional).
+	Decoders func(topic string) StreamDecoder
+	Logger   *slog.Logger
 }
 
 // LogTails reads log topics for streams: one per cluster (Cluster.LogTails).
@@ -146,9 +165,11 @@ type logTopic struct {
 	ready chan struct{} // closed once the tail started, or failed (err)
 	err   error
 	ring  *ring
-	lo    []int64 // low watermarks when the tail started: where fresh streams begin
-	refs  int     // streams holding the topic (guarded by LogTails.mu)
-	idle  *time.Timer
+	// decode is the topic's value decoder (nil: values as written).
+	decode StreamDecoder
+	lo     []int64 // low watermarks when the tail started: where fresh streams begin
+	refs   int     // streams holding the topic (guarded by LogTails.mu)
+	idle   *time.Timer
 
 	// retired is closed once the topic gained partitions and the tail was
 	// retired; retiredErr (set before, under LogTails.mu) is what its streams
@@ -289,6 +310,9 @@ func (l *LogTails) acquire(ctx context.Context, topic string, framer Framer, bud
 		t := l.topics[topic]
 		if t == nil {
 			t = &logTopic{name: topic, ready: make(chan struct{}), retired: make(chan struct{})}
+			if l.opts.Decoders != nil {
+				t.decode = l.opts.Decoders(topic)
+			}
 			l.topics[topic] = t
 			l.wg.Add(1)
 			go l.start(t, framer)
@@ -440,6 +464,7 @@ func (l *LogTails) start(t *logTopic, framer Framer) {
 		start[p] = max(lo[p], hi[p]-backfill)
 	}
 	r := newRing(framer, n, l.opts.RingRecords, l.opts.RingBytes, start, hi)
+	r.topic, r.decode = t.name, t.decode
 	assign := make([]kafka.TopicPartition, n)
 	for p := range assign {
 		assign[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p), Offset: kafka.Offset(start[p])}

@@ -1,6 +1,8 @@
 package kafkaio
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -23,6 +25,8 @@ const ringEntryOverhead = 96
 type ring struct {
 	framer     Framer
 	partitions int
+	topic      string
+	decode     StreamDecoder // nil: values are framed as written
 
 	mu       sync.RWMutex
 	entries  []ringEntry // circular; the oldest is at seq head-count
@@ -50,7 +54,10 @@ type ringEntry struct {
 	offset    int64
 	key       []byte // nil: no key
 	headers   []kafka.Header
-	frame     []byte // nil for a tombstone
+	frame     []byte // nil for a tombstone, a record left out, or a held one
+	// held is a value the decoder could not decode when it entered (its
+	// schema could not be had then): each stream reaching it decodes it.
+	held []byte
 }
 
 // cursor is a stream reading the ring; the tail checks its lag after every
@@ -141,10 +148,11 @@ func (r *ring) sawEnd(p int32, end int64) {
 // not fail streams that keep up), and streams whose next record the ring no
 // longer holds.
 func (r *ring) append(msgs []*kafka.Message) {
+	decoded := r.decodeAll(msgs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	before := r.head
-	for _, m := range msgs {
+	for i, m := range msgs {
 		p, off := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
 		if p < 0 || int(p) >= r.partitions || off < r.pos[p] {
 			continue // not ours, or read again after a reassignment
@@ -153,9 +161,16 @@ func (r *ring) append(msgs []*kafka.Message) {
 		r.end[p] = max(r.end[p], off+1)
 		r.reached(p, off+1)
 		e := ringEntry{partition: p, offset: off, key: m.Key, headers: m.Headers, vlen: -1}
-		if m.Value != nil {
+		switch {
+		case m.Value == nil:
+		case decoded == nil:
 			e.vlen = int32(len(m.Value))
 			e.frame = r.encode(m.Value)
+		case decoded[i].held:
+			e.vlen, e.held = 0, m.Value
+		case !decoded[i].skip:
+			e.vlen = int32(len(decoded[i].value))
+			e.frame = r.encode(decoded[i].value)
 		}
 		r.push(e)
 	}
@@ -171,6 +186,44 @@ func (r *ring) append(msgs []*kafka.Message) {
 			close(c.lagged)
 		}
 	}
+}
+
+// decodedValue is what the decoder made of one record's value.
+type decodedValue struct {
+	value []byte
+	skip  bool // the record does not match: left out of every stream
+	held  bool // the decoder could not decode it now
+}
+
+// decodeAll decodes a batch's values before the ring is locked (streams keep
+// reading meanwhile): nil when the topic has no decoder. The batch shares
+// one bounded wait, so a registry that does not answer holds the tail up by
+// ringDecodeWait at most; what it could not decode is held.
+func (r *ring) decodeAll(msgs []*kafka.Message) []decodedValue {
+	if r.decode == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ringDecodeWait)
+	defer cancel()
+	out := make([]decodedValue, len(msgs))
+	for i, m := range msgs {
+		if m.Value == nil {
+			continue
+		}
+		v, err := r.decode(ctx, &Record{
+			Topic: r.topic, Partition: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset),
+			Timestamp: m.Timestamp, Key: m.Key, Value: m.Value,
+		})
+		switch {
+		case err == nil:
+			out[i].value = v
+		case errors.Is(err, ErrLater):
+			out[i].held = true
+		default:
+			out[i].skip = true
+		}
+	}
+	return out
 }
 
 // encode frames a value with the ring's positions, packing small frames into
@@ -190,7 +243,7 @@ func (r *ring) encode(value []byte) []byte {
 }
 
 func entrySize(e *ringEntry) int64 {
-	n := int64(ringEntryOverhead + len(e.frame) + len(e.key))
+	n := int64(ringEntryOverhead + len(e.frame) + len(e.held) + len(e.key))
 	for _, h := range e.headers {
 		n += int64(len(h.Key) + len(h.Value) + 40)
 	}

@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -20,7 +21,10 @@ type StreamOptions struct {
 	// earliest offset.
 	Start map[int32]int64
 	// Compacted: the history is the topic's view (the current record per
-	// key, in partition and offset order), not the retained log.
+	// key, in partition and offset order), not the retained log. Ignored
+	// for a topic with a decoder (LogTailsOptions.Decoders): its view holds
+	// values its converter made for HTTP, not what streams send, so the
+	// history is the retained log.
 	Compacted bool
 	Filters   []LogFilter // ORed; none: every record
 	// LagBudget is how many records the stream may fall behind the tail
@@ -58,6 +62,9 @@ type LogStream struct {
 	first   []Header // headers of the first record sent, once known
 	gotHdr  bool
 	closed  bool
+	// later is a decoder's ErrLater the stream ends with, once the frames
+	// gathered before the record it stopped at are sent.
+	later error
 }
 
 const (
@@ -94,7 +101,7 @@ func (l *LogTails) Open(ctx context.Context, o StreamOptions) (*LogStream, error
 			}
 		}
 	}
-	if o.Compacted {
+	if o.Compacted && t.decode == nil {
 		if err := s.snapshot(ctx); err != nil {
 			l.release(t)
 			return nil, err
@@ -325,6 +332,9 @@ func (s *LogStream) fill(ctx context.Context, wait bool) ([]byte, error) {
 			// stream ends here and resumes by id on a fresh tail.
 			return nil, err
 		}
+		if s.later != nil {
+			return nil, s.later
+		}
 		var out []byte
 		var ret bool
 		var err error
@@ -370,7 +380,7 @@ func (s *LogStream) historyStep(ctx context.Context) (out []byte, ret bool, err 
 	if err := s.readHistory(ctx); err != nil {
 		return nil, true, err
 	}
-	if s.size() > 0 && s.full() {
+	if s.size() > 0 && (s.full() || s.later != nil) {
 		return s.out(), true, nil
 	}
 	return nil, false, nil
@@ -379,7 +389,7 @@ func (s *LogStream) historyStep(ctx context.Context) (out []byte, ret bool, err 
 // ringStep sends from the ring, waiting (if wait) for records when there
 // are none. ret: return out (nil when there was nothing and no wait).
 func (s *LogStream) ringStep(ctx context.Context, wait bool) (out []byte, ret bool, err error) {
-	notify, err := s.fillRing()
+	notify, err := s.fillRing(ctx)
 	if err != nil {
 		return nil, true, err
 	}
@@ -442,7 +452,7 @@ func (s *LogStream) join(pos []int64) {
 
 // fillRing reads ring entries into the chunk. It returns the channel to wait
 // on when the stream reached the head with nothing gathered.
-func (s *LogStream) fillRing() (<-chan struct{}, error) {
+func (s *LogStream) fillRing(ctx context.Context) (<-chan struct{}, error) {
 	select {
 	case <-s.cur.lagged:
 		return nil, ErrLagged
@@ -457,6 +467,22 @@ func (s *LogStream) fillRing() (<-chan struct{}, error) {
 	off := s.opts.Framer.ValueOffset()
 	for s.seq < r.head && !s.full() {
 		e := r.at(s.seq)
+		var value []byte // a held value, decoded by this stream
+		decoded, skip := false, false
+		if e.held != nil && e.offset >= s.next[e.partition] && s.matchRing(e) {
+			if s.size() > 0 {
+				break // send what is gathered first: the decode may fail
+			}
+			var err error
+			if value, skip, err = s.decodeHeld(ctx, e); err != nil {
+				return nil, err // the lock is released
+			}
+			if s.seq < r.head-uint64(r.count) {
+				r.mu.RUnlock()
+				return nil, ErrLagged
+			}
+			e, decoded = r.at(s.seq), !skip
+		}
 		s.seq++
 		p := e.partition
 		dispatch := e.offset >= s.next[p]
@@ -480,11 +506,15 @@ func (s *LogStream) fillRing() (<-chan struct{}, error) {
 				s.aligned, s.ringPos = true, nil
 			}
 		}
-		if !dispatch || e.vlen < 0 || !s.matchRing(e) {
+		if !dispatch || e.vlen < 0 || skip || !s.matchRing(e) {
 			continue
 		}
 		if !s.gotHdr {
 			s.noteFirst(kafkaHeaders(e.headers))
+		}
+		if decoded {
+			s.addValue(value)
+			continue
 		}
 		if s.aligned && s.shared {
 			s.addShared(e.frame)
@@ -501,6 +531,22 @@ func (s *LogStream) fillRing() (<-chan struct{}, error) {
 	return notify, nil
 }
 
+// decodeHeld decodes a held ring entry for this stream, with the ring's
+// read lock released meanwhile (a registry lookup may wait): the entry is
+// immutable, and the caller checks the ring still holds it. On an error the
+// lock stays released: the stream ends before the entry (ErrLater), to
+// resume at it.
+func (s *LogStream) decodeHeld(ctx context.Context, e *ringEntry) (value []byte, skip bool, err error) {
+	rec := &Record{Topic: s.opts.Topic, Partition: e.partition, Offset: e.offset, Key: e.key, Value: e.held}
+	s.r.mu.RUnlock()
+	v, err := s.t.decode(ctx, rec)
+	if errors.Is(err, ErrLater) {
+		return nil, false, err
+	}
+	s.r.mu.RLock()
+	return v, err != nil, nil
+}
+
 func kafkaHeaders(hs []kafka.Header) []Header {
 	if len(hs) == 0 {
 		return nil
@@ -515,7 +561,7 @@ func kafkaHeaders(hs []kafka.Header) []Header {
 // readHistory reads one batch of the log between the stream's position and
 // the ring's start with a leased reader.
 func (s *LogStream) readHistory(ctx context.Context) error {
-	h := &historyRead{s: s, targets: s.r.starts()}
+	h := &historyRead{s: s, ctx: ctx, targets: s.r.starts()}
 	h.done = make([]bool, len(h.targets))
 	var parts []kafka.TopicPartition
 	for p := range h.targets {
@@ -539,7 +585,7 @@ func (s *LogStream) readHistory(ctx context.Context) error {
 	}
 	idle := 0
 	limit := int(s.l.opts.KafkaTimeout / (50 * time.Millisecond)) // polls without progress
-	for h.remaining > 0 && !s.full() {
+	for h.remaining > 0 && !s.full() && s.later == nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -570,6 +616,7 @@ func (s *LogStream) readHistory(ctx context.Context) error {
 // where the ring takes over and whether it is reached.
 type historyRead struct {
 	s         *LogStream
+	ctx       context.Context // the stream's, for the decoder
 	targets   []int64
 	done      []bool
 	remaining int
@@ -595,12 +642,30 @@ func (h *historyRead) message(ev *kafka.Message) bool {
 		h.finish(p) // the ring holds the rest
 		return true
 	}
-	s.next[p] = off + 1
 	if ev.Value != nil && s.matchKafka(ev.Key, ev.Headers) {
-		if !s.gotHdr {
-			s.noteFirst(kafkaHeaders(ev.Headers))
+		value, keep := ev.Value, true
+		if s.t.decode != nil {
+			v, err := s.t.decode(h.ctx, &Record{Topic: s.opts.Topic, Partition: p, Offset: off,
+				Timestamp: ev.Timestamp, Key: ev.Key, Value: ev.Value})
+			switch {
+			case errors.Is(err, ErrLater):
+				s.later = err // before the record: the stream resumes at it
+				return true
+			case err != nil:
+				keep = false // left out
+			default:
+				value = v
+			}
 		}
-		s.addValue(ev.Value)
+		s.next[p] = off + 1
+		if keep {
+			if !s.gotHdr {
+				s.noteFirst(kafkaHeaders(ev.Headers))
+			}
+			s.addValue(value)
+		}
+	} else {
+		s.next[p] = off + 1
 	}
 	if off+1 >= h.targets[p] {
 		h.finish(p)

@@ -106,8 +106,10 @@ type ProducerOptions struct {
 }
 
 // Producer is the one producer of a (cluster, acks mode), shared by every
-// request. Delivery reports come back through one events goroutine and are
-// dispatched to the waiting Produce call by the record's Opaque.
+// request. Each record's delivery report comes back on a channel of its own,
+// which the Go client's poller sends to directly: the waiting Produce call
+// wakes without a hop through a dispatching goroutine. The events goroutine
+// reads errors and statistics only.
 //
 // Settings it owns (user properties lose): acks, enable.idempotence,
 // retries, max.in.flight, message.timeout.ms and request.timeout.ms (within
@@ -145,6 +147,9 @@ type Producer struct {
 
 	topicsMu sync.Mutex
 	topics   map[string]*topicCheck
+
+	// deliveries recycles the per-record state of Produce (see delivery).
+	deliveries sync.Pool
 }
 
 // rdProducer is one librdkafka producer instance; a fatal error retires it.
@@ -160,9 +165,22 @@ type rdProducer struct {
 	probeWG sync.WaitGroup
 }
 
+// delivery is one record handed to librdkafka: the message given to the
+// Go client and the channel its report comes back on. It is reused only
+// once its report was received, so a report that comes after Produce gave
+// up waiting lands in a channel nobody else uses.
 type delivery struct {
-	ch   chan deliveryResult // buffered: the events goroutine never blocks
-	link linkSnap            // the brokers' state when the record was handed over
+	ch   chan kafka.Event // buffered: the client's poller never blocks on it
+	link linkSnap         // the brokers' state when the record was handed over
+	msg  kafka.Message
+	hdrs []kafka.Header
+}
+
+// reset drops the references to the record once the client has copied it.
+func (d *delivery) reset() {
+	clear(d.hdrs)
+	d.hdrs = d.hdrs[:0]
+	d.msg = kafka.Message{}
 }
 
 type deliveryResult struct {
@@ -196,6 +214,7 @@ func NewProducer(opts ProducerOptions) (*Producer, error) {
 		negTopicTT: time.Second,
 		topics:     map[string]*topicCheck{},
 	}
+	p.deliveries.New = func() any { return &delivery{ch: make(chan kafka.Event, 1)} }
 	rd, err := p.newRd()
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s-acks producer of kafka binding %q: %w", opts.Acks, opts.Name, err)
@@ -276,7 +295,8 @@ func producerConfig(opts ProducerOptions) *kafka.ConfigMap {
 	}
 	(*cm)["go.delivery.report.fields"] = "none"
 	// The Go client allocates these channels at their full size (1e6 slots
-	// by default); reports are drained at once, and ProduceChannel is unused.
+	// by default); Events carries only errors and statistics (each record's
+	// report goes to its own channel), and ProduceChannel is unused.
 	(*cm)["go.events.channel.size"] = 4096
 	(*cm)["go.produce.channel.size"] = 1
 	return cm
@@ -392,7 +412,16 @@ func (p *Producer) Replaced() int {
 // first gives ErrNotEnqueued if the record was not handed over yet, else
 // ErrUnacknowledged; both wrap ctx.Err().
 func (p *Producer) Produce(ctx context.Context, r *Record) (int32, int64, error) {
-	partition, offset, err := p.produce(ctx, r)
+	var s Sending
+	err := p.send(ctx, r, &s)
+	var partition int32
+	var offset int64
+	if err == nil {
+		var res deliveryResult
+		res, _ = s.wait(ctx)
+		partition, offset, err = res.partition, res.offset, res.err
+		s.timer.Stop()
+	}
 	p.opts.Results.count(err)
 	if err != nil {
 		return -1, -1, fmt.Errorf("producing to topic %s: %w", r.Topic, err)
@@ -400,73 +429,132 @@ func (p *Producer) Produce(ctx context.Context, r *Record) (int32, int64, error)
 	return partition, offset, nil
 }
 
-func (p *Producer) produce(ctx context.Context, r *Record) (int32, int64, error) {
+// Sending is a record handed to librdkafka by Send whose acknowledgement
+// has not been read yet.
+type Sending struct {
+	p     *Producer
+	topic string
+	d     *delivery
+	rd    *rdProducer
+	timer *time.Timer // the Kafka timeout, counted from Send
+}
+
+// Send is the first half of Produce: it hands r over and returns without
+// waiting for the acknowledgement, which Wait reads. A caller that must
+// stay free to answer its client meanwhile waits on its own goroutine and
+// hands the wait to another one only if the client leaves. Errors are
+// Produce's.
+func (p *Producer) Send(ctx context.Context, r *Record) (*Sending, error) {
+	s := &Sending{}
+	if err := p.send(ctx, r, s); err != nil {
+		p.opts.Results.count(err)
+		return nil, fmt.Errorf("producing to topic %s: %w", r.Topic, err)
+	}
+	return s, nil
+}
+
+// Wait waits for the acknowledgement of the record, at most until the Kafka
+// timeout counted from Send, and returns what Produce would. If ctx ends
+// first the error wraps ErrUnacknowledged and ctx.Err(), and Wait may be
+// called again (with another ctx) for the outcome; after any other return
+// the Sending is done with.
+func (s *Sending) Wait(ctx context.Context) (int32, int64, error) {
+	res, final := s.wait(ctx)
+	if !final {
+		return -1, -1, fmt.Errorf("producing to topic %s: %w", s.topic, res.err)
+	}
+	s.timer.Stop()
+	s.p.opts.Results.count(res.err)
+	if res.err != nil {
+		return -1, -1, fmt.Errorf("producing to topic %s: %w", s.topic, res.err)
+	}
+	return res.partition, res.offset, nil
+}
+
+// send hands r over to librdkafka, filling s.
+func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	deadline := time.Now().Add(p.opts.KafkaTimeout)
 	if err := ctx.Err(); err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", ErrNotEnqueued, err)
+		return fmt.Errorf("%w: %w", ErrNotEnqueued, err)
 	}
 	if r.Topic == "" {
-		return 0, 0, fmt.Errorf("%w: no topic", ErrNotEnqueued)
+		return fmt.Errorf("%w: no topic", ErrNotEnqueued)
 	}
 	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
 	if err := p.checkTopic(ctx, r.Topic, timer.C); err != nil {
-		return 0, 0, err
+		timer.Stop()
+		return err
 	}
 
-	topic := r.Topic
-	d := &delivery{ch: make(chan deliveryResult, 1)}
-	msg := &kafka.Message{
-		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+	d := p.deliveries.Get().(*delivery)
+	// The client reads the message, key, value and headers only while
+	// its Produce runs (it copies them), so they can point into r.
+	d.msg = kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &r.Topic, Partition: kafka.PartitionAny},
 		Key:            r.Key,
 		Value:          r.Value,
 		Timestamp:      r.Timestamp,
-		Opaque:         d,
 	}
 	if len(r.Headers) > 0 {
-		msg.Headers = make([]kafka.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			msg.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		for _, h := range r.Headers {
+			d.hdrs = append(d.hdrs, kafka.Header{Key: h.Key, Value: h.Value})
 		}
+		d.msg.Headers = d.hdrs
 	}
-	if err := p.enqueue(msg, d); err != nil {
-		return 0, 0, err
+	rd, err := p.enqueue(d)
+	d.reset() // the client holds none of it now
+	if err != nil {
+		p.deliveries.Put(d)
+		timer.Stop()
+		return err
 	}
+	*s = Sending{p: p, topic: r.Topic, d: d, rd: rd, timer: timer}
+	return nil
+}
+
+// wait reads the acknowledgement; final is false only when ctx ended first.
+func (s *Sending) wait(ctx context.Context) (res deliveryResult, final bool) {
 	select {
-	case res := <-d.ch:
-		return res.partition, res.offset, res.err
+	case ev := <-s.d.ch:
+		res = s.p.outcome(s.rd, s.d.link, ev)
+		// The report was the channel's one send: the delivery can be reused.
+		s.d.link = linkSnap{}
+		s.p.deliveries.Put(s.d)
+		s.d = nil
+		return res, true
 	case <-ctx.Done():
-		return 0, 0, fmt.Errorf("%w: stopped waiting: %w", ErrUnacknowledged, ctx.Err())
-	case <-timer.C:
-		return 0, 0, fmt.Errorf("%w: no acknowledgement within %v", ErrUnacknowledged, p.opts.KafkaTimeout)
+		return deliveryResult{err: fmt.Errorf("%w: stopped waiting: %w", ErrUnacknowledged, ctx.Err())}, false
+	case <-s.timer.C:
+		return deliveryResult{err: fmt.Errorf("%w: no acknowledgement within %v", ErrUnacknowledged, s.p.opts.KafkaTimeout)}, true
 	}
 }
 
-// enqueue hands msg to the current librdkafka instance. A fatal error
-// replaces the instance; the record, refused, is then handed to the new one.
-func (p *Producer) enqueue(msg *kafka.Message, d *delivery) error {
+// enqueue hands d's message to the current librdkafka instance, which it
+// returns. A fatal error replaces the instance; the record, refused, is
+// then handed to the new one.
+func (p *Producer) enqueue(d *delivery) (*rdProducer, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		rd := p.current()
 		if rd == nil {
-			return fmt.Errorf("%w: the producer is closed", ErrNotEnqueued)
+			return nil, fmt.Errorf("%w: the producer is closed", ErrNotEnqueued)
 		}
 		if !rd.acquire() {
 			continue // retired meanwhile: the next one is current
 		}
 		d.link = rd.link.snapshot()
-		err := rd.kp.Produce(msg, nil)
+		err := rd.kp.Produce(&d.msg, d.ch)
 		rd.release()
 		if err == nil {
-			return nil
+			return rd, nil
 		}
 		var ke kafka.Error
 		if errors.As(err, &ke) && ke.Code() == kafka.ErrFatal {
 			p.replace(rd, err)
 			continue
 		}
-		return p.refused(*msg.TopicPartition.Topic, err)
+		return nil, p.refused(*d.msg.TopicPartition.Topic, err)
 	}
-	return fmt.Errorf("%w: the producer kept failing fatally", ErrNotEnqueued)
+	return nil, fmt.Errorf("%w: the producer kept failing fatally", ErrNotEnqueued)
 }
 
 // refused maps an error of Produce itself: librdkafka never took the record.
@@ -495,16 +583,11 @@ func (p *Producer) refused(topic string, err error) error {
 }
 
 // events is the one goroutine per librdkafka instance that reads its
-// delivery reports and errors; it ends when the instance closes.
+// errors and statistics (delivery reports go to each record's channel); it
+// ends when the instance closes.
 func (p *Producer) events(rd *rdProducer) {
 	for ev := range rd.kp.Events() {
 		switch e := ev.(type) {
-		case *kafka.Message:
-			d, ok := e.Opaque.(*delivery)
-			if !ok {
-				continue
-			}
-			d.ch <- p.outcome(rd, d, e)
 		case kafka.Error:
 			switch {
 			case e.IsFatal():
@@ -532,8 +615,14 @@ func (p *Producer) events(rd *rdProducer) {
 	}
 }
 
-// outcome maps a delivery report.
-func (p *Producer) outcome(rd *rdProducer, d *delivery, m *kafka.Message) deliveryResult {
+// outcome maps a delivery report; sent is the brokers' state when the
+// record was handed over.
+func (p *Producer) outcome(rd *rdProducer, sent linkSnap, ev kafka.Event) deliveryResult {
+	m, ok := ev.(*kafka.Message)
+	if !ok {
+		// The client sends only messages on a delivery channel.
+		return deliveryResult{err: fmt.Errorf("%w: unexpected delivery event %v", ErrUnacknowledged, ev)}
+	}
 	if m.TopicPartition.Error == nil {
 		p.markUp(rd)
 		offset := int64(m.TopicPartition.Offset)
@@ -552,7 +641,7 @@ func (p *Producer) outcome(rd *rdProducer, d *delivery, m *kafka.Message) delive
 		// The Go client does not pass on librdkafka's persistence status, so
 		// a timeout counts as "never sent" only when no broker answered from
 		// before the record was handed over until it timed out.
-		if rd.link.downThroughout(d.link) {
+		if rd.link.downThroughout(sent) {
 			return deliveryResult{err: fmt.Errorf("%w: %w: %w", ErrNotEnqueued, errNoBroker, err)}
 		}
 		return deliveryResult{err: fmt.Errorf("%w: %w", ErrUnacknowledged, err)}

@@ -627,3 +627,66 @@ func TestProducerRecordLimit(t *testing.T) {
 		}
 	}
 }
+
+// A Send whose first Wait ends with its caller can be waited on again: the
+// second Wait gets the broker's real answer, the record is in the log once,
+// and the outcome is counted once, as acked.
+func TestSendWaitAgainAfterTheCallerLeft(t *testing.T) {
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t"}})
+	counts := &ProduceCounts{}
+	p, err := NewProducer(ProducerOptions{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()},
+		KafkaTimeout: 10 * time.Second, Acks: AcksLeader, Results: counts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	if _, _, err := p.Produce(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+
+	held, wake := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cluster := b.Cluster()
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() {
+			close(held)
+			cluster.SleepControl(func() { <-wake })
+		})
+		return nil, nil, false // the broker answers it (after the wake-up)
+	})
+	s, err := p.Send(ctx, &Record{Topic: "t", Key: []byte("k"), Value: []byte("held"),
+		Headers: []Header{{Key: "h", Value: []byte("v")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller, leave := context.WithCancel(ctx)
+	go func() {
+		<-held
+		leave()
+	}()
+	_, _, err = s.Wait(caller)
+	if !errors.Is(err, ErrUnacknowledged) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("first Wait: %v, want ErrUnacknowledged wrapping context.Canceled", err)
+	}
+	close(wake)
+	part, off, err := s.Wait(ctx)
+	if err != nil {
+		t.Fatalf("second Wait: %v", err)
+	}
+	got := readBack(t, b.Addr(), "t", part, off)
+	if string(got.Value) != "held" || string(got.Key) != "k" || len(got.Headers) != 1 || string(got.Headers[0].Value) != "v" {
+		t.Errorf("read back key %q value %q headers %v", got.Key, got.Value, got.Headers)
+	}
+	snap := counts.Snapshot()
+	if snap["acked"] != 2 {
+		t.Errorf("counts %v, want 2 acked (the warm-up and the held record) and nothing else", snap)
+	}
+	for r, n := range snap {
+		if r != "acked" && n != 0 {
+			t.Errorf("counts %v: %s counted", snap, r)
+		}
+	}
+}

@@ -499,16 +499,16 @@ func (x *ReplyIndex) apply(m *kafka.Message) {
 	indexed := false
 	var r *Record
 	for i, name := range t.headers {
-		id, ok := headerValue(m.Headers, name)
-		if !ok || (i > 0 && sameID(m.Headers, t.headers[:i], id)) {
+		id, ok := headerBytes(m.Headers, name)
+		if !ok || (i > 0 && sameIDBytes(m.Headers, t.headers[:i], id)) {
 			continue
 		}
 		if r == nil {
 			r = toReplyRecord(m, x.now)
 		}
 		indexed = true
-		if x.indexLocked(t, id, r) {
-			split = append(split, id)
+		if e := x.indexLocked(t, id, r); e != nil {
+			split = append(split, e.id)
 		}
 	}
 	if !indexed {
@@ -525,13 +525,15 @@ func (x *ReplyIndex) apply(m *kafka.Message) {
 	}
 }
 
-// indexLocked appends r to the id's entry; true when it is the first record
-// of the id in another partition.
-func (x *ReplyIndex) indexLocked(t *replyTopic, id string, r *Record) (split bool) {
-	e := t.entries[id]
+// indexLocked appends r to the id's entry; it returns the entry when r is
+// the first record of the id in another partition. The id is the header's
+// bytes: a waiter's entry exists already and is found without converting
+// them, so only an id nobody waits for is copied into a string.
+func (x *ReplyIndex) indexLocked(t *replyTopic, id []byte, r *Record) (split *replyEntry) {
+	e := t.entries[string(id)]
 	if e == nil {
-		e = &replyEntry{topic: t, id: id}
-		t.entries[id] = e
+		e = &replyEntry{topic: t, id: string(id)}
+		t.entries[e.id] = e
 	}
 	size := recordBytes(r)
 	if len(e.records) == 0 {
@@ -543,7 +545,7 @@ func (x *ReplyIndex) indexLocked(t *replyTopic, id string, r *Record) (split boo
 		if r.Partition != e.partition && !e.split {
 			e.split = true
 			x.stats.SplitReplies++
-			split = true
+			split = e
 		}
 	}
 	e.records = append(e.records, r)
@@ -605,6 +607,16 @@ func (x *ReplyIndex) removeLocked(e *replyEntry) {
 		delete(e.topic.entries, e.id)
 	}
 	x.bytes -= e.bytes
+}
+
+// CaughtUp tells, without waiting, whether topic's index has caught up (see
+// WaitCaughtUp): once it has, a caller can skip the bounded wait and the
+// timer it needs.
+func (x *ReplyIndex) CaughtUp(topic string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t := x.topics[topic]
+	return t != nil && t.caught
 }
 
 // WaitCaughtUp waits until topic's index has read everything that was in
@@ -777,19 +789,35 @@ func (w *ReplyWatch) Close() {
 }
 
 func headerValue(hs []kafka.Header, name string) (string, bool) {
+	v, ok := headerBytes(hs, name)
+	return string(v), ok
+}
+
+// headerBytes is headerValue without the copy into a string.
+func headerBytes(hs []kafka.Header, name string) ([]byte, bool) {
 	for _, h := range hs {
 		if h.Key == name {
-			return string(h.Value), true
+			return h.Value, true
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 // sameID tells whether one of the earlier header names carries id too, so a
 // record is indexed once per id.
 func sameID(hs []kafka.Header, names []string, id string) bool {
 	for _, n := range names {
-		if v, ok := headerValue(hs, n); ok && v == id {
+		if v, ok := headerBytes(hs, n); ok && string(v) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// sameIDBytes is sameID for an id still in the header's bytes.
+func sameIDBytes(hs []kafka.Header, names []string, id []byte) bool {
+	for _, n := range names {
+		if v, ok := headerBytes(hs, n); ok && string(v) == string(id) {
 			return true
 		}
 	}

@@ -165,3 +165,21 @@ func BenchmarkProtobufDecode(b *testing.B) {
 	benchDecode(b, m, rec)
 	b.ReportMetric(float64(requests()), "registry-requests")
 }
+
+// BenchmarkProtobufDecodeNative is what a gRPC fetch stream's log tail does
+// per record: check a framed record and take the frame off.
+func BenchmarkProtobufDecodeNative(b *testing.B) {
+	m, requests := registryModel(b, Config{Model: "protobuf"}, benchOrderProto, sr.TypeProtobuf)
+	rec, err := m.Encode(context.Background(), nil, benchOrder)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var dst []byte
+	for b.Loop() {
+		if dst, err = m.DecodeNative(context.Background(), dst[:0], rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(requests()), "registry-requests")
+}

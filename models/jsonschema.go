@@ -2,11 +2,13 @@ package models
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,27 +113,36 @@ func (c jsonCodec) check(src []byte) error {
 		return invalidError("", "#", "does not validate", err)
 	}
 	e := &Error{Kind: KindInvalid, Err: err}
-	collect(e, ve)
+	// jsonschema walks a schema's properties in map order, so its causes come
+	// in a different order each time: sorted, a client gets the same 422 for
+	// the same body, and MaxViolations keeps the same ones.
+	leaves := collect(nil, ve)
+	slices.SortStableFunc(leaves, func(a, b Violation) int {
+		return cmp.Or(strings.Compare(a.Pointer, b.Pointer), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Detail, b.Detail))
+	})
+	for _, v := range leaves {
+		e.addViolation(v)
+	}
 	if len(e.Violations) == 0 {
 		e.addViolation(Violation{Pointer: "#", Detail: ve.Error()})
 	}
 	return e
 }
 
-// collect adds the leaves of a validation error tree: each names one value
-// and one keyword.
-func collect(e *Error, ve *jsonschema.ValidationError) {
+// collect appends the leaves of a validation error tree: each names one
+// value and one keyword.
+func collect(dst []Violation, ve *jsonschema.ValidationError) []Violation {
 	if len(ve.Causes) == 0 {
-		e.addViolation(Violation{
+		return append(dst, Violation{
 			Pointer: "#" + pointer(ve.InstanceLocation),
 			Detail:  ve.ErrorKind.LocalizedString(printer),
 			Keyword: keyword(ve.SchemaURL, ve.ErrorKind.KeywordPath()),
 		})
-		return
 	}
 	for _, c := range ve.Causes {
-		collect(e, c)
+		dst = collect(dst, c)
 	}
+	return dst
 }
 
 // pointer renders path tokens as an RFC 6901 pointer.

@@ -44,7 +44,7 @@ type exchange struct {
 	// formats its attributes eagerly.
 	logMu    sync.Mutex   // the handler goroutine of a gRPC call logs too
 	logAttrs []slog.Attr  // not yet in logged
-	attrBuf  [4]slog.Attr // logAttrs' first storage: no allocation per exchange
+	attrBuf  [7]slog.Attr // logAttrs' first storage, room for all seven: no allocation per exchange
 	logged   *slog.Logger
 	// cause, when set, is why the exchange failed in the processor's own
 	// terms (a panic, a protocol error), logged in place of what the answer

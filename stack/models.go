@@ -26,7 +26,7 @@ type modelMetrics struct {
 func newModelMetrics(reg prometheus.Registerer, cfg *config.Config) *modelMetrics {
 	m := &modelMetrics{invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kafka_ext_proc_model_invalid_records_total",
-		Help: "Records left out of views because they do not match their topic's model, by kafka binding and options.topics entry.",
+		Help: "Records left out of views and gRPC fetch streams because they do not match their topic's model, by kafka binding and options.topics entry.",
 	}, []string{"kafka", "topic"}), registries: &registryCollector{}}
 	m.registries.cfg.Store(cfg)
 	reg.MustRegister(m.invalid, m.registries)
@@ -62,6 +62,39 @@ func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *s
 					"kafka", name, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "kind", models.KindOf(err).String())
 			}
 			return err
+		}
+	}
+}
+
+// decoders returns the stream decoders of one kafka binding: a topic's
+// value model checks each record and takes the registry's framing off, once
+// per record as it enters the topic's log tail, so gRPC fetch streams send
+// the plain message. A record that does not match is left out of the
+// streams, counted and logged once per topic, as views do; one whose schema
+// cannot be had now ends the streams reaching it UNAVAILABLE, to resume at
+// it (kafkaio.ErrLater).
+func (m *modelMetrics) decoders(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) kafkaio.StreamDecoder {
+	var logged sync.Map // topics whose first refused record was logged
+	return func(topic string) kafkaio.StreamDecoder {
+		tm := k.Models(topic)
+		if tm == nil || tm.Value == nil {
+			return nil
+		}
+		counter := m.invalid.WithLabelValues(name, tm.Name)
+		return func(ctx context.Context, r *kafkaio.Record) ([]byte, error) {
+			v, err := tm.Value.DecodeNative(ctx, nil, r.Value)
+			switch {
+			case err == nil:
+				return v, nil
+			case models.KindOf(err) == models.KindUnavailable:
+				return nil, fmt.Errorf("%w: %w", kafkaio.ErrLater, err)
+			}
+			counter.Inc()
+			if _, seen := logged.LoadOrStore(topic, true); !seen {
+				logger.Warn("a record does not match its topic's model and is left out of fetch streams (further ones are counted in kafka_ext_proc_model_invalid_records_total)",
+					"kafka", name, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "kind", models.KindOf(err).String())
+			}
+			return nil, err
 		}
 	}
 }

@@ -370,6 +370,7 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 			LogRingRecords: max(cfg.Limits.StreamLagBudget, 1024),
 			Logger:         logger, Readiness: readiness, PartitionCheck: partitionCheck,
 			Converters: mm.converters(name, k, logger),
+			Decoders:   mm.decoders(name, k, logger),
 		})
 		if err != nil {
 			closeKafka(clusters)

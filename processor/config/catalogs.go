@@ -531,33 +531,39 @@ func (d *decoder) modelCatalog(n ast.Node, cfg *Config, topic string, key bool, 
 }
 
 // checkGRPCModels refuses a json or avro value model on a topic a
-// grpc-kafka route names: its messages are protobuf, which such a model
-// would refuse, every one. A fetch route's topic may not convert or frame
-// its values either: streams do not decode them.
+// grpc-kafka route names (its topic, or its reply-to topic): its messages
+// are protobuf, which such a model would refuse, every one. A protobuf
+// model is used both ways: produce checks and frames the request messages,
+// fetch streams and replies check records and take the framing off. Which
+// message the route's method carries is not in the configuration (the
+// gateway has no .proto of the service), so that the model's record is that
+// message cannot be checked here.
 func (d *decoder) checkGRPCModels(cfg *Config) {
 	for _, b := range cfg.Bindings {
 		if b.Type != GRPCKafka {
 			continue
 		}
 		for _, r := range b.Routes {
-			if r.With == nil || !r.With.Topic.Static() {
+			if r.With == nil {
 				continue
 			}
-			tm := cfg.Kafka[r.Exit].Models(r.With.Topic.Raw)
-			if tm == nil || tm.Value == nil {
-				continue
+			var topics []string
+			if r.With.Topic.Static() {
+				topics = append(topics, r.With.Topic.Raw)
 			}
-			switch k := tm.Value.Kind(); {
-			case k == "json" || k == "avro":
-				d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
-					"the value model of topic %q is %s (options.topics, line %d), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka",
-					r.With.Topic.Raw, k, tm.Pos.Line)})
-			case r.With.Capability == Fetch && (tm.Value.JSON() || tm.Value.Frames()):
-				// Streams send records as written: a client would get JSON
-				// or the registry's frame where it expects a message.
-				d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
-					"topic %q holds values converted or framed by its model (options.topics, line %d), and grpc-kafka fetch streams send records as written: use a protobuf model without view and with frame: false for this topic",
-					r.With.Topic.Raw, tm.Pos.Line)})
+			if r.With.ReplyTo != "" {
+				topics = append(topics, r.With.ReplyTo)
+			}
+			for _, topic := range topics {
+				tm := cfg.Kafka[r.Exit].Models(topic)
+				if tm == nil || tm.Value == nil {
+					continue
+				}
+				if k := tm.Value.Kind(); k == "json" || k == "avro" {
+					d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
+						"the value model of topic %q is %s (options.topics, line %d), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka",
+						topic, k, tm.Pos.Line)})
+				}
 			}
 		}
 	}

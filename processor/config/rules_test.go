@@ -73,10 +73,10 @@ var ruleCases = []ruleCase{
 		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: avro, catalog: {c0: [{subject: s}]}}}]}}\n" +
 		"  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n      - exit: kafka0\n        with: {capability: produce, topic: t}\n",
 		[]string{"c.yaml:10:15: the value model of topic \"t\" is avro (options.topics, line 4), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka"}},
-	{"framed protobuf on a grpc fetch topic", "catalogs:\n  r0: {type: schema-registry, options: {url: \"http://r:8081\"}}\n" +
-		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, value: {model: protobuf, catalog: {r0: [{subject: s}]}}}]}}\n" +
-		"  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n      - exit: kafka0\n        with: {capability: fetch, topic: t}\n",
-		[]string{"c.yaml:10:15: topic \"t\" holds values converted or framed by its model (options.topics, line 4), and grpc-kafka fetch streams send records as written: use a protobuf model without view and with frame: false for this topic"}},
+	{"avro model on a grpc reply topic", "catalogs:\n  c0: {type: inline, options: {subjects: {s: {schema: '\"string\"'}}}}\n" +
+		"bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: r, value: {model: avro, catalog: {c0: [{subject: s}]}}}]}}\n" +
+		"  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n      - exit: kafka0\n        with: {capability: produce, topic: t, reply-to: r}\n",
+		[]string{"c.yaml:10:15: the value model of topic \"r\" is avro (options.topics, line 4), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka"}},
 	{"view on a primitive", "bindings:\n  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\", topics: [{name: t, key: {model: string, view: json}}]}}\n",
 		[]string{"c.yaml:2:124: model string has no view: its values are already text"}},
 

@@ -87,7 +87,7 @@ var loaderOnlyRules = []string{
 	"bad topic-pattern", "fractional bytes", "message.max.bytes below the limits",
 	// Schemas compiled, catalogs looked up, strategies checked against globs.
 	"inline schema that does not compile", "topic model names an unknown catalog", "strategy topic on a glob",
-	"view on a primitive", "schema model without catalog", "avro model on a grpc topic", "framed protobuf on a grpc fetch topic",
+	"view on a primitive", "schema model without catalog", "avro model on a grpc topic", "avro model on a grpc reply topic",
 }
 
 func TestSchemaRejectsInvalidConfigs(t *testing.T) {

@@ -30,6 +30,12 @@ import (
 //   - History: a compacted topic's view (cleanup.policy contains compact),
 //     else the retained log from the earliest offset; then live records
 //     until the client cancels. Tombstones are skipped; filters select.
+//   - A topic with a value model (protobuf) sends each record checked and
+//     without the registry's framing, decoded once per record by the log
+//     tail; records that do not match are left out (counted), and a record
+//     whose schema cannot be had ends the stream UNAVAILABLE before it. Its
+//     history is the retained log even when compacted: its view holds what
+//     HTTP is served.
 //   - Each message is the record value plus the reliability field holding
 //     the message id: the stream's position after it, that is per partition
 //     the next offset it has dispatched up to. The reliability metadata
@@ -196,6 +202,13 @@ func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static
 		}
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"topic %q gained partitions%s; reconnect with the id of the last message received to resume", topic, counts))
+	case errors.Is(err, kafkaio.ErrLater):
+		// The next record's schema cannot be had (registry outage, cold
+		// cache): the stream ends before it rather than skip it, and the
+		// client's resume reads it again.
+		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+			"the next record of topic %q cannot be decoded now: %s; reconnect with the id of the last message received to resume at it",
+			topic, laterReason(err)))
 	case errors.Is(err, kafkaio.ErrNotReady), errors.Is(err, kafkaio.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	}

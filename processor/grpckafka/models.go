@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/models"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -113,3 +114,54 @@ func protoMarshal(s *status.Status) ([]byte, error) { return proto.Marshal(s.Pro
 type refusedError struct{ st capability.Status }
 
 func (e *refusedError) Error() string { return e.st.Message }
+
+// Topic models on gRPC fetch streams and replies: values in Kafka may carry
+// the registry's framing, which a client's protobuf decoder cannot read. The
+// log tails decode fetch streams' records once per record (the stack's
+// kafkaio.StreamDecoder); replies are decoded here, per reply.
+
+// laterReason says why a stream's next record cannot be decoded now.
+func laterReason(err error) string {
+	var e *models.Error
+	if !errors.As(err, &e) {
+		return "its schema cannot be had"
+	}
+	why := "the schema registry cannot be reached"
+	if errors.Is(e.Err, models.ErrNotFound) {
+		why = "the catalog does not have it"
+	}
+	return fmt.Sprintf("schema %s is unavailable (%s)", e.Subject, why)
+}
+
+// decodeReply checks a reply message against the reply topic's value model
+// and takes the registry's framing off. A reply that does not match is the
+// responder's fault, not the client's: the call ends INTERNAL (HTTP answers
+// 502), without sending it half-read; a schema that cannot be had ends it
+// UNAVAILABLE.
+func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *kafkaio.Record) ([]byte, *capability.Status) {
+	tm := kc.Models(rec.Topic)
+	if tm == nil || tm.Value == nil {
+		return rec.Value, nil
+	}
+	v, err := tm.Value.DecodeNative(ctx, nil, rec.Value)
+	if err == nil {
+		return v, nil
+	}
+	var st capability.Status
+	if models.KindOf(err) == models.KindUnavailable {
+		st = capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+			"the reply on topic %q cannot be decoded now: %s; retry later", rec.Topic, laterReason(err)))
+	} else {
+		st = capability.NewStatus(codes.Internal, fmt.Sprintf(
+			"the reply on topic %q does not match its model: %s", rec.Topic, firstViolation(err)))
+	}
+	return nil, &st
+}
+
+func firstViolation(err error) string {
+	var e *models.Error
+	if errors.As(err, &e) && len(e.Violations) > 0 {
+		return e.Subject + ": " + e.Violations[0].Pointer + ": " + e.Violations[0].Detail
+	}
+	return "it does not parse"
+}

@@ -401,13 +401,17 @@ func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capabil
 		if r.Value == nil {
 			return terminalStatus(r, rw.pc.corr.Status, rw.pc.corr.Message), true
 		}
+		value, st := decodeReply(ctx, rw.pc.kafka, r)
+		if st != nil {
+			return *st, true
+		}
 		if !rw.headers {
 			rw.headers = true
 			if err := out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
 				return capability.NewStatus(codes.Canceled, "the call ended"), true
 			}
 		}
-		if err := out.Send(ctx, r.Value); err != nil {
+		if err := out.Send(ctx, value); err != nil {
 			return capability.NewStatus(codes.Canceled, "the call ended"), true
 		}
 		if rw.waitingEnd {

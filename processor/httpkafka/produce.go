@@ -111,8 +111,9 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	rec.Headers = requestHeaders(c, req.Headers, req.Match.Identities,
 		opts.Correlation.ReplyTo, w.ReplyTo, opts.Correlation.CorrelationID, overrides)
 	c.field(body)
-	p.refs.CorrelationID = c.id(p.refs.IdempotencyKey, req.Match.Identities)
-	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
+	cid := c.idBytes(p.refs.IdempotencyKey, req.Match.Identities)
+	p.refs.CorrelationID = string(cid)
+	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: cid})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
 	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
@@ -280,7 +281,12 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		func() *kafkaio.ReplyWatch { return kr.Cluster.Replies.Watch(w.ReplyTo, cid) })
 	defer h.flights.Leave(f)
 	if lead {
-		go h.lead(context.WithoutCancel(ctx), f, kr, p, rec)
+		if p.retry.Given || !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
+			// The claim and the catch-up may wait on Kafka.
+			go h.lead(context.WithoutCancel(ctx), f, kr, p, rec)
+		} else {
+			h.leadHere(ctx, f, kr, rec)
+		}
 	}
 	select {
 	case <-f.Done:
@@ -347,13 +353,15 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 	// joining this one because this goroutine had not been scheduled yet.
 	defer close(f.Done)
 	defer h.flights.Leave(f)
-	cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
-	err := kr.Cluster.Replies.WaitCaughtUp(cctx, w.ReplyTo)
-	cancel()
-	if err != nil {
-		f.Err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
-		h.flights.Forget(f)
-		return
+	if !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
+		cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+		err := kr.Cluster.Replies.WaitCaughtUp(cctx, w.ReplyTo)
+		cancel()
+		if err != nil {
+			f.Err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
+			h.flights.Forget(f)
+			return
+		}
 	}
 	if p.retry.Given {
 		st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, kafkaTimeout)
@@ -378,6 +386,50 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 		h.flights.Forget(f)
 		h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
 	}
+}
+
+// leadHere runs a flight whose reply index has caught up and that claims
+// nothing, on the request's own goroutine: it produces and waits for the
+// acknowledgement there, and only if the client leaves first does another
+// goroutine take the wait over, so the requests attached to the flight
+// still get its outcome. Most request-replies take this path, without a
+// goroutine of their own.
+func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, rec *kafkaio.Record) {
+	if len(f.Watch.Records()) > 0 {
+		f.Replayed = true
+		h.replays.Add(1)
+		h.endLead(f, nil, rec)
+		return
+	}
+	// Handing the record over waits on Kafka only for the topic's first
+	// lookup, bounded by the Kafka timeout; it must not end with this
+	// client, which the flight's other requests do not depend on.
+	sending, err := kr.Producer.Send(context.Background(), rec)
+	if err != nil {
+		h.endLead(f, err, rec)
+		return
+	}
+	_, _, err = sending.Wait(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		go func() {
+			_, _, err := sending.Wait(context.Background())
+			h.endLead(f, err, rec)
+		}()
+		return
+	}
+	h.endLead(f, err, rec)
+}
+
+// endLead ends a flight run by leadHere with the outcome of its produce, as
+// lead does: the lead leaves before it says it is done.
+func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) {
+	if err != nil {
+		f.Err = err
+		h.flights.Forget(f)
+		h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
+	}
+	h.flights.Leave(f)
+	close(f.Done)
 }
 
 // followUp answers a GET on an async location from the reply index.

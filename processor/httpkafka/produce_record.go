@@ -123,17 +123,35 @@ func (c *correlation) sum8(dst []byte) []byte {
 }
 
 func (c *correlation) id(prefix string, ids map[string]route.Identity) string {
+	return string(c.idBytes(prefix, ids))
+}
+
+// idBytes is id as bytes of their own, for a record header that carries it.
+func (c *correlation) idBytes(prefix string, ids map[string]route.Identity) []byte {
 	b := make([]byte, 0, len(prefix)+1+cidHashLen)
 	b = append(b, prefix...)
 	b = append(b, '-')
 	b = c.sum8(b)
-	b = appendIdentityTag(b, ids)
-	return string(b)
+	return appendIdentityTag(b, ids)
 }
 
 // appendIdentityTag appends the identity half of a correlation id: 16 hex
 // digits.
 func appendIdentityTag(dst []byte, ids map[string]route.Identity) []byte {
+	if len(ids) == 0 {
+		return append(dst, anonymousTag[:]...)
+	}
+	return appendIdentityTagOf(dst, ids)
+}
+
+// anonymousTag is the identity half of every request without a guard
+// identity, computed once (it is a constant) rather than hashed per request.
+var anonymousTag = func() (tag [cidHashLen / 2]byte) {
+	appendIdentityTagOf(tag[:0], nil)
+	return tag
+}()
+
+func appendIdentityTagOf(dst []byte, ids map[string]route.Identity) []byte {
 	c := newCorrelation()
 	c.str("kafka-ext-proc identity")
 	c.identities(ids)
@@ -165,6 +183,20 @@ func followUpAllowed(cid string, ids map[string]route.Identity) bool {
 func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Identity,
 	replyToName, replyTo, cidName string, overrides []kafkaio.Header) []kafkaio.Header {
 	out := make([]kafkaio.Header, 0, len(in)+len(overrides)+2)
+	// The values are copied into one buffer rather than one allocation
+	// each; every value is a capped slice of it, so a later append cannot
+	// reach into an earlier value (if-match, reduced, only ever shrinks, and
+	// a value past the estimate lands in a new buffer, which is as correct).
+	n := len(replyTo)
+	for _, h := range in {
+		n += len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	value := func(v string) []byte {
+		start := len(buf)
+		buf = append(buf, v...)
+		return buf[start:len(buf):len(buf)]
+	}
 	injected := func(name string) bool {
 		if name == replyToName || name == cidName {
 			return true
@@ -187,14 +219,14 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 				continue
 			}
 		}
-		out = append(out, kafkaio.Header{Key: h.Name, Value: []byte(v)})
+		out = append(out, kafkaio.Header{Key: h.Name, Value: value(v)})
 		if !volatileHeader(h.Name) {
 			c.str(h.Name)
 			c.str(v)
 		}
 	}
 	c.identities(ids)
-	out = append(out, kafkaio.Header{Key: replyToName, Value: []byte(replyTo)})
+	out = append(out, kafkaio.Header{Key: replyToName, Value: value(replyTo)})
 	c.str(replyToName)
 	c.str(replyTo)
 	for _, o := range overrides {

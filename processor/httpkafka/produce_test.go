@@ -101,6 +101,7 @@ func TestCorrelationIDIsStable(t *testing.T) {
 		want string
 	}{
 		{nil, "k1-eec6878027a8e4282bd9d255cf046202"},
+		{map[string]route.Identity{}, "k1-eec6878027a8e4282bd9d255cf046202"}, // the precomputed anonymous tag, as nil
 		{map[string]route.Identity{"jwt0": {Subject: "alice"}}, "k1-431fe62f820682a1bd85b3b607825e24"},
 		{map[string]route.Identity{"b": {Subject: "x"}, "a": {Subject: "y"}, "c": {}}, "k1-986407a2d82c3fe37c852a330e9d3b58"},
 	} {
