@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -24,8 +25,15 @@ import (
 // servers every scenario starts, idle), starts a processor with the routes,
 // waits until every view is ready, and measures again: the difference is
 // the processor's idle cost, with the broker's answers to its consumers.
+// Between the two it measures the baseline (idlebaseline.go): one raw
+// consumer with the live consumer's settings on the same partitions, what
+// the processor cannot avoid; IdleRatio is the processor's cost over it.
 // Memory per route is the Go heap and stacks the processor added, over the
-// routes. Then one GET to each route, against as many GETs of one route.
+// routes. Then one GET to each route, against as many GETs of one route,
+// after as many unmeasured GETs of that route warm the connections (else the
+// first pass pays for them); then rounds of GETs to one route and to each
+// route again, which tell the cost of a route's first request from that of
+// many routes.
 
 func idleTopic(i int) string { return "bench-idle-" + strconv.Itoa(i) }
 
@@ -57,15 +65,44 @@ type idleRoutesResult struct {
 	// processor's and the embedded broker's answers to its clients, told
 	// apart by -idleprofile. Absent where /proc is not.
 	LibrdkafkaCores *float64 `json:"librdkafka_cores,omitempty"`
+	// LibrdkafkaThreads is LibrdkafkaCores by thread name (rdk:main,
+	// rdk:broker…; the processor's clients summed), and RawLibrdkafkaThreads
+	// the baseline's.
+	LibrdkafkaThreads    map[string]float64 `json:"librdkafka_threads,omitempty"`
+	RawLibrdkafkaThreads map[string]float64 `json:"raw_librdkafka_threads,omitempty"`
+	// RawConsumerCores is the baseline's idle cost (this process's cores
+	// with the raw consumer, less BaselineCores), RawLibrdkafkaCores its
+	// librdkafka threads' part, and IdleRatio IdleCores ÷ RawConsumerCores:
+	// how far the processor's idle cost is above the floor a consumer of
+	// those partitions sets.
+	RawConsumerCores   float64  `json:"raw_consumer_cores"`
+	RawLibrdkafkaCores *float64 `json:"raw_librdkafka_cores,omitempty"`
+	IdleRatio          float64  `json:"idle_ratio"`
 	// Go heap and stacks the processor added, per route, and goroutines.
 	HeapPerRoute       float64 `json:"heap_bytes_per_route"`
 	StacksPerRoute     float64 `json:"stack_bytes_per_route"`
 	GoroutinesPerRoute float64 `json:"goroutines_per_route"`
 	// One GET to each route, and as many to one route, -clients at a
 	// time: RouteRatio is the first rate ÷ the second (target: 1).
-	AllRoutesPerSecond float64 `json:"all_routes_req_per_s"`
-	OneRoutePerSecond  float64 `json:"one_route_req_per_s"`
-	RouteRatio         float64 `json:"route_ratio"`
+	// The one route's rate is over routeRounds passes; AgainRoutesPerSecond
+	// is as many passes of one more GET to each route, and AgainRouteRatio
+	// its rate ÷ the one route's: the first pass is a route's first
+	// request, these are not.
+	AllRoutesPerSecond   float64 `json:"all_routes_req_per_s"`
+	OneRoutePerSecond    float64 `json:"one_route_req_per_s"`
+	AgainRoutesPerSecond float64 `json:"again_routes_req_per_s"`
+	RouteRatio           float64 `json:"route_ratio"`
+	AgainRouteRatio      float64 `json:"again_route_ratio"`
+	// The same passes by this process's CPU per GET (processor,
+	// clients and broker), which other work on the machine disturbs less
+	// than rates over passes this short; RouteCPURatio is the one route's
+	// CPU per GET ÷ the first pass's (1: a route's first request costs no
+	// more), AgainRouteCPURatio the same for the second pass.
+	AllRoutesCPUMicros   float64 `json:"all_routes_cpu_us_per_req"`
+	OneRouteCPUMicros    float64 `json:"one_route_cpu_us_per_req"`
+	AgainRoutesCPUMicros float64 `json:"again_routes_cpu_us_per_req"`
+	RouteCPURatio        float64 `json:"route_cpu_ratio"`
+	AgainRouteCPURatio   float64 `json:"again_route_cpu_ratio"`
 }
 
 func (idleRoutesResult) isResult() {}
@@ -94,6 +131,17 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if res.BaselineCores, err = idleCores(ctx, o.idle); err != nil {
 		return nil, err
 	}
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	raw, err := measureRawIdle(ctx, broker.Addr(), names, o.idle)
+	if err != nil {
+		return nil, err
+	}
+	res.RawConsumerCores = raw.cores - res.BaselineCores
+	res.RawLibrdkafkaCores = raw.librdkafka
+	res.RawLibrdkafkaThreads = raw.threads
 	before := sampleMemory()
 	t0 := time.Now()
 	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
@@ -114,30 +162,55 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, err
 	}
 	res.IdleCores = res.WithProcessorCores - res.BaselineCores
+	res.IdleRatio = ratio(res.IdleCores, res.RawConsumerCores)
 
 	s, err := e.dial("idle-routes processor", proc.Addr(), o.conns)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	reqs := make([]string, o.routes)
-	for i := range reqs {
-		reqs[i] = "/r" + strconv.Itoa(i) + "/k"
+	each := make([]string, o.routes)
+	oneRoute := make([]string, o.routes)
+	for i := range each {
+		each[i] = "/r" + strconv.Itoa(i) + "/k"
+		oneRoute[i] = "/r0/k"
 	}
-	all, err := getEach(ctx, s, o.clients, reqs, o.valueSize)
-	if err != nil {
+	if _, err := getEach(ctx, s, o.clients, oneRoute, o.valueSize); err != nil {
+		return nil, fmt.Errorf("warming the connections: %w", err)
+	}
+	// took and cpu are by pass: the first to each route, then the rounds
+	// of one route and of each route again, alternating so that what else
+	// the machine does falls on both alike.
+	var took, cpu [3]time.Duration
+	pass := func(i int, paths []string) error {
+		u0 := sampleUsage(false)
+		d, err := getEach(ctx, s, o.clients, paths, o.valueSize)
+		took[i] += d
+		cpu[i] += sampleUsage(false).CPU - u0.CPU
+		return err
+	}
+	if err := pass(0, each); err != nil {
 		return nil, err
 	}
-	for i := range reqs {
-		reqs[i] = "/r0/k"
+	for range routeRounds {
+		if err := pass(1, oneRoute); err != nil {
+			return nil, err
+		}
+		if err := pass(2, each); err != nil {
+			return nil, err
+		}
 	}
-	one, err := getEach(ctx, s, o.clients, reqs, o.valueSize)
-	if err != nil {
-		return nil, err
-	}
-	res.AllRoutesPerSecond = n / all.Seconds()
-	res.OneRoutePerSecond = n / one.Seconds()
+	took[1], took[2] = took[1]/routeRounds, took[2]/routeRounds
+	cpu[1], cpu[2] = cpu[1]/routeRounds, cpu[2]/routeRounds
+	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	res.AllRoutesCPUMicros, res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(cpu[0]), perGET(cpu[1]), perGET(cpu[2])
+	res.RouteCPURatio = ratio(res.OneRouteCPUMicros, res.AllRoutesCPUMicros)
+	res.AgainRouteCPURatio = ratio(res.OneRouteCPUMicros, res.AgainRoutesCPUMicros)
+	res.AllRoutesPerSecond = n / took[0].Seconds()
+	res.OneRoutePerSecond = n / took[1].Seconds()
+	res.AgainRoutesPerSecond = n / took[2].Seconds()
 	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
+	res.AgainRouteRatio = ratio(res.AgainRoutesPerSecond, res.OneRoutePerSecond)
 	return res, nil
 }
 
@@ -160,20 +233,21 @@ func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesRe
 			}
 		}()
 	}
-	rdk0, rdkErr := threadsCPU("rdk:")
-	t0 := time.Now()
-	if res.WithProcessorCores, err = idleCores(ctx, o.idle); err != nil {
+	m, err := measureIdle(ctx, o.idle)
+	if err != nil {
 		return err
 	}
-	if rdk1, err := threadsCPU("rdk:"); err == nil && rdkErr == nil {
-		c := (rdk1 - rdk0).Seconds() / time.Since(t0).Seconds()
-		res.LibrdkafkaCores = &c
-	}
+	res.WithProcessorCores, res.LibrdkafkaCores, res.LibrdkafkaThreads = m.cores, m.librdkafka, m.threads
 	return nil
 }
 
-// idleCores is the cores this process kept busy over d.
+// idleCores is the cores this process kept busy over d. It first returns
+// the free heap to the system: otherwise the runtime's scavenger does so
+// through the window, at up to about 1 % of a core, after the views'
+// catch-ups freed their garbage (a third of the Go samples of an idle
+// processor), which fades by itself and is not what idling costs.
 func idleCores(ctx context.Context, d time.Duration) (float64, error) {
+	debug.FreeOSMemory()
 	u0 := sampleUsage(true)
 	t0 := time.Now()
 	select {
@@ -184,6 +258,12 @@ func idleCores(ctx context.Context, d time.Duration) (float64, error) {
 	u1 := sampleUsage(false)
 	return (u1.CPU - u0.CPU).Seconds() / time.Since(t0).Seconds(), nil
 }
+
+// routeRounds is how many passes of one route, and of each route again,
+// idle-routes times after the first pass: one pass of 1,000 GETs lasts
+// about 0.1 s, short enough that a collection or another process's burst
+// moves it by half.
+const routeRounds = 5
 
 // getEach GETs every path once, clients at a time, and wants 200 with a
 // size-byte body each time; it returns how long all took.

@@ -185,8 +185,16 @@ func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {
 		fmt.Fprintf(b, "            of which librdkafka's threads %.2f %%, Go code (the processor's and the broker's answers to it) %.2f %%\n",
 			100**r.LibrdkafkaCores, 100*(r.IdleCores-*r.LibrdkafkaCores))
 	}
+	fmt.Fprintf(b, "  baseline  a raw consumer of the same partitions with the live consumer's settings %.2f %%", 100*r.RawConsumerCores)
+	if r.RawLibrdkafkaCores != nil {
+		fmt.Fprintf(b, " (librdkafka's threads %.2f %%)", 100**r.RawLibrdkafkaCores)
+	}
+	fmt.Fprintf(b, ": the processor's idle cost is %.2f × it\n", r.IdleRatio)
 	fmt.Fprintf(b, "  memory    per route %.0f B heap, %.0f B stacks, %.2f goroutines\n", r.HeapPerRoute, r.StacksPerRoute, r.GoroutinesPerRoute)
-	fmt.Fprintf(b, "  GET       one to each route %.0f req/s, as many to one route %.0f req/s: %.2f ×\n", r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio)
+	fmt.Fprintf(b, "  GET       one to each route %.0f req/s, as many to one route %.0f req/s: %.2f ×; one more to each route %.0f req/s: %.2f ×\n",
+		r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio, r.AgainRoutesPerSecond, r.AgainRouteRatio)
+	fmt.Fprintf(b, "            CPU per GET (all of this process) %.0f / %.0f / %.0f µs: the one route's ÷ the first pass's %.2f ×, ÷ the second's %.2f ×\n",
+		r.AllRoutesCPUMicros, r.OneRouteCPUMicros, r.AgainRoutesCPUMicros, r.RouteCPURatio, r.AgainRouteCPURatio)
 }
 
 func reportFanout(b *strings.Builder, r fanoutResult) {

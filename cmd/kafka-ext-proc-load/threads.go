@@ -14,17 +14,18 @@ import (
 // USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// threadsCPU is the CPU time so far of this process's threads whose name
-// starts with prefix, from /proc (Linux only). librdkafka names its threads
-// "rdk:main", "rdk:broker…": their sum is the C side of the Kafka clients,
-// which the Go profiler does not see. Threads that ended are not counted,
-// so take it over a window in which the clients live throughout.
-func threadsCPU(prefix string) (time.Duration, error) {
+// threadsCPUByName is the CPU time so far of this process's threads whose
+// name starts with prefix, by name ("rdk:main", "rdk:broker0", …: the
+// threads of that name of every client summed), from /proc (Linux only).
+// librdkafka names its threads so: their sum is the C side of the Kafka
+// clients, which the Go profiler does not see. Threads that ended are not
+// counted, so take it over a window in which the clients live throughout.
+func threadsCPUByName(prefix string) (map[string]time.Duration, error) {
 	dirs, err := filepath.Glob("/proc/self/task/*")
 	if err != nil || len(dirs) == 0 {
-		return 0, fmt.Errorf("listing this process's threads: %w", os.ErrNotExist)
+		return nil, fmt.Errorf("listing this process's threads: %w", os.ErrNotExist)
 	}
-	var ticks int64
+	ticks := map[string]int64{}
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
 		if err != nil || !strings.HasPrefix(string(comm), prefix) {
@@ -36,11 +37,25 @@ func threadsCPU(prefix string) (time.Duration, error) {
 		}
 		t, err := statTicks(stat)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", d, err)
+			return nil, fmt.Errorf("%s: %w", d, err)
 		}
-		ticks += t
+		ticks[strings.TrimSpace(string(comm))] += t
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	out := make(map[string]time.Duration, len(ticks))
+	for name, t := range ticks {
+		out[name] = time.Duration(t) * time.Second / clockTicks
+	}
+	return out, nil
+}
+
+// threadCores is the cores each thread name took between two
+// threadsCPUByName samples over d (names only in the second count from 0).
+func threadCores(before, after map[string]time.Duration, d time.Duration) map[string]float64 {
+	out := make(map[string]float64, len(after))
+	for name, t := range after {
+		out[name] = (t - before[name]).Seconds() / d.Seconds()
+	}
+	return out
 }
 
 // statTicks is utime + stime of one /proc stat line. The name field may

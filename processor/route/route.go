@@ -170,6 +170,7 @@ type Table struct {
 type Binding struct {
 	Config *config.Binding
 	routes []*compiledRoute
+	index  *segmentIndex // the routes by the first path segment they need
 }
 
 type compiledRoute struct {
@@ -209,6 +210,7 @@ func Build(cfg *config.Config) (*Table, error) {
 			}
 			cb.routes = append(cb.routes, cr)
 		}
+		cb.index = newSegmentIndex(cb.routes)
 		t.bindings = append(t.bindings, cb)
 		t.byName[b.Name] = cb
 	}
@@ -267,19 +269,25 @@ func (t *Table) OfType(typ config.BindingType) []*Binding { return t.byType[typ]
 func (b *Binding) MatchHTTP(ctx context.Context, req *HTTPRequest, guards GuardChecker) (*Match, error) {
 	var spanBuf [16]int // parameter offsets without allocating, for up to 8 parameters
 	gs := guardState{checker: guards, headers: req.Headers, metadata: req.Metadata}
-	for _, r := range b.routes {
+	var m *Match
+	try := func(i int) bool {
+		r := b.routes[i]
 		ci, pm, spans, ok := r.matchHTTP(req, spanBuf[:0])
 		if !ok {
-			continue
+			return false
 		}
 		ids, ok := gs.pass(ctx, r.cfg)
 		if !ok {
-			continue
+			return false
 		}
-		m := &Match{Binding: b.Config, Route: r.cfg, Condition: ci, Identities: ids}
+		m = &Match{Binding: b.Config, Route: r.cfg, Condition: ci, Identities: ids}
 		if pm != nil {
 			m.Params = pm.params(req.Path, spans)
 		}
+		return true
+	}
+	b.index.candidates(req.Path, try)
+	if m != nil {
 		return m, nil
 	}
 	err := gs.failure()
@@ -296,7 +304,8 @@ func (b *Binding) MatchHTTP(ctx context.Context, req *HTTPRequest, guards GuardC
 func (b *Binding) allowed(req *HTTPRequest, spans []int) []string {
 	var set [8]bool // by httpMethodOrder
 	found := false
-	for _, r := range b.routes {
+	b.index.candidates(req.Path, func(i int) bool {
+		r := b.routes[i]
 		conds := r.conds
 		if len(conds) == 0 {
 			conds = []condition{{}}
@@ -314,7 +323,8 @@ func (b *Binding) allowed(req *HTTPRequest, spans []int) []string {
 				}
 			}
 		}
-	}
+		return false
+	})
 	if !found {
 		return nil
 	}

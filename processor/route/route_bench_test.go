@@ -22,7 +22,7 @@ func sizedTable(b *testing.B, n int) *Binding {
 	return httpTable(b, routes...)
 }
 
-// BenchmarkMatchHTTPRoutes matches against tables of 1, 10 and 100 routes:
+// BenchmarkMatchHTTPRoutes matches against tables of 1, 10, 100 and 1,000 routes:
 // the first route, the last one (every route before it is tried) and no
 // route (every route is tried). A match allocates its Match and parameter
 // map; a miss allocates nothing. The parallel variants match the last route
@@ -30,7 +30,7 @@ func sizedTable(b *testing.B, n int) *Binding {
 // the read-only routes.
 func BenchmarkMatchHTTPRoutes(b *testing.B) {
 	ctx := context.Background()
-	for _, n := range []int{1, 10, 100} {
+	for _, n := range []int{1, 10, 100, 1000} {
 		tbl := sizedTable(b, n)
 		cases := []struct {
 			name  string
