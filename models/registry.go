@@ -246,8 +246,18 @@ func (r *Registry) Lookup(ctx context.Context, ref Ref) (Schema, error) {
 	r.mu.Unlock()
 
 	// The flight records its outcome itself, so a caller going away does not
-	// leave the cache cold or the status unreported.
+	// leave the cache cold or the status unreported. It looks at the entry
+	// again first: a flight that ended between this caller's look and its
+	// joining has already filled it, and asking again would be a second
+	// request for one cold schema.
 	s, err := do(ctx, &r.flight, "s:"+ref.String(), func(ctx context.Context) (Schema, error) {
+		r.mu.Lock()
+		if e.have {
+			s := e.schema
+			r.mu.Unlock()
+			return s, nil
+		}
+		r.mu.Unlock()
 		return r.fetchSubject(ctx, ref, e)
 	}, r.opts.Timeout)
 	if err != nil && ctx.Err() != nil {
@@ -325,6 +335,12 @@ func (r *Registry) ByID(ctx context.Context, id int) (Schema, error) {
 	r.mu.Unlock()
 
 	s, err := do(ctx, &r.flight, "i:"+strconv.Itoa(id), func(ctx context.Context) (Schema, error) {
+		r.mu.Lock()
+		cached, ok := r.ids[id] // filled by a flight that ended before this one began
+		r.mu.Unlock()
+		if ok {
+			return cached, nil
+		}
 		ss, err := r.cl.SchemaByID(ctx, id)
 		var s Schema
 		if err == nil {
