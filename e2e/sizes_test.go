@@ -52,7 +52,10 @@ func TestMaxBodySizesAgree(t *testing.T) {
 	if resp.StatusCode != 204 {
 		t.Fatalf("a body of limits.max-body: %d %.200q, want 204", resp.StatusCode, b)
 	}
-	resp, b = e.request(e.h1, "POST", "/sizes", string(body)+"x")
+	// Over HTTP/2: the 413 comes while the client is still sending, and on
+	// HTTP/1.1 the connection then closes under the unsent rest (as Envoy's
+	// does), so a client may see the reset before it reads the answer.
+	resp, b = e.request(e.h2c, "POST", "/sizes", string(body)+"x")
 	auditProblem(t, "one byte over limits.max-body", resp, b, 413, "limits.max-body")
 	recs := e.readTopic("sizes")
 	if len(recs) != 1 || !bytes.Equal(recs[0].Value, body) {
