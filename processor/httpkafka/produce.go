@@ -358,34 +358,48 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 		err := kr.Cluster.Replies.WaitCaughtUp(cctx, w.ReplyTo)
 		cancel()
 		if err != nil {
-			f.Err = fmt.Errorf("reply topic %q: %w", w.ReplyTo, err)
-			h.flights.Forget(f)
+			h.fail(f, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err))
 			return
 		}
 	}
 	if p.retry.Given {
 		st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, kafkaTimeout)
 		if err != nil {
-			f.Err = err
-			h.flights.Forget(f)
+			h.fail(f, err)
 			return
 		}
 		if st.Written() {
-			f.Replayed = true
-			h.replays.Add(1)
+			h.replayed(f)
 			return
 		}
 	}
 	if len(f.Watch.Records()) > 0 {
-		f.Replayed = true
-		h.replays.Add(1)
+		h.replayed(f)
 		return
 	}
 	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
-		f.Err = err
-		h.flights.Forget(f)
-		h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
+		h.produceFailed(f, err, rec)
 	}
+}
+
+// replayed marks a flight answered from what is already in Kafka: nothing
+// is produced.
+func (h *Handler) replayed(f *kafkaroute.Flight) {
+	f.Replayed = true
+	h.replays.Add(1)
+}
+
+// fail records why a flight failed and takes it out of the table, so the
+// next request with its id starts afresh.
+func (h *Handler) fail(f *kafkaroute.Flight, err error) {
+	f.Err = err
+	h.flights.Forget(f)
+}
+
+// produceFailed fails a flight on its produce.
+func (h *Handler) produceFailed(f *kafkaroute.Flight, err error, rec *kafkaio.Record) {
+	h.fail(f, err)
+	h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
 }
 
 // leadHere runs a flight whose reply index has caught up and that claims
@@ -396,8 +410,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 // goroutine of their own.
 func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, rec *kafkaio.Record) {
 	if len(f.Watch.Records()) > 0 {
-		f.Replayed = true
-		h.replays.Add(1)
+		h.replayed(f)
 		h.endLead(f, nil, rec)
 		return
 	}
@@ -424,9 +437,7 @@ func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkar
 // lead does: the lead leaves before it says it is done.
 func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) {
 	if err != nil {
-		f.Err = err
-		h.flights.Forget(f)
-		h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
+		h.produceFailed(f, err, rec)
 	}
 	h.flights.Leave(f)
 	close(f.Done)
