@@ -412,21 +412,12 @@ func (p *Producer) Replaced() int {
 // first gives ErrNotEnqueued if the record was not handed over yet, else
 // ErrUnacknowledged; both wrap ctx.Err().
 func (p *Producer) Produce(ctx context.Context, r *Record) (int32, int64, error) {
-	var s Sending
-	err := p.send(ctx, r, &s)
-	var partition int32
-	var offset int64
-	if err == nil {
-		var res deliveryResult
-		res, _ = s.wait(ctx)
-		partition, offset, err = res.partition, res.offset, res.err
-		s.timer.Stop()
+	var s Sending // on the stack: Produce waits itself
+	if err := p.send(ctx, r, &s); err != nil {
+		return -1, -1, p.notSent(r.Topic, err)
 	}
-	p.opts.Results.count(err)
-	if err != nil {
-		return -1, -1, fmt.Errorf("producing to topic %s: %w", r.Topic, err)
-	}
-	return partition, offset, nil
+	res, _ := s.wait(ctx)
+	return s.finish(res)
 }
 
 // Sending is a record handed to librdkafka by Send whose acknowledgement
@@ -447,10 +438,15 @@ type Sending struct {
 func (p *Producer) Send(ctx context.Context, r *Record) (*Sending, error) {
 	s := &Sending{}
 	if err := p.send(ctx, r, s); err != nil {
-		p.opts.Results.count(err)
-		return nil, fmt.Errorf("producing to topic %s: %w", r.Topic, err)
+		return nil, p.notSent(r.Topic, err)
 	}
 	return s, nil
+}
+
+// notSent counts and wraps the error of a record send did not hand over.
+func (p *Producer) notSent(topic string, err error) error {
+	p.opts.Results.count(err)
+	return fmt.Errorf("producing to topic %s: %w", topic, err)
 }
 
 // Wait waits for the acknowledgement of the record, at most until the Kafka
@@ -463,6 +459,11 @@ func (s *Sending) Wait(ctx context.Context) (int32, int64, error) {
 	if !final {
 		return -1, -1, fmt.Errorf("producing to topic %s: %w", s.topic, res.err)
 	}
+	return s.finish(res)
+}
+
+// finish ends a Sending with its outcome, counted once.
+func (s *Sending) finish(res deliveryResult) (int32, int64, error) {
 	s.timer.Stop()
 	s.p.opts.Results.count(res.err)
 	if res.err != nil {
