@@ -54,8 +54,10 @@ type exchange struct {
 
 	// The request's messages are read by the exchange's goroutine itself
 	// until it must wait for them and for something else at once (a gRPC
-	// call's handler, the linger after the answer); only then does a reader
-	// goroutine start. A long poll is thus one goroutine, not two.
+	// call's handler, a linger after the answer that Envoy's cancel did not
+	// end within lingerQuiet); only then does a reader goroutine start. A
+	// long poll is thus one goroutine, not two, and a fetch answered from a
+	// view usually never starts one.
 	reading     bool                              // the reader goroutine runs: messages come through in
 	in          chan *extprocv3.ProcessingRequest // from the reader; closed when Recv fails
 	recvErr     error                             // why Recv failed; written before in is closed, read only after
@@ -355,6 +357,15 @@ func (x *exchange) logSendErr(err error) {
 	x.logger().Warn("sending the answer failed", "err", err)
 }
 
+// lingerQuiet is how long the linger waits for Envoy's cancel alone before
+// it starts reading the stream. Envoy resets the stream as soon as it has the
+// answer, and half-closes it only with its ext_proc_graceful_grpc_close
+// runtime flag (off by default), so nearly every exchange ends within this
+// without a reader: no goroutine, channels or Recv after the answer. A
+// half-close is noticed at most this much later than with a reader from the
+// start.
+const lingerQuiet = 5 * time.Millisecond
+
 // linger waits, after the terminal answer, for Envoy to cancel or close the
 // stream, ignoring request chunks still arriving (a reply would reset the
 // client's stream). The wait is bounded by closeWait and the drain.
@@ -362,13 +373,18 @@ func (x *exchange) linger() {
 	if x.inClosed || x.ctx.Err() != nil {
 		return
 	}
-	// Reading here is what notices a half-close (io.EOF) as well as a reset.
-	x.startReader()
-	t := time.NewTimer(x.s.closeWait)
+	wait := x.s.closeWait
+	first := wait
+	if !x.reading {
+		// Only reading notices a half-close (io.EOF); it starts once the
+		// quiet time passed without a cancel.
+		first = min(lingerQuiet, wait)
+	}
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {
-		case _, ok := <-x.in:
+		case _, ok := <-x.inOrNil(): // nil, never ready, until the reader runs
 			if !ok {
 				x.inClosed = true
 				return
@@ -378,6 +394,11 @@ func (x *exchange) linger() {
 		case <-x.s.drain.Done():
 			return
 		case <-t.C:
+			if !x.reading {
+				x.startReader()
+				t.Reset(wait - first)
+				continue
+			}
 			if x.debugging() {
 				x.logger().Debug("Envoy did not close the ext_proc stream after the answer", "waited", x.s.closeWait)
 			}

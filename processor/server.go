@@ -3,7 +3,8 @@
 // one HTTP or gRPC request, answered with a locally synthesized response
 // (DESIGN §3).
 //
-// One exchange runs per Process stream: a reader goroutine drains Recv, a
+// One exchange runs per Process stream: Recv is drained (by the exchange's
+// goroutine, or a reader goroutine while it must wait for more), a
 // serialised writer sends, the request is matched against an immutable route
 // snapshot (swapped atomically on reload), collected (HTTP) or reassembled
 // message by message (gRPC), and handed to a capability handler (package
