@@ -37,7 +37,10 @@ type exchange struct {
 	ctx    context.Context // the stream's: done when Envoy cancels (client gone, or answer complete)
 	snap   *snapshot
 	log    *slog.Logger // the server's; see logger
-	w      *writer
+	w      writer       // in the exchange's own allocation
+	// httpReq is what an HTTP exchange hands its handler, kept here for the
+	// same reason.
+	httpReq capability.HTTPRequest
 
 	// logAttrs describe the request in log lines. The logger carrying them
 	// is built on first use: most exchanges log nothing, and slog's With
@@ -90,7 +93,7 @@ func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *e
 		ctx:    stream.Context(),
 		snap:   s.snap.Load(),
 		log:    s.log,
-		w:      newWriter(stream),
+		w:      writer{stream: stream},
 		start:  time.Now(),
 	}
 }

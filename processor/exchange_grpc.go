@@ -69,7 +69,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 	c.start(hctx, &capability.GRPCCall{
 		Service: svc, Method: method, Headers: headers,
 		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
-		In: c.in, Out: x.w,
+		In: c.in, Out: &x.w,
 	})
 	if rh.GetEndOfStream() {
 		if f := c.endRequest(); f != nil {

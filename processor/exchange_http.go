@@ -31,12 +31,10 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 	x.matched(m, headers)
 
 	limit := x.snap.limits.MaxBody
-	tooLarge := &failure{http: http.StatusRequestEntityTooLarge,
-		detail: fmt.Sprintf("the request body is larger than limits.max-body (%d bytes); send a smaller body", limit)}
 	var body []byte
 	if v, ok := headers.Lookup("content-length"); ok {
 		if cl, err := strconv.ParseInt(v, 10, 64); err == nil && cl > limit {
-			return x.failAndLinger(tooLarge)
+			return x.failAndLinger(tooLarge(limit))
 		} else if err == nil && cl > 0 {
 			body = make([]byte, 0, cl)
 		}
@@ -57,7 +55,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		switch r := msg.GetRequest().(type) {
 		case *extprocv3.ProcessingRequest_RequestBody:
 			if int64(len(body))+int64(len(r.RequestBody.GetBody())) > limit {
-				return x.failAndLinger(tooLarge)
+				return x.failAndLinger(tooLarge(limit))
 			}
 			body = append(body, r.RequestBody.GetBody()...)
 			ended = r.RequestBody.GetEndOfStream()
@@ -69,7 +67,8 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 	}
 
-	req := &capability.HTTPRequest{
+	req := &x.httpReq
+	*req = capability.HTTPRequest{
 		Method: method, Path: p, RawQuery: query, Authority: headers.Get(":authority"),
 		Headers: headers, Trailers: trailers, Body: body,
 		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
@@ -81,6 +80,13 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 	x.logSendErr(x.w.answerHTTP(resp))
 	x.linger()
 	return nil
+}
+
+// tooLarge is the answer to a body above limits.max-body, built only when
+// sent: formatting it for every request cost an allocation each.
+func tooLarge(limit int64) *failure {
+	return &failure{http: http.StatusRequestEntityTooLarge,
+		detail: fmt.Sprintf("the request body is larger than limits.max-body (%d bytes); send a smaller body", limit)}
 }
 
 func (x *exchange) handleHTTP(req *capability.HTTPRequest) (resp *capability.HTTPResponse) {

@@ -263,8 +263,13 @@ func (t Template) Static() bool {
 
 // Expand renders the template, asking resolve for each reference.
 func (t Template) Expand(resolve func(TemplatePart) string) string {
-	if len(t.Parts) == 1 && t.Parts[0].Ref == RefNone {
-		return t.Parts[0].Literal
+	if len(t.Parts) == 1 {
+		// A lone literal or reference needs no copy: "${params.id}" is the
+		// parameter's own string.
+		if t.Parts[0].Ref == RefNone {
+			return t.Parts[0].Literal
+		}
+		return resolve(t.Parts[0])
 	}
 	var b strings.Builder
 	for _, p := range t.Parts {

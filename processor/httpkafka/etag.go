@@ -39,9 +39,18 @@ func appendTopicTag(dst []byte, v *kafkaio.View) []byte {
 }
 
 func singleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
+	q := quotedSingleTag(v, e, recordTag)
+	return q[1 : len(q)-1]
+}
+
+// quotedSingleTag is singleTag as the etag header sends it, in quotes; the
+// tag itself is the string inside them, so an answer needs one allocation
+// for both.
+func quotedSingleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
 	// One allocation, the string: the bytes are built on the stack.
 	var buf [64]byte
-	b := appendTopicTag(buf[:0], v)
+	b := append(buf[:0], '"')
+	b = appendTopicTag(b, v)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(e.Partition), 10)
 	b = append(b, '.')
@@ -50,6 +59,7 @@ func singleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
 		b = append(b, '/')
 		b = append(b, recordTag...)
 	}
+	b = append(b, '"')
 	return string(b)
 }
 

@@ -2,12 +2,13 @@ package httpkafka
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,8 +87,17 @@ func NewFetch(with *config.With, source ViewSource) *Fetch {
 type answer struct {
 	status      int // 200, 204 or 404
 	tag         string
+	quoted      string // the tag in quotes, as sent; "" when not built yet
 	body        []byte
 	contentType string
+}
+
+// etag is the answer's etag header value.
+func (a answer) etag() string {
+	if a.quoted != "" {
+		return a.quoted
+	}
+	return httphdr.Quote(a.tag)
 }
 
 // selection is a route's filters with the request's values substituted.
@@ -98,7 +108,8 @@ type selection struct {
 }
 
 type filter struct {
-	key     *string
+	key     *string // nil: none; else &keyVal
+	keyVal  string
 	headers [][2]string
 }
 
@@ -236,18 +247,21 @@ func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View
 
 func (f *Fetch) selection(resolve func(config.TemplatePart) string) selection {
 	sel := selection{keyOnly: len(f.with.Filters) > 0}
-	for _, fl := range f.with.Filters {
-		var r filter
+	if len(f.with.Filters) > 0 {
+		sel.filters = make([]filter, len(f.with.Filters))
+	}
+	for i, fl := range f.with.Filters {
+		r := &sel.filters[i]
 		if fl.Key != nil {
-			k := fl.Key.Expand(resolve)
-			r.key = &k
+			// The key lives in the filter itself: no allocation of its own.
+			r.keyVal = fl.Key.Expand(resolve)
+			r.key = &r.keyVal
 		} else {
 			sel.keyOnly = false
 		}
 		for _, h := range fl.Headers {
 			r.headers = append(r.headers, [2]string{h.Name, h.Value.Expand(resolve)})
 		}
-		sel.filters = append(sel.filters, r)
 	}
 	if !sel.single() {
 		sel.id = sel.cacheKey()
@@ -311,9 +325,8 @@ func (f *Fetch) watch(view *kafkaio.View, sel selection) (<-chan struct{}, func(
 	return view.Changed(), func() {}
 }
 
-// matching returns the selected entries in (partition, offset) order.
-func (f *Fetch) matching(view *kafkaio.View, sel selection) []kafkaio.Entry {
-	var out []kafkaio.Entry
+// matching appends the selected entries to out in (partition, offset) order.
+func (f *Fetch) matching(out []kafkaio.Entry, view *kafkaio.View, sel selection) []kafkaio.Entry {
 	if sel.keyOnly {
 		var seen map[string]bool // a key named twice is one record
 		if len(sel.filters) > 1 {
@@ -338,11 +351,11 @@ func (f *Fetch) matching(view *kafkaio.View, sel selection) []kafkaio.Entry {
 			return true
 		})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Partition != out[j].Partition {
-			return out[i].Partition < out[j].Partition
+	slices.SortFunc(out, func(a, b kafkaio.Entry) int {
+		if c := cmp.Compare(a.Partition, b.Partition); c != 0 {
+			return c
 		}
-		return out[i].Offset < out[j].Offset
+		return cmp.Compare(a.Offset, b.Offset)
 	})
 	return out
 }
@@ -358,7 +371,9 @@ func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
 			return c.ans
 		}
 	}
-	entries := f.matching(view, sel)
+	// A single key's entry stays on the stack.
+	var one [1]kafkaio.Entry
+	entries := f.matching(one[:0], view, sel)
 	var ans answer
 	if f.with.Merge != nil {
 		ans = renderMerged(view, entries)
@@ -393,9 +408,10 @@ func renderSingle(view *kafkaio.View, entries []kafkaio.Entry) answer {
 	if t, ok := w.Header("etag"); ok && httphdr.ValidTag(string(t)) {
 		recordTag = string(t)
 	}
-	ans := answer{status: http.StatusOK, tag: singleTag(view, w, recordTag), body: w.Value}
+	q := quotedSingleTag(view, w, recordTag)
+	ans := answer{status: http.StatusOK, tag: q[1 : len(q)-1], quoted: q, body: w.Value}
 	if ct, ok := w.Header("content-type"); ok && len(ct) > 0 {
-		ans.contentType = string(ct)
+		ans.contentType = contentType(ct)
 	} else {
 		// Envoy would call a body without a content-type text/plain.
 		ans.contentType = "application/octet-stream"
@@ -404,6 +420,23 @@ func renderSingle(view *kafkaio.View, entries []kafkaio.Entry) answer {
 		ans.status = http.StatusNoContent
 	}
 	return ans
+}
+
+// contentType is a record's content-type header as a string, shared for the
+// common types: most records carry one of them, and converting the header
+// for every answer cost an allocation each.
+func contentType(ct []byte) string {
+	switch string(ct) {
+	case "application/json":
+		return "application/json"
+	case "application/octet-stream":
+		return "application/octet-stream"
+	case "text/plain":
+		return "text/plain"
+	case "text/plain; charset=utf-8":
+		return "text/plain; charset=utf-8"
+	}
+	return string(ct)
 }
 
 // renderMerged renders the JSON array of the entries' values; null, empty
@@ -437,13 +470,19 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 	if a.status == http.StatusNotFound {
 		return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches"), applied)
 	}
-	// content-type, etag and preference-applied: one allocation.
-	r := &capability.HTTPResponse{Status: a.status, Headers: make([]route.Header, 0, 3)}
+	// The response with room for its content-type, etag and
+	// preference-applied: one allocation.
+	rh := &struct {
+		r  capability.HTTPResponse
+		hs [3]route.Header
+	}{r: capability.HTTPResponse{Status: a.status}}
+	r := &rh.r
+	r.Headers = rh.hs[:0]
 	if a.status == http.StatusOK {
 		r.Headers = append(r.Headers, route.Header{Name: "content-type", Value: a.contentType})
 		r.Body = a.body
 	}
-	r.Headers = append(r.Headers, route.Header{Name: "etag", Value: httphdr.Quote(a.tag)})
+	r.Headers = append(r.Headers, route.Header{Name: "etag", Value: a.etag()})
 	return withApplied(r, applied)
 }
 
@@ -451,7 +490,7 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 // §15.4.5): etag and content-type.
 func notModified(a answer, applied string) *capability.HTTPResponse {
 	hs := make([]route.Header, 0, 3) // etag, content-type, preference-applied
-	hs = append(hs, route.Header{Name: "etag", Value: httphdr.Quote(a.tag)})
+	hs = append(hs, route.Header{Name: "etag", Value: a.etag()})
 	if a.contentType != "" {
 		hs = append(hs, route.Header{Name: "content-type", Value: a.contentType})
 	}

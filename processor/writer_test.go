@@ -1,0 +1,75 @@
+package processor
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// The one-allocation ImmediateResponse carries what a message built field by
+// field does, within its room and beyond it (more headers, longer values),
+// repeated names appended.
+func TestImmediateHTTPHeaders(t *testing.T) {
+	long := strings.Repeat("v", 100)
+	for _, hs := range [][]route.Header{
+		nil,
+		{{Name: "content-type", Value: "application/json"}},
+		{{Name: "content-type", Value: "application/json"}, {Name: "etag", Value: `"AAAAAAAAAAA.0.7"`}},
+		{{Name: "content-type", Value: long}, {Name: "etag", Value: long}},
+		{{Name: "set-cookie", Value: "a=1"}, {Name: "set-cookie", Value: "b=2"}, {Name: "x", Value: ""}},
+		{{Name: "a", Value: "1"}, {Name: "b", Value: long}, {Name: "a", Value: "3"}, {Name: "c", Value: "4"}, {Name: "d", Value: "5"}},
+	} {
+		body := []byte(`{"id":1}`)
+		want := &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode_OK},
+			Body:    body,
+			Details: "kafka_ext_proc",
+		}
+		if len(hs) > 0 {
+			want.Headers = &extprocv3.HeaderMutation{}
+			for i, h := range hs {
+				o := &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, RawValue: []byte(h.Value)}}
+				for _, prev := range hs[:i] {
+					if prev.Name == h.Name {
+						//lint:ignore SA1019 what Envoy reads (see fillMutation)
+						o.Append = wrapperspb.Bool(true)
+						break
+					}
+				}
+				want.Headers.SetHeaders = append(want.Headers.SetHeaders, o)
+			}
+		}
+		got := immediateHTTP(200, hs, body).GetImmediateResponse()
+		if !proto.Equal(got, want) {
+			t.Errorf("%d headers:\n got %v\nwant %v", len(hs), got, want)
+		}
+		if m := mutation(hs); !proto.Equal(m, want.Headers) {
+			t.Errorf("mutation, %d headers:\n got %v\nwant %v", len(hs), m, want.Headers)
+		}
+	}
+}
+
+// immediateMsg is meant to cost no more bytes than the nine messages it
+// replaces (768 B with two headers); a bigger envoy type would break that.
+func TestImmediateMsgSize(t *testing.T) {
+	if n := unsafe.Sizeof(immediateMsg{}); n > 768 {
+		t.Fatalf("immediateMsg is %d bytes, more than the 768 of the messages built apart", n)
+	}
+}
+
+func TestStatusLabel(t *testing.T) {
+	for _, code := range []int{0, 99, 100, 200, 404, 599, 600, 1000, -1} {
+		if got := statusLabel(code); got != strconv.Itoa(code) {
+			t.Errorf("statusLabel(%d) = %q", code, got)
+		}
+	}
+}
