@@ -190,13 +190,13 @@ func (x *exchange) close() {
 	switch {
 	case ok:
 		outcome, code, grpcCode = answerLabels(kind, st)
-		x.s.metrics.duration.WithLabelValues(binding, rt, capab, kind, x.modeLabel()).Observe(at.Sub(x.start).Seconds())
+		x.s.metrics.durationOf(durationLabels{binding, rt, capab, kind, x.modeLabel()}).Observe(at.Sub(x.start).Seconds())
 	case x.protocolErr:
 		st, outcome = outcomeProtocol, outcomeProtocol
 	default:
 		st = outcomeCancelled
 	}
-	x.s.metrics.exchanges.WithLabelValues(binding, rt, capab, kind, outcome, code, grpcCode).Inc()
+	x.s.metrics.exchange(exchangeLabels{binding, rt, capab, kind, outcome, code, grpcCode}).Inc()
 	endSpan(x.span, binding, rt, st, !ok || failedStatus(st))
 	x.logEnd(st, cause, ok)
 }

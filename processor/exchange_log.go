@@ -110,7 +110,7 @@ func (x *exchange) matched(m *route.Match, headers route.Headers) {
 	x.logAttrs = append(x.logAttrs, slog.String("route", x.route))
 	x.logMu.Unlock()
 	if x.debugging() {
-		x.logger().Debug("route matched", "route", m.Route.ID)
+		x.logger().Debug("route matched") // the logger carries the route
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,6 +21,47 @@ type metrics struct {
 	exchanges *prometheus.CounterVec
 	inFlight  prometheus.Gauge
 	duration  *prometheus.HistogramVec
+
+	// The vectors' children by label values: a vector hashes and validates
+	// every value on each look-up, and every exchange makes two. Label
+	// values are bounded (see above), and so are these maps.
+	mu        sync.RWMutex
+	counters  map[exchangeLabels]prometheus.Counter
+	durations map[durationLabels]prometheus.Observer
+}
+
+// exchangeLabels are the label values of exchanges, in its label order.
+type exchangeLabels struct{ binding, route, capability, kind, outcome, code, grpcCode string }
+
+// durationLabels are the label values of duration, in its label order.
+type durationLabels struct{ binding, route, capability, kind, mode string }
+
+// exchange is the exchanges counter of the label values l.
+func (m *metrics) exchange(l exchangeLabels) prometheus.Counter {
+	m.mu.RLock()
+	c, ok := m.counters[l]
+	m.mu.RUnlock()
+	if !ok {
+		c = m.exchanges.WithLabelValues(l.binding, l.route, l.capability, l.kind, l.outcome, l.code, l.grpcCode)
+		m.mu.Lock()
+		m.counters[l] = c
+		m.mu.Unlock()
+	}
+	return c
+}
+
+// durationOf is the duration histogram of the label values l.
+func (m *metrics) durationOf(l durationLabels) prometheus.Observer {
+	m.mu.RLock()
+	o, ok := m.durations[l]
+	m.mu.RUnlock()
+	if !ok {
+		o = m.duration.WithLabelValues(l.binding, l.route, l.capability, l.kind, l.mode)
+		m.mu.Lock()
+		m.durations[l] = o
+		m.mu.Unlock()
+	}
+	return o
 }
 
 // Label values of exchanges that chose nothing or sent no answer.
@@ -47,6 +89,8 @@ const (
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
+		counters:  map[exchangeLabels]prometheus.Counter{},
+		durations: map[durationLabels]prometheus.Observer{},
 		exchanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kafka_ext_proc_exchanges_total",
 			Help: "Exchanges (ext_proc Process streams, one per request) by binding, route (id), capability, kind (http, grpc), outcome (ok, client_error, server_error, cancelled, protocol), code (HTTP status) and grpc_code (gRPC code name).",

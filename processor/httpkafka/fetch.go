@@ -133,17 +133,18 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
 	prefs := httphdr.ParsePrefer(req.Prefer)
-	var wait time.Duration
-	var applied string // preference-applied, sent only on an answer that waited
+	var deadline time.Time // none (zero): no wait
+	var applied string     // preference-applied, sent only on an answer that waited
 	if prefs.WaitSet {
-		wait = min(prefs.Wait, req.Limits.MaxWait)
+		wait := min(prefs.Wait, req.Limits.MaxWait)
 		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
+		deadline = time.Now().Add(wait)
 	}
 
 	// A tag ahead of this replica (another replica answered the client):
 	// wait, bounded, until this view has read what the client has seen.
 	f.waitUntilCaughtUp(ctx, drain, view, inm, req.Limits.KafkaTimeout)
-	return f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, time.Now().Add(wait), topic)
+	return f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, deadline, topic)
 }
 
 // viewFailure answers a request whose topic's view cannot be held.
@@ -172,14 +173,16 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel
 	waited := ""
 	for {
 		ans := f.answer(view, sel)
-		waiting := ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline)
+		// Asked only of an answer the client already has: a new one goes
+		// at once, without reading the clock.
+		waiting := func() bool { return ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline) }
 		switch {
 		case inm.Present() && inm.Matches(ans.tag):
-			if !waiting {
+			if !waiting() {
 				return notModified(ans, waited)
 			}
 		case ans.status == http.StatusNotFound && waitSet && len(inm.Tags) == 0:
-			if !waiting {
+			if !waiting() {
 				return notFound(topic, waited)
 			}
 		default:
