@@ -140,7 +140,9 @@ type servers interface {
 	// usage and memory sample the server side alone; ok is false when it
 	// shares this process (the process's own samples then cover it).
 	usage(ctx context.Context, gc bool) (u usage, ok bool, err error)
-	memory(ctx context.Context) (m memory, ok bool, err error)
+	// memory, when profile is not "", also writes a heap profile of the
+	// server side there, right after the sample.
+	memory(ctx context.Context, profile string) (m memory, ok bool, err error)
 	close()
 }
 
@@ -307,7 +309,7 @@ func (l *local) gauge(_ context.Context, name string) (int64, error) {
 
 func (l *local) usage(context.Context, bool) (usage, bool, error) { return usage{}, false, nil }
 
-func (l *local) memory(context.Context) (memory, bool, error) { return memory{}, false, nil }
+func (l *local) memory(context.Context, string) (memory, bool, error) { return memory{}, false, nil }
 
 func (l *local) close() {
 	_ = l.stopNoop(context.Background())
