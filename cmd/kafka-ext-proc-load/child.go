@@ -70,6 +70,7 @@ const (
 	opUnresp  = "responder-stop"
 	opUsage   = "usage"
 	opMemory  = "memory"
+	opCPUProf = "cpu-profile"
 )
 
 // child is the server side in a child process: this binary re-executed
@@ -244,6 +245,11 @@ func (c *child) usage(ctx context.Context, gc bool) (usage, bool, error) {
 	return *r.Usage, true, nil
 }
 
+func (c *child) cpuProfile(ctx context.Context, file string) error {
+	_, err := c.call(ctx, childRequest{Op: opCPUProf, Profile: file})
+	return err
+}
+
 func (c *child) memory(ctx context.Context, profile string) (memory, bool, error) {
 	r, err := c.call(ctx, childRequest{Op: opMemory, Profile: profile})
 	if err != nil || r.Memory == nil {
@@ -315,7 +321,7 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.L
 
 func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) error {
 	switch req.Op {
-	case opNoop, opStop, opRelease, opHeld, opUsage, opMemory:
+	case opNoop, opStop, opRelease, opHeld, opUsage, opMemory, opCPUProf:
 	default:
 		if l.proc == nil {
 			return fmt.Errorf("command %q: this server process runs the no-op server alone", req.Op)
@@ -352,6 +358,8 @@ func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) e
 	case opUsage:
 		u := sampleUsage(req.GC)
 		r.Usage = &u
+	case opCPUProf:
+		err = l.cpuProfile(ctx, req.Profile)
 	case opMemory:
 		m := sampleMemory()
 		r.Memory = &m

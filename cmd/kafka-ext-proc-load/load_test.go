@@ -47,7 +47,7 @@ func testScenarios(t *testing.T, split bool) {
 		// heap profiles (of both server processes).
 		args = append(args, "-split", "-raw-headers", "gateway", "-heapprofile", filepath.Join(dir, "lp"))
 		for _, s := range []string{"noop", "processor"} {
-			for _, w := range []string{"before", "held"} {
+			for _, w := range []string{"before", "held", "woken"} {
 				profs = append(profs, filepath.Join(dir, "lp-"+s+"-"+w+".pprof"))
 			}
 		}
@@ -336,6 +336,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-routes", "10001"},
 		{"-idle", "1ms"},
 		{"-idleprofile", "a.pprof", "-cpuprofile", "b.pprof"},
+		{"-wakeprofile", "a", "-cpuprofile", "b.pprof"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},
@@ -473,5 +474,31 @@ func TestNoopOnlyChild(t *testing.T) {
 	}
 	if err := c.stopNoop(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWakeProfiles runs the long poll with -wakeprofile: a CPU profile of
+// each server's wake-up alone, and the wake-up's CPU per waiter.
+func TestWakeProfiles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prefix := filepath.Join(t.TempDir(), "w")
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "longpoll", "-json", "-split", "-waiters", "50", "-register-timeout", "20s", "-timeout", "90s", "-wakeprofile", prefix}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, s := range []string{"noop", "processor"} {
+		if fi, err := os.Stat(prefix + "-" + s + "-wake.pprof"); err != nil || fi.Size() == 0 {
+			t.Errorf("wake profile of %s: %v", s, err)
+		}
+	}
+	var lp longPollResult
+	if err := json.Unmarshal(out.Bytes(), &lp); err != nil {
+		t.Fatal(err)
+	}
+	// Every answer allocates in the server (its answer at least).
+	if lp.Processor.WakeAllocs < 1 || lp.Noop.WakeAllocs < 1 {
+		t.Errorf("wake-up allocations per waiter: processor %.1f, no-op %.1f", lp.Processor.WakeAllocs, lp.Noop.WakeAllocs)
 	}
 }

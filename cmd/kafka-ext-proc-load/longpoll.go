@@ -57,6 +57,12 @@ type waitFigures struct {
 	All perWaiter `json:"all"`
 	// Server is the server process alone (-split only).
 	Server *perWaiter `json:"server,omitempty"`
+	// WakeCPUus and WakeAllocs are the server process's CPU time and heap
+	// allocations from the release until every waiter had its answer, per
+	// waiter (-split only): the wake-up's cost, which a loaded machine
+	// does not stretch as it stretches the times.
+	WakeCPUus  float64 `json:"server_wake_cpu_us_per_waiter,omitempty"`
+	WakeAllocs float64 `json:"server_wake_allocs_per_waiter,omitempty"`
 }
 
 // longPollResult is the outcome of the longpoll scenario.
@@ -81,8 +87,11 @@ type longPollResult struct {
 	ServerMemRatio   float64 `json:"server_mem_ratio,omitempty"`
 	ServerHeapRatio  float64 `json:"server_heap_ratio,omitempty"`
 	ServerStackRatio float64 `json:"server_stack_ratio,omitempty"`
-	TargetWakeMs     float64 `json:"target_wake_max_ms"`
-	TargetBytes      float64 `json:"target_bytes_per_waiter"`
+	// ServerWakeCPURatio is the processor's wake-up CPU per waiter ÷ the
+	// no-op's (-split only).
+	ServerWakeCPURatio float64 `json:"server_wake_cpu_ratio,omitempty"`
+	TargetWakeMs       float64 `json:"target_wake_max_ms"`
+	TargetBytes        float64 `json:"target_bytes_per_waiter"`
 }
 
 func (longPollResult) isResult() {}
@@ -130,7 +139,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	// their own, which once fell inside the no-op's sample.
 	noopSrv := e.srv
 	if e.split {
-		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: profiles{Heap: o.profiles.Heap}, NoopOnly: true})
+		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: profiles{Heap: o.profiles.Heap, Wake: o.profiles.Wake}, NoopOnly: true})
 		if err != nil {
 			return nil, fmt.Errorf("no-op: %w", err)
 		}
@@ -189,6 +198,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 		res.ServerMemRatio = res.Processor.Server.Bytes / res.Noop.Server.Bytes
 		res.ServerHeapRatio = res.Processor.Server.Heap / res.Noop.Server.Heap
 		res.ServerStackRatio = res.Processor.Server.Stacks / res.Noop.Server.Stacks
+		res.ServerWakeCPURatio = res.Processor.WakeCPUus / res.Noop.WakeCPUus
 	}
 	return res, nil
 }
@@ -287,11 +297,48 @@ func (e *env) holdWaiters(ctx context.Context, o *options, name string, srv serv
 		fig.All = fig.All.plus(srv)
 	}
 
+	var wake0 usage
+	if split {
+		if wake0, _, err = srv.usage(ctx, false); err != nil {
+			return fig, err
+		}
+	}
+	if o.profiles.Wake != "" {
+		if err := srv.cpuProfile(ctx, o.profiles.Wake+"-"+name+"-wake.pprof"); err != nil {
+			return fig, err
+		}
+	}
 	t0, err := release()
 	if err != nil {
 		return fig, err
 	}
 	wg.Wait()
+	if o.profiles.Wake != "" {
+		if err := srv.cpuProfile(ctx, ""); err != nil {
+			return fig, err
+		}
+	}
+	if split {
+		wake1, _, err := srv.usage(ctx, false)
+		if err != nil {
+			return fig, err
+		}
+		w := wake1.sub(wake0)
+		fig.WakeCPUus = float64(w.CPU.Microseconds()) / float64(n)
+		fig.WakeAllocs = float64(w.Mallocs) / float64(n)
+	}
+	// With every waiter answered: the allocations since "held" are the
+	// wake-up's (pprof -sample_index=alloc_space -diff_base).
+	if o.profiles.Heap != "" {
+		if split {
+			_, _, err = srv.memory(ctx, heapProfile(o, name, "woken"))
+		} else {
+			err = writeHeapProfile(o, name, "woken")
+		}
+		if err != nil {
+			return fig, err
+		}
+	}
 	wakes := make([]time.Duration, 0, n)
 	var bad int
 	var firstBad error

@@ -92,6 +92,8 @@ func reportLongPoll(b *strings.Builder, r longPollResult) {
 	if r.Split {
 		fmt.Fprintf(b, "            server alone:  %.0f B/waiter, %.2f × the no-op's (heap %.2f ×, stacks %.2f ×; issue 9 target ≤ %.0f B)\n",
 			r.Processor.Server.Bytes, r.ServerMemRatio, r.ServerHeapRatio, r.ServerStackRatio, r.TargetBytes)
+		fmt.Fprintf(b, "            wake-up CPU:   %.1f µs/waiter, %.2f × the no-op's %.1f µs; %.1f allocs/waiter (no-op %.1f)\n",
+			r.Processor.WakeCPUus, r.ServerWakeCPURatio, r.Noop.WakeCPUus, r.Processor.WakeAllocs, r.Noop.WakeAllocs)
 	} else {
 		fmt.Fprintf(b, "            (the client side's streams are in both: %.0f B/waiter is an upper bound of the processor's, target ≤ %.0f B; -split measures the server alone)\n",
 			r.Processor.All.Bytes, r.TargetBytes)
