@@ -42,13 +42,17 @@ type exchange struct {
 	// same reason.
 	httpReq capability.HTTPRequest
 
-	// logAttrs describe the request in log lines. The logger carrying them
-	// is built on first use: most exchanges log nothing, and slog's With
-	// formats its attributes eagerly.
-	logMu    sync.Mutex   // the handler goroutine of a gRPC call logs too
-	logAttrs []slog.Attr  // not yet in logged
-	attrBuf  [7]slog.Attr // logAttrs' first storage, room for all seven: no allocation per exchange
-	logged   *slog.Logger
+	// The request's attributes in log lines (kind, path, request_id, the
+	// trace's ids, binding, route) are made from the exchange's own fields
+	// when a line is logged: most exchanges log nothing, and slog's With
+	// formats its attributes eagerly. logStage says how many of the groups
+	// are known (logKnown*), loggedStage how many the logger carries.
+	logMu       sync.Mutex // the handler goroutine of a gRPC call logs too
+	logStage    uint8
+	loggedStage uint8
+	logPath     string // the request's path without its query
+	requestID   string
+	logged      *slog.Logger
 	// cause, when set, is why the exchange failed in the processor's own
 	// terms (a panic, a protocol error), logged in place of what the answer
 	// says; causeAttrs go with it. Guarded by logMu.
@@ -234,8 +238,7 @@ func (x *exchange) run() error {
 	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
 	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, logPath, headers)
 	x.logMu.Lock()
-	x.logAttrs = append(x.attrBuf[:0], slog.String("kind", x.kind), slog.String("path", logPath), slog.String("request_id", headers.Get("x-request-id")))
-	x.logAttrs = append(x.logAttrs, traceAttrs(x.span)...)
+	x.logPath, x.requestID, x.logStage = logPath, headers.Get("x-request-id"), logKnownRequest
 	x.logMu.Unlock()
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
@@ -253,7 +256,7 @@ func (x *exchange) run() error {
 	}
 	x.binding = b.Config.Name
 	x.logMu.Lock()
-	x.logAttrs = append(x.logAttrs, slog.String("binding", x.binding))
+	x.logStage = logKnownBinding
 	x.logMu.Unlock()
 	md := first.GetMetadataContext().GetFilterMetadata()
 	if isGRPC {

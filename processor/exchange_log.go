@@ -3,7 +3,6 @@ package processor
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -16,23 +15,46 @@ import (
 // the arguments of a line are allocated even if it is not written.
 func (x *exchange) debugging() bool { return x.log.Enabled(x.ctx, slog.LevelDebug) }
 
+// The groups of the request's log attributes, in the order they become
+// known (exchange.logStage).
+const (
+	logKnownRequest uint8 = 1 + iota // kind, path, request_id, trace ids
+	logKnownBinding                  // binding
+	logKnownRoute                    // route
+)
+
 // logger is the exchange's logger, with the request's attributes.
 func (x *exchange) logger() *slog.Logger {
 	x.logMu.Lock()
 	defer x.logMu.Unlock()
-	if x.logged == nil || len(x.logAttrs) > 0 {
+	if x.logged == nil || x.loggedStage < x.logStage {
 		base := x.logged
 		if base == nil {
 			base = x.log
 		}
-		if len(x.logAttrs) > 0 {
-			// A handler may keep the slice it is given; attrBuf is reused.
-			base = slog.New(base.Handler().WithAttrs(slices.Clone(x.logAttrs)))
-			x.logAttrs = x.attrBuf[:0]
+		if attrs := x.logAttrsSince(x.loggedStage); len(attrs) > 0 {
+			base = slog.New(base.Handler().WithAttrs(attrs))
 		}
-		x.logged = base
+		x.logged, x.loggedStage = base, x.logStage
 	}
 	return x.logged
+}
+
+// logAttrsSince are the attributes of the groups known now but not at
+// stage. Called with logMu held.
+func (x *exchange) logAttrsSince(stage uint8) []slog.Attr {
+	var attrs []slog.Attr
+	if stage < logKnownRequest && x.logStage >= logKnownRequest {
+		attrs = append(attrs, slog.String("kind", x.kind), slog.String("path", x.logPath), slog.String("request_id", x.requestID))
+		attrs = append(attrs, traceAttrs(x.span)...)
+	}
+	if stage < logKnownBinding && x.logStage >= logKnownBinding {
+		attrs = append(attrs, slog.String("binding", x.binding))
+	}
+	if stage < logKnownRoute && x.logStage >= logKnownRoute {
+		attrs = append(attrs, slog.String("route", x.route))
+	}
+	return attrs
 }
 
 // logEnd writes the exchange's one line when it failed (an error answer or
@@ -107,7 +129,7 @@ func (x *exchange) matched(m *route.Match, headers route.Headers) {
 		}
 	}
 	x.logMu.Lock()
-	x.logAttrs = append(x.logAttrs, slog.String("route", x.route))
+	x.logStage = logKnownRoute
 	x.logMu.Unlock()
 	if x.debugging() {
 		x.logger().Debug("route matched") // the logger carries the route
