@@ -98,7 +98,6 @@ func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *e
 		snap:   s.snap.Load(),
 		log:    s.log,
 		w:      writer{stream: stream},
-		start:  time.Now(),
 	}
 }
 
@@ -207,6 +206,9 @@ func (x *exchange) close() {
 
 func (x *exchange) run() error {
 	first, ok := x.next()
+	// Durations count from the request's first message (Envoy opens the
+	// stream to send it).
+	x.start = time.Now()
 	if !ok {
 		if x.debugging() {
 			x.logger().Debug("ext_proc stream ended before any message", "cancelled", x.ctx.Err() != nil)
@@ -220,7 +222,6 @@ func (x *exchange) run() error {
 		x.failedBecause("the first ext_proc message is " + messageKind(first) + ", not request_headers; is request_header_mode SEND?")
 		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
 	}
-	x.start = time.Now()
 	headers := headerList(rh.GetHeaders())
 	ctype := headers.Get("content-type")
 	isGRPC := grpcwire.IsGRPCContentType(ctype)
