@@ -150,6 +150,8 @@ type Producer struct {
 
 	// deliveries recycles the per-record state of Produce (see delivery).
 	deliveries sync.Pool
+	// timers recycles the Kafka-timeout timers of Sendings, stopped.
+	timers sync.Pool
 }
 
 // rdProducer is one librdkafka producer instance; a fatal error retires it.
@@ -464,7 +466,8 @@ func (s *Sending) Wait(ctx context.Context) (int32, int64, error) {
 
 // finish ends a Sending with its outcome, counted once.
 func (s *Sending) finish(res deliveryResult) (int32, int64, error) {
-	s.timer.Stop()
+	s.p.putTimer(s.timer)
+	s.timer = nil
 	s.p.opts.Results.count(res.err)
 	if res.err != nil {
 		return -1, -1, fmt.Errorf("producing to topic %s: %w", s.topic, res.err)
@@ -481,9 +484,9 @@ func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	if r.Topic == "" {
 		return fmt.Errorf("%w: no topic", ErrNotEnqueued)
 	}
-	timer := time.NewTimer(time.Until(deadline))
+	timer := p.timer(time.Until(deadline))
 	if err := p.checkTopic(ctx, r.Topic, timer.C); err != nil {
-		timer.Stop()
+		p.putTimer(timer)
 		return err
 	}
 
@@ -506,7 +509,7 @@ func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	d.reset() // the client holds none of it now
 	if err != nil {
 		p.deliveries.Put(d)
-		timer.Stop()
+		p.putTimer(timer)
 		return err
 	}
 	*s = Sending{p: p, topic: r.Topic, d: d, rd: rd, timer: timer}
@@ -528,6 +531,24 @@ func (s *Sending) wait(ctx context.Context) (res deliveryResult, final bool) {
 	case <-s.timer.C:
 		return deliveryResult{err: fmt.Errorf("%w: no acknowledgement within %v", ErrUnacknowledged, s.p.opts.KafkaTimeout)}, true
 	}
+}
+
+// timer is a timer firing once after d: every record has one, for the
+// Kafka timeout.
+func (p *Producer) timer(d time.Duration) *time.Timer {
+	if t, ok := p.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and gives it back; nothing may use it after. Since Go
+// 1.23 a stopped timer's channel holds no stale value, so the next Reset
+// starts it clean.
+func (p *Producer) putTimer(t *time.Timer) {
+	t.Stop()
+	p.timers.Put(t)
 }
 
 // enqueue hands d's message to the current librdkafka instance, which it

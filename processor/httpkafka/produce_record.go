@@ -7,6 +7,8 @@ import (
 	"hash"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
@@ -85,6 +87,43 @@ func newCorrelation() *correlation {
 	c := &correlation{h: md5.New()}
 	c.buf = c.arr[:0]
 	return c
+}
+
+// producePools keep what every request-reply produce needs for a moment
+// only, so a round trip does not allocate it: the correlation id's hash
+// and the reply wait's timer.
+type producePools struct {
+	correlations sync.Pool // *correlation
+	timers       sync.Pool // *time.Timer, stopped
+}
+
+// correlation is newCorrelation, reused.
+func (p *producePools) correlation() *correlation {
+	if c, ok := p.correlations.Get().(*correlation); ok {
+		c.h.Reset()
+		c.buf = c.arr[:0]
+		return c
+	}
+	return newCorrelation()
+}
+
+// putCorrelation gives c back; nothing may use it after.
+func (p *producePools) putCorrelation(c *correlation) { p.correlations.Put(c) }
+
+// timer is a timer firing once after d.
+func (p *producePools) timer(d time.Duration) *time.Timer {
+	if t, ok := p.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and gives it back. Since Go 1.23 a stopped timer's
+// channel holds no stale value, so the next Reset starts it clean.
+func (p *producePools) putTimer(t *time.Timer) {
+	t.Stop()
+	p.timers.Put(t)
 }
 
 func (c *correlation) field(b []byte) {
