@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 )
 
 // Acks is how much acknowledgement a produce waits for (a route's `acks`).
@@ -150,8 +152,8 @@ type Producer struct {
 
 	// deliveries recycles the per-record state of Produce (see delivery).
 	deliveries sync.Pool
-	// timers recycles the Kafka-timeout timers of Sendings, stopped.
-	timers sync.Pool
+	// timers recycles the Kafka-timeout timer every record has.
+	timers timerpool.Pool
 }
 
 // rdProducer is one librdkafka producer instance; a fatal error retires it.
@@ -466,7 +468,7 @@ func (s *Sending) Wait(ctx context.Context) (int32, int64, error) {
 
 // finish ends a Sending with its outcome, counted once.
 func (s *Sending) finish(res deliveryResult) (int32, int64, error) {
-	s.p.putTimer(s.timer)
+	s.p.timers.Put(s.timer)
 	s.timer = nil
 	s.p.opts.Results.count(res.err)
 	if res.err != nil {
@@ -484,9 +486,9 @@ func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	if r.Topic == "" {
 		return fmt.Errorf("%w: no topic", ErrNotEnqueued)
 	}
-	timer := p.timer(time.Until(deadline))
+	timer := p.timers.Get(time.Until(deadline))
 	if err := p.checkTopic(ctx, r.Topic, timer.C); err != nil {
-		p.putTimer(timer)
+		p.timers.Put(timer)
 		return err
 	}
 
@@ -509,7 +511,7 @@ func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	d.reset() // the client holds none of it now
 	if err != nil {
 		p.deliveries.Put(d)
-		p.putTimer(timer)
+		p.timers.Put(timer)
 		return err
 	}
 	*s = Sending{p: p, topic: r.Topic, d: d, rd: rd, timer: timer}
@@ -531,24 +533,6 @@ func (s *Sending) wait(ctx context.Context) (res deliveryResult, final bool) {
 	case <-s.timer.C:
 		return deliveryResult{err: fmt.Errorf("%w: no acknowledgement within %v", ErrUnacknowledged, s.p.opts.KafkaTimeout)}, true
 	}
-}
-
-// timer is a timer firing once after d: every record has one, for the
-// Kafka timeout.
-func (p *Producer) timer(d time.Duration) *time.Timer {
-	if t, ok := p.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and gives it back; nothing may use it after. Since Go
-// 1.23 a stopped timer's channel holds no stale value, so the next Reset
-// starts it clean.
-func (p *Producer) putTimer(t *time.Timer) {
-	t.Stop()
-	p.timers.Put(t)
 }
 
 // enqueue hands d's message to the current librdkafka instance, which it

@@ -542,8 +542,8 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWat
 			return nil, drained
 		}
 		if timer == nil {
-			timer = h.pools.timer(wait)
-			defer h.pools.putTimer(timer)
+			timer = h.pools.timers.Get(wait)
+			defer h.pools.timers.Put(timer)
 		}
 		h.replyWaiters.Add(1)
 		select {

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
@@ -94,7 +94,7 @@ func newCorrelation() *correlation {
 // and the reply wait's timer.
 type producePools struct {
 	correlations sync.Pool // *correlation
-	timers       sync.Pool // *time.Timer, stopped
+	timers       timerpool.Pool
 }
 
 // correlation is newCorrelation, reused.
@@ -109,22 +109,6 @@ func (p *producePools) correlation() *correlation {
 
 // putCorrelation gives c back; nothing may use it after.
 func (p *producePools) putCorrelation(c *correlation) { p.correlations.Put(c) }
-
-// timer is a timer firing once after d.
-func (p *producePools) timer(d time.Duration) *time.Timer {
-	if t, ok := p.timers.Get().(*time.Timer); ok {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-// putTimer stops t and gives it back. Since Go 1.23 a stopped timer's
-// channel holds no stale value, so the next Reset starts it clean.
-func (p *producePools) putTimer(t *time.Timer) {
-	t.Stop()
-	p.timers.Put(t)
-}
 
 func (c *correlation) field(b []byte) {
 	c.buf = binary.AppendUvarint(c.buf[:0], uint64(len(b)))
