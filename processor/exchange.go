@@ -387,8 +387,8 @@ func (x *exchange) linger() {
 		// quiet time passed without a cancel.
 		first = min(lingerQuiet, wait)
 	}
-	t := time.NewTimer(first)
-	defer t.Stop()
+	t := x.s.timers.Get(first)
+	defer x.s.timers.Put(t)
 	for {
 		select {
 		case _, ok := <-x.inOrNil(): // nil, never ready, until the reader runs

@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -87,6 +88,7 @@ type Server struct {
 	grpc      capability.GRPCHandler
 	metrics   *metrics
 	closeWait time.Duration
+	timers    timerpool.Pool // the lingers' timers: one per exchange, stopped within closeWait
 
 	// live counts Process calls and the goroutines they start, so tests (and
 	// a shutdown) can wait until no exchange holds anything.
