@@ -1,6 +1,6 @@
 # kafka-ext-proc: the processor binary on a distroless glibc base.
 #
-#   docker build -t kafka-ext-proc .
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) -t kafka-ext-proc .
 #   docker run --rm -v $PWD/my.yaml:/etc/kafka-ext-proc/config.yaml:ro kafka-ext-proc
 #
 # Built with cgo against the librdkafka that confluent-kafka-go ships (a static
@@ -24,7 +24,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=1 go build -tags nodev -trimpath -ldflags="-s -w" -o /out/kafka-ext-proc ./cmd/kafka-ext-proc
+# The context has no .git, so the toolchain cannot stamp the commit that
+# `version` and kafka_ext_proc_build_info report: pass it,
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) -t kafka-ext-proc .
+ARG REVISION=
+RUN CGO_ENABLED=1 go build -tags nodev -trimpath -ldflags="-s -w -X github.com/kafka-ext-proc/kafka-ext-proc/internal/buildinfo.revision=${REVISION}" -o /out/kafka-ext-proc ./cmd/kafka-ext-proc
 
 FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 COPY --from=build /out/kafka-ext-proc /kafka-ext-proc

@@ -2,6 +2,9 @@ package deploy
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +68,8 @@ func TestDockerfile(t *testing.T) {
 	var froms []string
 	var user, entrypoint, cmd []string
 	var cgo bool
-	var buildTags string
+	var buildTags, ldflags string
+	args := map[string]bool{}
 	for _, in := range ins {
 		switch in.cmd {
 		case "FROM":
@@ -81,8 +85,17 @@ func TestDockerfile(t *testing.T) {
 			entrypoint = execForm(t, in)
 		case "CMD":
 			cmd = execForm(t, in)
+		case "ARG":
+			name, _, _ := strings.Cut(in.args, "=")
+			args[name] = true
 		case "RUN":
 			if strings.Contains(in.args, "go build") {
+				if m := regexp.MustCompile(`-ldflags="([^"]*)"`).FindStringSubmatch(in.args); m != nil {
+					ldflags = m[1]
+				}
+				if !args["REVISION"] {
+					t.Error("the go build comes before ARG REVISION: the commit cannot reach the linker")
+				}
 				cgo = strings.Contains(in.args, "CGO_ENABLED=1")
 				if f := strings.Fields(in.args); slices.Contains(f, "-tags") {
 					buildTags = f[slices.Index(f, "-tags")+1]
@@ -128,6 +141,7 @@ func TestDockerfile(t *testing.T) {
 	if !strings.HasPrefix(runtime, "gcr.io/distroless/") {
 		t.Errorf("runtime stage %q is not distroless: the image would carry a shell", runtime)
 	}
+	checkRevisionFlag(t, ldflags)
 	if buildTags != "nodev" {
 		t.Errorf("the go build's -tags %q, want nodev: the production binary leaves the development stack out", buildTags)
 	}
@@ -141,6 +155,59 @@ func TestDockerfile(t *testing.T) {
 	s := loadStack(t)
 	if want := s.compose.Services[processorSvc].Command; !slices.Equal(cmd, want) {
 		t.Errorf("CMD %q differs from the compose command %q", cmd, want)
+	}
+}
+
+// The context has no .git, so the commit reaches the binary through the
+// linker: -X must name a package-level string that exists, or the linker
+// ignores it and the image reports commit "unknown"; compose passes REVISION.
+func checkRevisionFlag(t *testing.T, ldflags string) {
+	t.Helper()
+	m := regexp.MustCompile(`-X (\S+)\.(\w+)=\$\{REVISION\}`).FindStringSubmatch(ldflags)
+	if m == nil {
+		t.Fatalf("the go build's -ldflags %q set no variable from ${REVISION}", ldflags)
+	}
+	pkg, name := m[1], m[2]
+	rel, ok := strings.CutPrefix(pkg, "github.com/kafka-ext-proc/kafka-ext-proc/")
+	if !ok {
+		t.Fatalf("-X names %s, outside this module", pkg)
+	}
+	dir := filepath.Join(root, rel)
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("-X names %s: no Go files in %s (%v)", pkg, rel, err)
+	}
+	found := false
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, sp := range g.Specs {
+				vs := sp.(*ast.ValueSpec)
+				typ, _ := vs.Type.(*ast.Ident)
+				for _, n := range vs.Names {
+					found = found || (n.Name == name && typ != nil && typ.Name == "string" && len(vs.Values) == 0)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("-X %s.%s: no package-level `var %s string` without a value there; the linker would set nothing", pkg, name, name)
+	}
+	s := loadStack(t)
+	b, _ := s.compose.Services[processorSvc].Build.(map[string]any)
+	bargs, _ := b["args"].(map[string]any)
+	if _, ok := bargs["REVISION"]; !ok {
+		t.Errorf("the compose build %v passes no REVISION argument", s.compose.Services[processorSvc].Build)
 	}
 }
 

@@ -41,8 +41,9 @@ func TestLargeCatchUpDoesNotDelayLiveWakeUps(t *testing.T) {
 	topic := "live"
 	wakeUp := func(i int) time.Duration {
 		key := fmt.Sprintf("k%d", i)
-		ch, stop := live.WatchKey(key)
-		defer stop()
+		w := live.WatchKey(key)
+		defer w.Stop()
+		ch := w.C
 		start := time.Now()
 		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte(key), Value: []byte("v")}, nil); err != nil {
 			t.Fatal(err)

@@ -289,12 +289,23 @@ type keyWait struct {
 	refs int
 }
 
-// WatchKey returns a channel closed at the next write to key (a new value or
-// a tombstone), and a stop function the waiter calls when it gives up, so
-// keys nobody waits for hold nothing. All waiters of a key share one channel.
-// Register before reading the current value, so no write can fall between
-// the read and the wait.
-func (v *View) WatchKey(key string) (<-chan struct{}, func()) {
+// KeyWatch is a waiter's registration on a key (WatchKey). C is closed at
+// the next write to the key. A value, not a closure: a long poll holds one
+// for its whole wait, and with many waiters a per-watch allocation adds up.
+// The zero KeyWatch watches nothing; its Stop does nothing.
+type KeyWatch struct {
+	C   <-chan struct{}
+	v   *View
+	key string
+	w   *keyWait
+}
+
+// WatchKey registers a watch on key: its C is closed at the next write to
+// key (a new value or a tombstone). The waiter calls Stop exactly once when
+// it gives up, so keys nobody waits for hold nothing. All waiters of a key
+// share one channel. Register before reading the current value, so no write
+// can fall between the read and the wait.
+func (v *View) WatchKey(key string) KeyWatch {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	w, ok := v.keyWaits[key]
@@ -303,16 +314,20 @@ func (v *View) WatchKey(key string) (<-chan struct{}, func()) {
 		v.keyWaits[key] = w
 	}
 	w.refs++
-	var once sync.Once
-	return w.ch, func() {
-		once.Do(func() {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			w.refs--
-			if w.refs == 0 && v.keyWaits[key] == w {
-				delete(v.keyWaits, key)
-			}
-		})
+	return KeyWatch{C: w.ch, v: v, key: key, w: w}
+}
+
+// Stop ends the watch; the last watch of a key that was not written drops
+// the key's channel.
+func (kw KeyWatch) Stop() {
+	if kw.w == nil {
+		return
+	}
+	kw.v.mu.Lock()
+	defer kw.v.mu.Unlock()
+	kw.w.refs--
+	if kw.w.refs == 0 && kw.v.keyWaits[kw.key] == kw.w {
+		delete(kw.v.keyWaits, kw.key)
 	}
 }
 

@@ -138,28 +138,26 @@ func BenchmarkViewScan(b *testing.B) {
 func BenchmarkViewWatchKey(b *testing.B) {
 	v := benchView(b, 1_000)
 	keys := benchKeys(1_000)
-	ch, stop := v.WatchKey(keys[0])
-	stop()
+	w := v.WatchKey(keys[0])
+	w.Stop()
 	select {
-	case <-ch:
+	case <-w.C:
 		b.Fatal("the watch fired without a write")
 	default:
 	}
 	b.Run("fresh", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, stop := v.WatchKey(keys[0])
-			stop()
+			v.WatchKey(keys[0]).Stop()
 		}
 	})
 	b.Run("shared", func(b *testing.B) {
 		// Another waiter holds the key: the channel exists already.
-		_, hold := v.WatchKey(keys[0])
-		defer hold()
+		hold := v.WatchKey(keys[0])
+		defer hold.Stop()
 		b.ReportAllocs()
 		for b.Loop() {
-			_, stop := v.WatchKey(keys[0])
-			stop()
+			v.WatchKey(keys[0]).Stop()
 		}
 	})
 	b.Run("fresh/parallel", func(b *testing.B) {
@@ -167,8 +165,7 @@ func BenchmarkViewWatchKey(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
-				_, stop := v.WatchKey(keys[i])
-				stop()
+				v.WatchKey(keys[i]).Stop()
 				if i++; i == len(keys) {
 					i = 0
 				}

@@ -108,10 +108,11 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wa, stopA := v.WatchKey("a")
-	defer stopA()
-	wb, stopB := v.WatchKey("b")
-	defer stopB()
+	a := v.WatchKey("a")
+	defer a.Stop()
+	b2 := v.WatchKey("b")
+	defer b2.Stop()
+	wa, wb := a.C, b2.C
 	changed := v.Changed()
 
 	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a2")})
@@ -158,14 +159,14 @@ func TestLiveFetchIsAnsweredOnWriteNotAtItsWait(t *testing.T) {
 	}
 	for i := range 3 {
 		key := fmt.Sprintf("k%d", i)
-		w, stop := v.WatchKey(key)
+		w := v.WatchKey(key)
 		produce(t, b.Addr(), "items", rec{key: []byte(key), value: []byte("v")})
 		select {
-		case <-w:
+		case <-w.C:
 		case <-ctx.Done():
 			t.Fatalf("write %d reached the view only after the fetch's wait, or never", i)
 		}
-		stop()
+		w.Stop()
 	}
 }
 
@@ -348,8 +349,9 @@ func TestViewFollowsAddedPartitions(t *testing.T) {
 	if n := v.Partitions(); n != 1 {
 		t.Fatalf("the view reads %d partitions, want 1", n)
 	}
-	z, stop := v.WatchKey("z")
-	defer stop()
+	zw := v.WatchKey("z")
+	defer zw.Stop()
+	z := zw.C
 
 	// Written to the added partition at once, before the view can have
 	// noticed it: the view reads an added partition from its start.

@@ -28,6 +28,9 @@ type childConfig struct {
 	LogLevel string   `json:"log_level"`
 	Profiles profiles `json:"profiles"`
 	Limits   string   `json:"limits,omitempty"` // -limits
+	// NoopOnly starts no broker and no processor: the process serves the
+	// no-op server alone, so its memory samples hold nothing else.
+	NoopOnly bool `json:"noop_only,omitempty"`
 }
 
 // childRequest is one command to the child, one JSON object per line on its
@@ -40,6 +43,7 @@ type childRequest struct {
 	Hold    bool              `json:"hold,omitempty"`
 	Name    string            `json:"name,omitempty"` // of a gauge
 	GC      bool              `json:"gc,omitempty"`
+	Profile string            `json:"profile,omitempty"` // a heap profile to write after a memory sample
 }
 
 // childResponse answers one childRequest, one JSON object per line on the
@@ -66,6 +70,7 @@ const (
 	opUnresp  = "responder-stop"
 	opUsage   = "usage"
 	opMemory  = "memory"
+	opCPUProf = "cpu-profile"
 )
 
 // child is the server side in a child process: this binary re-executed
@@ -240,8 +245,13 @@ func (c *child) usage(ctx context.Context, gc bool) (usage, bool, error) {
 	return *r.Usage, true, nil
 }
 
-func (c *child) memory(ctx context.Context) (memory, bool, error) {
-	r, err := c.call(ctx, childRequest{Op: opMemory})
+func (c *child) cpuProfile(ctx context.Context, file string) error {
+	_, err := c.call(ctx, childRequest{Op: opCPUProf, Profile: file})
+	return err
+}
+
+func (c *child) memory(ctx context.Context, profile string) (memory, bool, error) {
+	r, err := c.call(ctx, childRequest{Op: opMemory, Profile: profile})
 	if err != nil || r.Memory == nil {
 		return memory{}, false, errors.Join(err, errors.New("no memory sample in the answer"))
 	}
@@ -273,15 +283,22 @@ func (c *child) close() {
 
 // serveChild is the child's side: it starts the servers, announces the
 // processor's address and answers commands until its input ends.
-func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.Logger, limits string) error {
+func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.Logger, cfg childConfig) error {
 	enc := json.NewEncoder(out)
-	l, err := startLocal(logger, limits)
-	if err != nil {
-		_ = enc.Encode(childResponse{Err: err.Error()})
-		return err
+	l := &local{log: logger}
+	if !cfg.NoopOnly {
+		var err error
+		if l, err = startLocal(logger, cfg.Limits); err != nil {
+			_ = enc.Encode(childResponse{Err: err.Error()})
+			return err
+		}
 	}
 	defer l.close()
-	if err := enc.Encode(childResponse{Addr: l.processorAddr(), Broker: l.brokerAddr()}); err != nil {
+	var hello childResponse
+	if l.proc != nil {
+		hello = childResponse{Addr: l.processorAddr(), Broker: l.brokerAddr()}
+	}
+	if err := enc.Encode(hello); err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(in)
@@ -303,6 +320,13 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.L
 }
 
 func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) error {
+	switch req.Op {
+	case opNoop, opStop, opRelease, opHeld, opUsage, opMemory, opCPUProf:
+	default:
+		if l.proc == nil {
+			return fmt.Errorf("command %q: this server process runs the no-op server alone", req.Op)
+		}
+	}
 	var err error
 	switch req.Op {
 	case opPut:
@@ -334,9 +358,14 @@ func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) e
 	case opUsage:
 		u := sampleUsage(req.GC)
 		r.Usage = &u
+	case opCPUProf:
+		err = l.cpuProfile(ctx, req.Profile)
 	case opMemory:
 		m := sampleMemory()
 		r.Memory = &m
+		if req.Profile != "" {
+			err = writeProfile("heap", req.Profile)
+		}
 	default:
 		err = fmt.Errorf("unknown command %q", req.Op)
 	}
@@ -362,7 +391,7 @@ func childMain(ctx context.Context, config string, stdin io.Reader, out, stderr 
 		logger.Error("starting the profiles", "err", err)
 		return 1
 	}
-	err = serveChild(ctx, stdin, out, logger, cfg.Limits)
+	err = serveChild(ctx, stdin, out, logger, cfg)
 	if perr := stopProfiles(); err == nil {
 		err = perr
 	}

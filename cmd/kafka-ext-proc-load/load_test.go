@@ -43,8 +43,14 @@ func testScenarios(t *testing.T, split bool) {
 	args = append(args, "-cpuprofile", profs[0], "-mutexprofile", profs[1], "-allocprofile", profs[2])
 	if split {
 		// The split run also has the raw loops carry the processor's
-		// record headers, read back from Kafka.
-		args = append(args, "-split", "-raw-headers", "gateway")
+		// record headers, read back from Kafka, and writes the long poll's
+		// heap profiles (of both server processes).
+		args = append(args, "-split", "-raw-headers", "gateway", "-heapprofile", filepath.Join(dir, "lp"))
+		for _, s := range []string{"noop", "processor"} {
+			for _, w := range []string{"before", "held", "woken"} {
+				profs = append(profs, filepath.Join(dir, "lp-"+s+"-"+w+".pprof"))
+			}
+		}
 	}
 	code := run(ctx, args, &out, &errOut)
 	if code != 0 {
@@ -100,7 +106,7 @@ func testScenarios(t *testing.T, split bool) {
 			t.Errorf("longpoll %s (split %v): server share %+v", name, split, f.Server)
 		}
 	}
-	if lp.WakeRatio <= 0 || lp.MemRatio <= 0 {
+	if lp.WakeRatio <= 0 || lp.MemRatio <= 0 || split && (lp.ServerMemRatio <= 0 || lp.ServerHeapRatio <= 0) {
 		t.Errorf("longpoll: %+v", lp)
 	}
 	// Every answer was 201 with the responder's reply (the scenario fails
@@ -330,6 +336,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-routes", "10001"},
 		{"-idle", "1ms"},
 		{"-idleprofile", "a.pprof", "-cpuprofile", "b.pprof"},
+		{"-wakeprofile", "a", "-cpuprofile", "b.pprof"},
 		{"-clients", "0"},
 		{"-duration", "11m"},
 		{"-value-size", "8"},
@@ -435,5 +442,63 @@ func TestLimitsFlag(t *testing.T) {
 		if l := cfg.Limits; l.StreamSendRate != 1000 || l.StreamSendInterval != 100*time.Millisecond || l.MaxWait != time.Minute {
 			t.Errorf("more routes %v: limits %+v, want the flag's and max-wait 60s", more, l)
 		}
+	}
+}
+
+// TestNoopOnlyChild checks the no-op-only server process the long poll
+// measures the no-op in: it serves the no-op and refuses, by name, what
+// needs the broker or the processor it does not run.
+func TestNoopOnlyChild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := startChild(ctx, childConfig{LogLevel: "warn", NoopOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if c.processorAddr() != "" || c.brokerAddr() != "" {
+		t.Errorf("addresses %q, %q; want none", c.processorAddr(), c.brokerAddr())
+	}
+	if _, err := c.startNoop(ctx, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.heldNoop(ctx); err != nil || n != 0 {
+		t.Errorf("held %d, %v; want 0", n, err)
+	}
+	if _, ok, err := c.memory(ctx, ""); err != nil || !ok {
+		t.Errorf("memory: %v, %v", ok, err)
+	}
+	err = c.put(ctx, itemsTopic, map[string][]byte{"k": []byte("{}")})
+	if want := `command "put": this server process runs the no-op server alone`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("put: %v; want %q", err, want)
+	}
+	if err := c.stopNoop(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestWakeProfiles runs the long poll with -wakeprofile: a CPU profile of
+// each server's wake-up alone, and the wake-up's CPU per waiter.
+func TestWakeProfiles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prefix := filepath.Join(t.TempDir(), "w")
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "longpoll", "-json", "-split", "-waiters", "50", "-register-timeout", "20s", "-timeout", "90s", "-wakeprofile", prefix}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, s := range []string{"noop", "processor"} {
+		if fi, err := os.Stat(prefix + "-" + s + "-wake.pprof"); err != nil || fi.Size() == 0 {
+			t.Errorf("wake profile of %s: %v", s, err)
+		}
+	}
+	var lp longPollResult
+	if err := json.Unmarshal(out.Bytes(), &lp); err != nil {
+		t.Fatal(err)
+	}
+	// Every answer allocates in the server (its answer at least).
+	if lp.Processor.WakeAllocs < 1 || lp.Noop.WakeAllocs < 1 {
+		t.Errorf("wake-up allocations per waiter: processor %.1f, no-op %.1f", lp.Processor.WakeAllocs, lp.Noop.WakeAllocs)
 	}
 }

@@ -57,6 +57,12 @@ type waitFigures struct {
 	All perWaiter `json:"all"`
 	// Server is the server process alone (-split only).
 	Server *perWaiter `json:"server,omitempty"`
+	// WakeCPUus and WakeAllocs are the server process's CPU time and heap
+	// allocations from the release until every waiter had its answer, per
+	// waiter (-split only): the wake-up's cost, which a loaded machine
+	// does not stretch as it stretches the times.
+	WakeCPUus  float64 `json:"server_wake_cpu_us_per_waiter,omitempty"`
+	WakeAllocs float64 `json:"server_wake_allocs_per_waiter,omitempty"`
 }
 
 // longPollResult is the outcome of the longpoll scenario.
@@ -76,10 +82,16 @@ type longPollResult struct {
 	// what a waiter costs beyond an open ext_proc stream.
 	MemRatio            float64 `json:"mem_ratio"`
 	ExtraBytesPerWaiter float64 `json:"extra_bytes_per_waiter"`
-	// ServerMemRatio is MemRatio in the server process alone (-split only).
-	ServerMemRatio float64 `json:"server_mem_ratio,omitempty"`
-	TargetWakeMs   float64 `json:"target_wake_max_ms"`
-	TargetBytes    float64 `json:"target_bytes_per_waiter"`
+	// ServerMemRatio is MemRatio in the server process alone (-split only),
+	// ServerHeapRatio and ServerStackRatio its heap and stack parts.
+	ServerMemRatio   float64 `json:"server_mem_ratio,omitempty"`
+	ServerHeapRatio  float64 `json:"server_heap_ratio,omitempty"`
+	ServerStackRatio float64 `json:"server_stack_ratio,omitempty"`
+	// ServerWakeCPURatio is the processor's wake-up CPU per waiter ÷ the
+	// no-op's (-split only).
+	ServerWakeCPURatio float64 `json:"server_wake_cpu_ratio,omitempty"`
+	TargetWakeMs       float64 `json:"target_wake_max_ms"`
+	TargetBytes        float64 `json:"target_bytes_per_waiter"`
 }
 
 func (longPollResult) isResult() {}
@@ -118,18 +130,34 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 
 	res := longPollResult{Scenario: scenarioLongPoll, Split: e.split, Conns: o.conns, TargetWakeMs: 1000, TargetBytes: 16 << 10}
 
-	addr, err := e.srv.startNoop(ctx, answer, true)
+	// With -split the no-op server runs in a fresh process of its own, as
+	// the processor's waiters start in a process that held no waiters
+	// before: the runtime keeps a finished goroutine's descriptor (heap) for
+	// reuse, so a server measured after the other would not pay for its
+	// goroutines' descriptors; and the processor's process frees the
+	// short-lived Kafka clients of its start (23 MB apiece) at a time of
+	// their own, which once fell inside the no-op's sample.
+	noopSrv := e.srv
+	if e.split {
+		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: profiles{Heap: o.profiles.Heap, Wake: o.profiles.Wake}, NoopOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("no-op: %w", err)
+		}
+		defer c.close()
+		noopSrv = c
+	}
+	addr, err := noopSrv.startNoop(ctx, answer, true)
 	if err != nil {
 		return nil, err
 	}
 	noopSide, err := e.dial("no-op", addr, o.conns)
 	if err != nil {
-		_ = e.srv.stopNoop(ctx)
+		_ = noopSrv.stopNoop(ctx)
 		return nil, err
 	}
-	res.Noop, err = e.holdWaiters(ctx, o, noopSide, req,
-		func() (int64, error) { return e.srv.heldNoop(ctx) }, "streams the no-op server holds",
-		func() (time.Time, error) { t0 := time.Now(); return t0, e.srv.releaseNoop(ctx) },
+	res.Noop, err = e.holdWaiters(ctx, o, "noop", noopSrv, noopSide, req,
+		func() (int64, error) { return noopSrv.heldNoop(ctx) }, "streams the no-op server holds",
+		func() (time.Time, error) { t0 := time.Now(); return t0, noopSrv.releaseNoop(ctx) },
 		func(r reply) error {
 			if r.status != 200 || len(r.body) != len(v1) {
 				return fmt.Errorf("%d with %d bytes, want 200 with %d", r.status, len(r.body), len(v1))
@@ -137,7 +165,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 			return nil
 		})
 	noopSide.close()
-	if serr := e.srv.stopNoop(ctx); err == nil {
+	if serr := noopSrv.stopNoop(ctx); err == nil {
 		err = serr
 	}
 	if err != nil {
@@ -145,7 +173,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	}
 
 	var acked time.Duration
-	res.Processor, err = e.holdWaiters(ctx, o, e.procSide, req,
+	res.Processor, err = e.holdWaiters(ctx, o, "processor", e.srv, e.procSide, req,
 		func() (int64, error) { return e.srv.gauge(ctx, waitersGauge) }, "the processor's kafka_ext_proc_fetch_waiters gauge",
 		func() (time.Time, error) {
 			t0 := time.Now()
@@ -168,6 +196,9 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	res.ExtraBytesPerWaiter = res.Processor.All.Bytes - res.Noop.All.Bytes
 	if e.split {
 		res.ServerMemRatio = res.Processor.Server.Bytes / res.Noop.Server.Bytes
+		res.ServerHeapRatio = res.Processor.Server.Heap / res.Noop.Server.Heap
+		res.ServerStackRatio = res.Processor.Server.Stacks / res.Noop.Server.Stacks
+		res.ServerWakeCPURatio = res.Processor.WakeCPUus / res.Noop.WakeCPUus
 	}
 	return res, nil
 }
@@ -182,16 +213,21 @@ type outcome struct {
 // registered reports them all held, samples memory, calls release (the
 // event that should answer them; it returns when the event happened) and
 // waits for every answer. counted says how registered counts, for errors.
-func (e *env) holdWaiters(ctx context.Context, o *options, s *side, req emulator.Request,
+func (e *env) holdWaiters(ctx context.Context, o *options, name string, srv servers, s *side, req emulator.Request,
 	registered func() (int64, error), counted string, release func() (time.Time, error), check func(reply) error) (waitFigures, error) {
 	n := o.waiters
 	fig := waitFigures{Waiters: n}
 	outcomes := make([]outcome, n) // allocated before the baseline: not a waiter's cost
-	srvBefore, split, err := e.srv.memory(ctx)
+	srvBefore, split, err := srv.memory(ctx, heapProfile(o, name, "before"))
 	if err != nil {
 		return fig, err
 	}
 	before := sampleMemory()
+	if !split {
+		if err := writeHeapProfile(o, name, "before"); err != nil {
+			return fig, err
+		}
+	}
 
 	wctx, cancel := context.WithTimeout(ctx, o.register+longPollWait*time.Second+answerMargin)
 	defer cancel()
@@ -245,7 +281,12 @@ func (e *env) holdWaiters(ctx context.Context, o *options, s *side, req emulator
 	}
 	fig.RegisterSeconds = time.Since(start).Seconds()
 	held := sampleMemory()
-	srvHeld, _, err := e.srv.memory(ctx)
+	if !split {
+		if err := writeHeapProfile(o, name, "held"); err != nil {
+			return fig, err
+		}
+	}
+	srvHeld, _, err := srv.memory(ctx, heapProfile(o, name, "held"))
 	if err != nil {
 		return fig, err
 	}
@@ -256,11 +297,48 @@ func (e *env) holdWaiters(ctx context.Context, o *options, s *side, req emulator
 		fig.All = fig.All.plus(srv)
 	}
 
+	var wake0 usage
+	if split {
+		if wake0, _, err = srv.usage(ctx, false); err != nil {
+			return fig, err
+		}
+	}
+	if o.profiles.Wake != "" {
+		if err := srv.cpuProfile(ctx, o.profiles.Wake+"-"+name+"-wake.pprof"); err != nil {
+			return fig, err
+		}
+	}
 	t0, err := release()
 	if err != nil {
 		return fig, err
 	}
 	wg.Wait()
+	if o.profiles.Wake != "" {
+		if err := srv.cpuProfile(ctx, ""); err != nil {
+			return fig, err
+		}
+	}
+	if split {
+		wake1, _, err := srv.usage(ctx, false)
+		if err != nil {
+			return fig, err
+		}
+		w := wake1.sub(wake0)
+		fig.WakeCPUus = float64(w.CPU.Microseconds()) / float64(n)
+		fig.WakeAllocs = float64(w.Mallocs) / float64(n)
+	}
+	// With every waiter answered: the allocations since "held" are the
+	// wake-up's (pprof -sample_index=alloc_space -diff_base).
+	if o.profiles.Heap != "" {
+		if split {
+			_, _, err = srv.memory(ctx, heapProfile(o, name, "woken"))
+		} else {
+			err = writeHeapProfile(o, name, "woken")
+		}
+		if err != nil {
+			return fig, err
+		}
+	}
 	wakes := make([]time.Duration, 0, n)
 	var bad int
 	var firstBad error
@@ -287,6 +365,23 @@ func (e *env) holdWaiters(ctx context.Context, o *options, s *side, req emulator
 	fig.WakeP99Ms = ms(percentile(wakes, 99))
 	fig.WakeMaxMs = ms(wakes[len(wakes)-1])
 	return fig, nil
+}
+
+// heapProfile names the heap profile of side name at point when, or is ""
+// without -heapprofile.
+func heapProfile(o *options, name, when string) string {
+	if o.profiles.Heap == "" {
+		return ""
+	}
+	return o.profiles.Heap + "-" + name + "-" + when + ".pprof"
+}
+
+// writeHeapProfile writes this process's heap profile, if asked for.
+func writeHeapProfile(o *options, name, when string) error {
+	if f := heapProfile(o, name, when); f != "" {
+		return writeProfile("heap", f)
+	}
+	return nil
 }
 
 // percentile is the nearest-rank percentile of sorted durations.

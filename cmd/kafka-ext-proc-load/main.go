@@ -143,6 +143,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.profiles.Wake, "wakeprofile", "", "longpoll: write CPU profiles of the wake-up alone, from the release until every waiter was answered, to PREFIX-{noop,processor}-wake.pprof (with -split: of the server process); not with -cpuprofile")
+	fs.StringVar(&o.profiles.Heap, "heapprofile", "", "longpoll: write heap profiles to PREFIX-{noop,processor}-{before,held,woken}.pprof, before the waiters, with them held and once all were answered (with -split: of the server process); samples every 4 KiB, so the run's times are not figures")
 	fs.StringVar(&o.idleProfile, "idleprofile", "", "write a CPU profile of idle-routes' idle window with the processor (its views ready, no traffic) to this file; not with -cpuprofile")
 	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
 	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
@@ -163,6 +165,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.idleProfile != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
+	}
+	if o.profiles.Wake != "" && o.profiles.CPU != "" {
+		return nil, errors.New("-wakeprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
 	}
 	if o.rawHeaders != rawHeadersOwn && o.rawHeaders != rawHeadersGateway {
 		return nil, fmt.Errorf("-raw-headers %q: want own or gateway", o.rawHeaders)
@@ -300,6 +305,11 @@ type profiles struct {
 	CPU    string `json:"cpu,omitempty"`
 	Mutex  string `json:"mutex,omitempty"`
 	Allocs string `json:"allocs,omitempty"`
+	// Heap prefixes the long poll's heap profiles: before the waiters and
+	// with them held, of each server (see holdWaiters).
+	Heap string `json:"heap,omitempty"`
+	// Wake prefixes the long poll's CPU profiles of the wake-up alone.
+	Wake string `json:"wake,omitempty"`
 }
 
 // startProfiles starts the profiles asked for; the returned function
@@ -335,6 +345,11 @@ func startProfiles(p profiles) (func() error, error) {
 			defer runtime.SetMutexProfileFraction(prev)
 			return writeProfile("mutex", p.Mutex)
 		})
+	}
+	if p.Heap != "" {
+		// Fine enough to tell apart what a few hundred bytes per waiter
+		// are; the default (512 KiB) hides them.
+		runtime.MemProfileRate = 4 << 10
 	}
 	if p.Allocs != "" {
 		// The default sampling (one per 512 KiB allocated) is enough to

@@ -90,8 +90,10 @@ func reportLongPoll(b *strings.Builder, r longPollResult) {
 	fmt.Fprintf(b, "  ratio     wake-up max %.2f × the no-op's (issue 9 target: all within %.0f ms at 10,000 waiters)\n", r.WakeRatio, r.TargetWakeMs)
 	fmt.Fprintf(b, "            all processes: memory %.2f × the no-op's, %+.0f B/waiter over an open stream\n", r.MemRatio, r.ExtraBytesPerWaiter)
 	if r.Split {
-		fmt.Fprintf(b, "            server alone:  %.0f B/waiter, %.2f × the no-op's (issue 9 target ≤ %.0f B)\n",
-			r.Processor.Server.Bytes, r.ServerMemRatio, r.TargetBytes)
+		fmt.Fprintf(b, "            server alone:  %.0f B/waiter, %.2f × the no-op's (heap %.2f ×, stacks %.2f ×; issue 9 target ≤ %.0f B)\n",
+			r.Processor.Server.Bytes, r.ServerMemRatio, r.ServerHeapRatio, r.ServerStackRatio, r.TargetBytes)
+		fmt.Fprintf(b, "            wake-up CPU:   %.1f µs/waiter, %.2f × the no-op's %.1f µs; %.1f allocs/waiter (no-op %.1f)\n",
+			r.Processor.WakeCPUus, r.ServerWakeCPURatio, r.Noop.WakeCPUus, r.Processor.WakeAllocs, r.Noop.WakeAllocs)
 	} else {
 		fmt.Fprintf(b, "            (the client side's streams are in both: %.0f B/waiter is an upper bound of the processor's, target ≤ %.0f B; -split measures the server alone)\n",
 			r.Processor.All.Bytes, r.TargetBytes)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -140,7 +142,12 @@ type servers interface {
 	// usage and memory sample the server side alone; ok is false when it
 	// shares this process (the process's own samples then cover it).
 	usage(ctx context.Context, gc bool) (u usage, ok bool, err error)
-	memory(ctx context.Context) (m memory, ok bool, err error)
+	// cpuProfile starts a CPU profile of the server side written to file,
+	// or with "" stops the one running.
+	cpuProfile(ctx context.Context, file string) error
+	// memory, when profile is not "", also writes a heap profile of the
+	// server side there, right after the sample.
+	memory(ctx context.Context, profile string) (m memory, ok bool, err error)
 	close()
 }
 
@@ -154,6 +161,8 @@ type local struct {
 	resp   *responder.Responder
 	full   *config.Config // every route; reloaded by moreRoutes
 	more   bool           // the processor runs full
+	// cpuProf is the file of the CPU profile cpuProfile started.
+	cpuProf *os.File
 }
 
 var _ servers = (*local)(nil)
@@ -307,7 +316,29 @@ func (l *local) gauge(_ context.Context, name string) (int64, error) {
 
 func (l *local) usage(context.Context, bool) (usage, bool, error) { return usage{}, false, nil }
 
-func (l *local) memory(context.Context) (memory, bool, error) { return memory{}, false, nil }
+func (l *local) memory(context.Context, string) (memory, bool, error) { return memory{}, false, nil }
+
+func (l *local) cpuProfile(_ context.Context, file string) error {
+	if file == "" {
+		if l.cpuProf == nil {
+			return errors.New("no CPU profile is running")
+		}
+		pprof.StopCPUProfile()
+		err := l.cpuProf.Close()
+		l.cpuProf = nil
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("starting a CPU profile (not with -cpuprofile): %w", err)
+	}
+	l.cpuProf = f
+	return nil
+}
 
 func (l *local) close() {
 	_ = l.stopNoop(context.Background())

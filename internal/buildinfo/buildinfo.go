@@ -16,18 +16,28 @@ type Info struct {
 	GoVersion string
 }
 
+// revision is the commit a build names when the toolchain cannot stamp one:
+// the image build's context has no .git, so the Dockerfile passes its
+// REVISION argument with -ldflags "-X <this package>.revision=…". Only the
+// linker sets it.
+var revision string
+
 // Read returns the running binary's build information.
 func Read() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: "unknown", Commit: "unknown", GoVersion: runtime.Version()}
+		bi = &debug.BuildInfo{}
 	}
-	return From(bi)
+	return From(bi, revision)
 }
 
-// From extracts Info from build information.
-func From(bi *debug.BuildInfo) Info {
+// From extracts Info from build information; linked is the commit the linker
+// was given, used when the toolchain stamped none.
+func From(bi *debug.BuildInfo, linked string) Info {
 	info := Info{Version: bi.Main.Version, Commit: "unknown", GoVersion: bi.GoVersion}
+	if linked != "" {
+		info.Commit = linked
+	}
 	if info.Version == "" {
 		info.Version = "unknown"
 	}

@@ -1,31 +1,33 @@
 package httpkafka
 
 import (
+	"context"
 	"testing"
 	"time"
 )
 
 func TestDeadlinesShareAMillisecond(t *testing.T) {
 	var d deadlines
+	drain := context.Background()
 	at := time.Now().Add(50 * time.Millisecond).Truncate(time.Millisecond)
-	a, releaseA := d.wait(at)
-	b, releaseB := d.wait(at.Add(-time.Microsecond)) // the same millisecond, rounded up
-	c, releaseC := d.wait(at.Add(time.Millisecond))
+	a := d.wait(drain, at)
+	b := d.wait(drain, at.Add(-time.Microsecond)) // the same millisecond, rounded up
+	c := d.wait(drain, at.Add(time.Millisecond))
 	if a != b || a == c || d.len() != 2 {
-		t.Fatalf("channels %p %p %p, %d deadlines: want the first two shared, 2 deadlines", a, b, c, d.len())
+		t.Fatalf("deadlines %p %p %p, %d pending: want the first two shared, 2 pending", a, b, c, d.len())
 	}
 	select {
-	case <-a:
+	case <-a.ch:
 		if now := time.Now(); now.Before(at) {
 			t.Errorf("closed at %v, before its deadline %v", now, at)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("not closed after its deadline")
 	}
-	<-c
-	releaseA()
-	releaseB()
-	releaseC()
+	<-c.ch
+	d.release(a)
+	d.release(b)
+	d.release(c)
 	if d.len() != 0 {
 		t.Errorf("%d deadlines left after they fired", d.len())
 	}
@@ -33,37 +35,79 @@ func TestDeadlinesShareAMillisecond(t *testing.T) {
 
 func TestDeadlinesReleasedStopTheirTimer(t *testing.T) {
 	var d deadlines
+	drain := context.Background()
 	at := time.Now().Add(time.Hour)
-	_, r1 := d.wait(at)
-	ch, r2 := d.wait(at)
-	r1()
+	e1 := d.wait(drain, at)
+	e2 := d.wait(drain, at)
+	d.release(e1)
 	if d.len() != 1 {
 		t.Fatalf("%d deadlines with one waiter left, want 1", d.len())
 	}
-	r2()
+	d.release(e2)
 	if d.len() != 0 {
 		t.Fatalf("%d deadlines after the last waiter left, want 0", d.len())
 	}
 	select {
-	case <-ch:
+	case <-e2.ch:
 		t.Fatal("closed an hour early")
 	default:
 	}
 	// A later waiter on the same millisecond gets a live deadline again.
-	ch2, r3 := d.wait(at)
-	defer r3()
-	if ch2 == ch || d.len() != 1 {
-		t.Errorf("a new waiter after release: same channel %v, %d deadlines", ch2 == ch, d.len())
+	e3 := d.wait(drain, at)
+	defer d.release(e3)
+	if e3 == e2 || d.len() != 1 {
+		t.Errorf("a new waiter after release: same deadline %v, %d deadlines", e3 == e2, d.len())
 	}
 }
 
 func TestDeadlinesInThePastFireAtOnce(t *testing.T) {
 	var d deadlines
-	ch, release := d.wait(time.Now().Add(-time.Second))
-	defer release()
+	e := d.wait(context.Background(), time.Now().Add(-time.Second))
+	defer d.release(e)
 	select {
-	case <-ch:
+	case <-e.ch:
 	case <-time.After(time.Minute):
 		t.Fatal("a past deadline did not fire")
+	}
+}
+
+// The drain closes every pending deadline of its context at once, those
+// registered after it too; another drain's deadlines are not touched.
+func TestDeadlinesFireOnDrain(t *testing.T) {
+	var d deadlines
+	drain, stop := context.WithCancel(context.Background())
+	other, stopOther := context.WithCancel(context.Background())
+	defer stopOther()
+	at := time.Now().Add(time.Hour)
+	a := d.wait(drain, at)
+	b := d.wait(drain, at.Add(time.Second))
+	o := d.wait(other, at)
+	if a == o || d.len() != 3 {
+		t.Fatalf("%d pending, shared across drains %v: want 3 apart", d.len(), a == o)
+	}
+	stop()
+	for _, e := range []*deadline{a, b} {
+		select {
+		case <-e.ch:
+		case <-time.After(time.Minute):
+			t.Fatal("a deadline was not closed by its drain")
+		}
+	}
+	select {
+	case <-o.ch:
+		t.Fatal("another drain's deadline was closed")
+	default:
+	}
+	late := d.wait(drain, at)
+	select {
+	case <-late.ch:
+	case <-time.After(time.Minute):
+		t.Fatal("a deadline registered after the drain was not closed")
+	}
+	for _, e := range []*deadline{a, b, late, o} {
+		d.release(e)
+	}
+	if d.len() != 0 {
+		t.Errorf("%d deadlines left", d.len())
 	}
 }

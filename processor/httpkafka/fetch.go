@@ -177,23 +177,23 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel
 		// Only a request that waits registers a watch (it takes the view's
 		// write lock). Read again after registering: a write between the
 		// first read and the registration is then seen, not missed.
-		watch, stop := f.watch(view, sel)
+		kw, changed := f.watch(view, sel)
 		if again := f.answer(view, sel); again.tag != ans.tag || again.status != ans.status {
-			stop()
+			kw.Stop()
 			continue
 		}
 		waited = applied
-		expired, release := f.deadlines.wait(deadline)
+		// Three channels, not four: the drain closes the deadline's.
+		dl := f.deadlines.wait(drain, deadline)
 		f.waiting.Add(1)
 		select {
-		case <-watch:
-		case <-expired:
+		case <-changed:
+		case <-dl.ch:
 		case <-ctx.Done():
-		case <-drain.Done():
 		}
 		f.waiting.Add(-1)
-		release()
-		stop()
+		f.deadlines.release(dl)
+		kw.Stop()
 	}
 }
 
@@ -303,12 +303,14 @@ func (sel selection) matches(e *kafkaio.Entry) bool {
 
 // watch returns a channel closed when the selection may have changed: the
 // key's own channel for a single-key selection, so a write elsewhere wakes
-// nobody; the view's coalesced change channel otherwise.
-func (f *Fetch) watch(view *kafkaio.View, sel selection) (<-chan struct{}, func()) {
+// nobody (with the watch to stop); the view's coalesced change channel
+// otherwise (with a zero watch).
+func (f *Fetch) watch(view *kafkaio.View, sel selection) (kafkaio.KeyWatch, <-chan struct{}) {
 	if sel.single() {
-		return view.WatchKey(*sel.filters[0].key)
+		kw := view.WatchKey(*sel.filters[0].key)
+		return kw, kw.C
 	}
-	return view.Changed(), func() {}
+	return kafkaio.KeyWatch{}, view.Changed()
 }
 
 // matching returns the selected entries in (partition, offset) order.
