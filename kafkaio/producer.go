@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 )
 
 // Acks is how much acknowledgement a produce waits for (a route's `acks`).
@@ -150,6 +152,8 @@ type Producer struct {
 
 	// deliveries recycles the per-record state of Produce (see delivery).
 	deliveries sync.Pool
+	// timers recycles the Kafka-timeout timer every record has.
+	timers timerpool.Pool
 }
 
 // rdProducer is one librdkafka producer instance; a fatal error retires it.
@@ -464,7 +468,8 @@ func (s *Sending) Wait(ctx context.Context) (int32, int64, error) {
 
 // finish ends a Sending with its outcome, counted once.
 func (s *Sending) finish(res deliveryResult) (int32, int64, error) {
-	s.timer.Stop()
+	s.p.timers.Put(s.timer)
+	s.timer = nil
 	s.p.opts.Results.count(res.err)
 	if res.err != nil {
 		return -1, -1, fmt.Errorf("producing to topic %s: %w", s.topic, res.err)
@@ -481,9 +486,9 @@ func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	if r.Topic == "" {
 		return fmt.Errorf("%w: no topic", ErrNotEnqueued)
 	}
-	timer := time.NewTimer(time.Until(deadline))
+	timer := p.timers.Get(time.Until(deadline))
 	if err := p.checkTopic(ctx, r.Topic, timer.C); err != nil {
-		timer.Stop()
+		p.timers.Put(timer)
 		return err
 	}
 
@@ -506,7 +511,7 @@ func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
 	d.reset() // the client holds none of it now
 	if err != nil {
 		p.deliveries.Put(d)
-		timer.Stop()
+		p.timers.Put(timer)
 		return err
 	}
 	*s = Sending{p: p, topic: r.Topic, d: d, rd: rd, timer: timer}

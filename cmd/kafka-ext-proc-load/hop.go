@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -11,7 +13,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -91,12 +98,13 @@ func (h *hop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 }
 
 // measureWithHop measures the gateway (reqs through the processor), the
-// raw side and the raw side behind the hop baseline (measureRR; sides 0,
-// 1, 2). First the gateway and the raw side must answer (the processor
-// answers 503 until its reply index has caught up, a raw consumer must
-// have its assignment); with -raw-headers gateway, *headers gets the
-// processor's record headers read back from topic; then the processor's
-// answers are captured for the hop to replay.
+// raw side, and the raw side behind the hop baseline and behind the
+// machinery baseline (measureRR; sides 0, 1, 2, 3). First the gateway and
+// the raw side must answer (the processor answers 503 until its reply
+// index has caught up, a raw consumer must have its assignment); with
+// -raw-headers gateway, *headers gets the processor's record headers read
+// back from topic; then the processor's answers are captured for the hop
+// and the machinery baseline to replay.
 func (e *env) measureWithHop(ctx context.Context, o *options, scenario, topic string, reqs []replyRequest, raw rrSide, headers *[]kafka.Header) (func(li, si int) rrFigures, error) {
 	gw := e.gatewayRR(e.procSide, reqs)
 	for _, s := range []rrSide{gw, raw} {
@@ -127,7 +135,22 @@ func (e *env) measureWithHop(ctx context.Context, o *options, scenario, topic st
 	if err := awaitRR(ctx, hs); err != nil {
 		return nil, err
 	}
-	return e.measureRR(ctx, o, scenario, []rrSide{gw, raw, hs})
+	mb, err := startMachinery(e.log.With("component", "machinery baseline"), o.limits, raw.do, answers)
+	if err != nil {
+		return nil, err
+	}
+	defer mb.stop()
+	if err := e.checkMachinery(ctx, mb.addr(), reqs[0], answers[reqs[0].path].answer); err != nil {
+		return nil, err
+	}
+	mbSide, err := e.dial("machinery baseline", mb.addr(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	defer mbSide.close()
+	ms := e.gatewayRR(mbSide, reqs)
+	ms.name = "raw + the processor's exchange machinery"
+	return e.measureRR(ctx, o, scenario, []rrSide{gw, raw, hs, ms})
 }
 
 // captureReplies records the processor's answer to each request, for the hop
@@ -145,4 +168,163 @@ func (e *env) captureReplies(ctx context.Context, reqs []replyRequest) (map[stri
 		out[r.path] = hopAnswer{worker: i, answer: answer}
 	}
 	return out, nil
+}
+
+// machinery is the third baseline of the request-reply and oneway
+// scenarios: the hop's raw work behind the processor's own exchange
+// machinery instead of the hop's bare ext_proc server. It is a
+// processor.Server built from the gateway's configuration and served with
+// the same gRPC options: it matches each POST to its route, reads the body
+// and answers through the processor's writer, lingers until the client's
+// cancel, keeps its metrics and logs as the gateway does; only the route's
+// capability handler is replaced by one that runs the raw work for the
+// worker the path names and returns the processor's answer for it (checked
+// byte for byte before the rounds, see checkMachinery). So gateway ÷
+// machinery isolates the route's own work (for request-reply: the record's
+// headers and correlation id, the flight table, the kafkaio producer, the
+// reply index) and machinery ÷ hop is the most gateway ÷ hop can reach with
+// the exchange machinery as it is.
+//
+// It runs in the client process, as the hop does.
+type machinery struct {
+	srv  *grpc.Server
+	lis  net.Listener
+	done chan struct{}
+}
+
+// machineryHandler is the capability handler of the machinery baseline.
+type machineryHandler struct {
+	do      func(ctx context.Context, i int) error
+	answers map[string]machineryAnswer // by path; read-only once serving
+}
+
+type machineryAnswer struct {
+	worker int
+	resp   *capability.HTTPResponse
+}
+
+func (h *machineryHandler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+	a, ok := h.answers[req.Path]
+	if !ok {
+		return capability.ProblemResponse(http.StatusBadRequest, "the machinery baseline answers the scenario's POSTs, not "+req.Path)
+	}
+	if err := h.do(ctx, a.worker); err != nil {
+		return capability.ProblemResponse(http.StatusServiceUnavailable, "the raw work: "+err.Error())
+	}
+	return a.resp
+}
+
+func (h *machineryHandler) HandleGRPC(context.Context, *capability.GRPCCall) capability.Status {
+	return capability.Status{Code: codes.Unimplemented, Message: "the machinery baseline serves the scenario's HTTP routes only"}
+}
+
+// startMachinery serves the processor's exchange machinery with the bench
+// configuration (-limits included) in front of do; answers are the
+// processor's, as captured for the hop.
+func startMachinery(logger *slog.Logger, limits string, do func(ctx context.Context, i int) error, answers map[string]hopAnswer) (*machinery, error) {
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := config.Parse("bench.yaml", []byte(benchConfig(true, limits)), noEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the machinery baseline's configuration: %w", err)
+	}
+	h := &machineryHandler{do: do, answers: make(map[string]machineryAnswer, len(answers))}
+	for path, a := range answers {
+		resp, err := httpResponseOf(a.answer)
+		if err != nil {
+			return nil, fmt.Errorf("the processor's answer to %s: %w", path, err)
+		}
+		h.answers[path] = machineryAnswer{worker: a.worker, resp: resp}
+	}
+	ps, err := processor.New(processor.Options{Config: cfg, Logger: logger, HTTP: h, GRPC: h})
+	if err != nil {
+		return nil, fmt.Errorf("the machinery baseline: %w", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening for the machinery baseline: %w", err)
+	}
+	m := &machinery{srv: grpc.NewServer(stack.GRPCServerOptions(nil)...), lis: lis, done: make(chan struct{})}
+	ps.Register(m.srv)
+	go func() {
+		defer close(m.done)
+		_ = m.srv.Serve(lis) // returns nil after Stop
+	}()
+	return m, nil
+}
+
+func (m *machinery) addr() string { return m.lis.Addr().String() }
+
+func (m *machinery) stop() {
+	m.srv.Stop()
+	<-m.done
+}
+
+// httpResponseOf turns the processor's answer (one ImmediateResponse) back
+// into the handler's response it was written from; the processor's writer
+// then sends the same bytes again.
+func httpResponseOf(answer []*extprocv3.ProcessingResponse) (*capability.HTTPResponse, error) {
+	if len(answer) != 1 || answer[0].GetImmediateResponse() == nil {
+		return nil, fmt.Errorf("%d messages, want one ImmediateResponse", len(answer))
+	}
+	ir := answer[0].GetImmediateResponse()
+	resp := &capability.HTTPResponse{Status: int(ir.GetStatus().GetCode()), Body: ir.GetBody()}
+	for _, o := range ir.GetHeaders().GetSetHeaders() {
+		resp.Headers = append(resp.Headers, route.Header{Name: o.GetHeader().GetKey(), Value: string(o.GetHeader().GetRawValue())})
+	}
+	return resp, nil
+}
+
+// checkMachinery sends r once through the machinery baseline at addr and
+// checks that its answer is the processor's, message for message.
+func (e *env) checkMachinery(ctx context.Context, addr string, r replyRequest, want []*extprocv3.ProcessingResponse) error {
+	rec := &recorder{}
+	s, err := e.dial("machinery baseline (check)", addr, 1, grpc.WithStreamInterceptor(rec.interceptor()))
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	req := newRequestWith(s.client(0), "POST", r.path, false, "content-type", "application/json", "content-length", strconv.Itoa(len(r.body)))
+	rep, err := exchangeBody(ctx, s.client(0), req, r.body)
+	if err == nil {
+		err = r.check(rep)
+	}
+	if err != nil {
+		return fmt.Errorf("the machinery baseline: %w", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.msgs) != len(want) {
+		return fmt.Errorf("the machinery baseline sent %d messages, the processor %d", len(rec.msgs), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(rec.msgs[i], want[i]) {
+			return fmt.Errorf("the machinery baseline's answer to %s differs from the processor's: %v, want %v", r.path, rec.msgs[i], want[i])
+		}
+	}
+	return nil
+}
+
+// machineryRatios are the machinery baseline's ratios at replyConcurrency
+// in flight, the same in both scenarios that have it.
+type machineryRatios struct {
+	// OwnRatio is the gateway's rate ÷ the machinery baseline's: what the
+	// route's own work leaves (1 if it cost no more than the raw work).
+	OwnRatio float64 `json:"machinery_own_ratio"`
+	// CeilingRatio is the machinery baseline's rate ÷ the hop's: the most
+	// gateway ÷ hop can reach with the exchange machinery as it is.
+	CeilingRatio float64 `json:"machinery_ceiling_ratio"`
+	// OwnCPURatio and CeilingCPURatio are the same by CPU per request over
+	// every process, inverted (baseline ÷ subject), so that on saturated
+	// cores each tends to its rate ratio while moving less between runs.
+	OwnCPURatio     float64 `json:"machinery_own_cpu_ratio"`
+	CeilingCPURatio float64 `json:"machinery_ceiling_cpu_ratio"`
+}
+
+func newMachineryRatios(gateway, hop, mach rrFigures) machineryRatios {
+	return machineryRatios{
+		OwnRatio:        ratio(gateway.PerSecond, mach.PerSecond),
+		CeilingRatio:    ratio(mach.PerSecond, hop.PerSecond),
+		OwnCPURatio:     ratio(mach.All.CPUus, gateway.All.CPUus),
+		CeilingCPURatio: ratio(hop.All.CPUus, mach.All.CPUus),
+	}
 }

@@ -116,13 +116,14 @@ func testScenarios(t *testing.T, split bool) {
 		t.Fatalf("request-reply: %v (output %q)", err, out.String())
 	}
 	for name, f := range map[string]rrFigures{"gateway 1": rr.GatewayOne, "raw 1": rr.RawOne, "gateway n": rr.GatewayMany, "raw n": rr.RawMany,
-		"hop 1": rr.HopOne, "hop n": rr.HopMany} {
+		"hop 1": rr.HopOne, "hop n": rr.HopMany, "machinery 1": rr.MachineryOne, "machinery n": rr.MachineryMany} {
 		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 ||
 			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
 			t.Errorf("request-reply %s: %+v", name, f)
 		}
 	}
-	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes {
+	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes ||
+		rr.OwnRatio <= 0 || rr.CeilingRatio <= 0 || rr.OwnCPURatio <= 0 || rr.CeilingCPURatio <= 0 {
 		t.Errorf("request-reply: %+v", rr)
 	}
 	// Its own five headers, or the processor's: the request headers the
@@ -136,13 +137,14 @@ func testScenarios(t *testing.T, split bool) {
 		t.Fatalf("produce-oneway: %v (output %q)", err, out.String())
 	}
 	for name, f := range map[string]rrFigures{"gateway 1": ow.GatewayOne, "raw 1": ow.RawOne, "hop 1": ow.HopOne,
-		"gateway n": ow.GatewayMany, "raw n": ow.RawMany, "hop n": ow.HopMany} {
+		"gateway n": ow.GatewayMany, "raw n": ow.RawMany, "hop n": ow.HopMany, "machinery 1": ow.MachineryOne, "machinery n": ow.MachineryMany} {
 		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 || f.All.CPUus <= 0 ||
 			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
 			t.Errorf("produce-oneway %s: %+v", name, f)
 		}
 	}
 	if ow.HopRateRatio <= 0 || ow.HopCeilingRatio <= 0 || ow.RateRatio <= 0 || ow.LatencyRatio <= 0 || ow.HopCPURatio <= 0 ||
+		ow.OwnRatio <= 0 || ow.CeilingRatio <= 0 || ow.OwnCPURatio <= 0 || ow.CeilingCPURatio <= 0 ||
 		ow.Concurrency != replyConcurrency || ow.BodyBytes <= 0 || ow.RawHeaders != 1 {
 		t.Errorf("produce-oneway: %+v", ow)
 	}
@@ -304,7 +306,8 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, RawHeaders: 11, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3}); err != nil {
+	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3,
+		machineryRatios: machineryRatios{OwnRatio: 0.87, CeilingRatio: 0.93, OwnCPURatio: 0.86, CeilingCPURatio: 0.91}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := report(&b, false, viewScaleResult{Scenario: scenarioViewScale, Keys: 9, LoadRatio: 1.25, OverheadPerKey: 70, WakeRatio: 1.5}); err != nil {
@@ -320,6 +323,7 @@ func TestTextReport(t *testing.T) {
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
 		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "small view 0.0 ms: 1.50 ×", "idle-routes: 8 fetch routes", "0.50 % its own (issue 20 target ≤ 1 %)", "0.97 ×", "is 1.75 × it", "0.99 ×", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
+		"0.87 × the machinery baseline's", "which reaches 0.93 × the hop's (the ceiling); by CPU per request 0.86 and 0.91",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

@@ -33,6 +33,11 @@ type onewayResult struct {
 	GatewayMany rrFigures `json:"gateway_n"`
 	RawMany     rrFigures `json:"raw_n"`
 	HopMany     rrFigures `json:"hop_n"`
+	// Machinery is the raw write behind the processor's exchange machinery
+	// (see machinery).
+	MachineryOne  rrFigures `json:"machinery_1"`
+	MachineryMany rrFigures `json:"machinery_n"`
+	machineryRatios
 	// HopRateRatio is the gateway's rate ÷ the hop baseline's with
 	// Concurrency in flight (target ≥ TargetHopRate); HopCeilingRatio the
 	// hop's ÷ the raw write's, what the hop alone leaves on this machine.
@@ -144,8 +149,10 @@ func runProduceOneway(ctx context.Context, e *env, o *options) (result, error) {
 		BodyBytes: len(reqs[0].body), Concurrency: replyConcurrency,
 		GatewayOne: fig(0, 0), RawOne: fig(0, 1), HopOne: fig(0, 2),
 		GatewayMany: fig(1, 0), RawMany: fig(1, 1), HopMany: fig(1, 2),
+		MachineryOne: fig(0, 3), MachineryMany: fig(1, 3),
 		TargetHopRate: 0.9,
 	}
+	res.machineryRatios = newMachineryRatios(res.GatewayMany, res.HopMany, res.MachineryMany)
 	res.RawHeaders = rawHeaderCount(raw.headers, 1)
 	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
 	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)

@@ -116,12 +116,13 @@ func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 	fmt.Fprintf(b, "%s: POST /orders/{id} (%d-byte body, %d-byte reply) answered by the demo responder; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
 		r.Scenario, r.BodyBytes, r.ReplyBytes, r.Rounds, r.Duration, r.Conns)
 	fmt.Fprintf(b, "  the raw loop's request records carry %d headers\n", r.RawHeaders)
-	reportRRFigures(b, r.Concurrency, [3]rrFigures{r.GatewayOne, r.RawOne, r.HopOne}, [3]rrFigures{r.GatewayMany, r.RawMany, r.HopMany})
+	reportRRFigures(b, r.Concurrency, [4]rrFigures{r.GatewayOne, r.RawOne, r.HopOne, r.MachineryOne}, [4]rrFigures{r.GatewayMany, r.RawMany, r.HopMany, r.MachineryMany})
 	fmt.Fprintf(b, "  ratio     median round trip %.2f × the raw loop's (issue 9 target ≤ %.0f); p99 %.2f ×\n", r.LatencyRatio, r.TargetLatency, r.LatencyP99Ratio)
 	fmt.Fprintf(b, "            rate with %d in flight %.2f × the raw loop's (issue 9 target ≥ %.1f); with 1 in flight %.2f ×\n",
 		r.Concurrency, r.RateRatio, r.TargetRate, r.RateOneRatio)
 	fmt.Fprintf(b, "            rate with %d in flight %.2f × the hop baseline's (the raw loop behind an ext_proc hop), which reaches %.2f × the raw loop's\n",
 		r.Concurrency, r.HopRateRatio, r.HopCeilingRatio)
+	reportMachinery(b, r.Concurrency, r.machineryRatios)
 	fmt.Fprintf(b, "            CPU per request with %d in flight %.2f × the raw loop's over every process", r.Concurrency, r.CPURatio)
 	if r.Split {
 		fmt.Fprintf(b, ", %.2f × in the server process", r.ServerCPURatio)
@@ -129,16 +130,23 @@ func reportRequestReply(b *strings.Builder, r requestReplyResult) {
 	b.WriteString("\n")
 }
 
-// reportRRFigures writes the figures of the gateway, the raw loop and the
-// hop baseline, one and n in flight.
-func reportRRFigures(b *strings.Builder, n int, one, many [3]rrFigures) {
+// reportMachinery writes the machinery baseline's ratios.
+func reportMachinery(b *strings.Builder, n int, m machineryRatios) {
+	fmt.Fprintf(b, "            rate with %d in flight %.2f × the machinery baseline's (the hop's raw work behind the processor's exchange machinery), which reaches %.2f × the hop's (the ceiling); by CPU per request %.2f and %.2f\n",
+		n, m.OwnRatio, m.CeilingRatio, m.OwnCPURatio, m.CeilingCPURatio)
+}
+
+// reportRRFigures writes the figures of the gateway, the raw loop, the hop
+// baseline and the machinery baseline, one and n in flight.
+func reportRRFigures(b *strings.Builder, n int, one, many [4]rrFigures) {
 	for _, s := range []struct {
 		name string
 		f    rrFigures
 	}{
 		{"gateway, 1 in flight", one[0]}, {"raw, 1 in flight", one[1]}, {"hop, 1 in flight", one[2]},
+		{"machinery, 1 in flight", one[3]},
 		{fmt.Sprintf("gateway, %d in flight", n), many[0]}, {fmt.Sprintf("raw, %d in flight", n), many[1]},
-		{fmt.Sprintf("hop, %d in flight", n), many[2]},
+		{fmt.Sprintf("hop, %d in flight", n), many[2]}, {fmt.Sprintf("machinery, %d in flight", n), many[3]},
 	} {
 		fmt.Fprintf(b, "  %-22s %8.0f req/s  p50 %6.2f / p99 %6.2f / max %6.1f ms  (%d requests; rounds %s)\n",
 			s.name, s.f.PerSecond, s.f.Latency.P50Ms, s.f.Latency.P99Ms, s.f.Latency.MaxMs, s.f.Requests, roundList(s.f.RoundPerSecond))
@@ -157,9 +165,10 @@ func reportOneway(b *strings.Builder, r onewayResult) {
 	fmt.Fprintf(b, "%s: POST /events/{id} (%d-byte body, answered 204) vs the raw librdkafka write; %d round(s) of %s per target and concurrency, over %d ext_proc connections\n",
 		r.Scenario, r.BodyBytes, r.Rounds, r.Duration, r.Conns)
 	fmt.Fprintf(b, "  the raw write's records carry %d headers\n", r.RawHeaders)
-	reportRRFigures(b, r.Concurrency, [3]rrFigures{r.GatewayOne, r.RawOne, r.HopOne}, [3]rrFigures{r.GatewayMany, r.RawMany, r.HopMany})
+	reportRRFigures(b, r.Concurrency, [4]rrFigures{r.GatewayOne, r.RawOne, r.HopOne, r.MachineryOne}, [4]rrFigures{r.GatewayMany, r.RawMany, r.HopMany, r.MachineryMany})
 	fmt.Fprintf(b, "  ratio     rate with %d in flight %.2f × the hop baseline's (issue 20 target ≥ %.1f), which reaches %.2f × the raw write's; gateway ÷ raw %.2f\n",
 		r.Concurrency, r.HopRateRatio, r.TargetHopRate, r.HopCeilingRatio, r.RateRatio)
+	reportMachinery(b, r.Concurrency, r.machineryRatios)
 	fmt.Fprintf(b, "            median with 1 in flight %.2f × the raw write's, %.2f × the hop's; CPU per request with %d in flight %.2f × the hop's over every process\n",
 		r.LatencyRatio, r.HopLatencyRatio, r.Concurrency, r.HopCPURatio)
 }

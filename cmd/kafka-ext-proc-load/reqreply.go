@@ -191,6 +191,11 @@ type requestReplyResult struct {
 	// gateway that cost nothing of its own would do.
 	HopOne  rrFigures `json:"hop_1"`
 	HopMany rrFigures `json:"hop_n"`
+	// Machinery is the raw round trip behind the processor's exchange
+	// machinery (see machinery): the hop plus what every route pays.
+	MachineryOne  rrFigures `json:"machinery_1"`
+	MachineryMany rrFigures `json:"machinery_n"`
+	machineryRatios
 	// LatencyRatio is the gateway's median round trip ÷ the raw loop's, one
 	// in flight (target ≤ 2); RateRatio the gateway's rate ÷ the raw loop's
 	// with Concurrency in flight (target ≥ 0.5).
@@ -247,9 +252,10 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
 		BodyBytes: len(reqs[0].body), ReplyBytes: len(reqs[0].want), Concurrency: replyConcurrency,
 		GatewayOne: fig(0, 0), RawOne: fig(0, 1), GatewayMany: fig(1, 0), RawMany: fig(1, 1),
-		HopOne: fig(0, 2), HopMany: fig(1, 2),
+		HopOne: fig(0, 2), HopMany: fig(1, 2), MachineryOne: fig(0, 3), MachineryMany: fig(1, 3),
 		TargetLatency: 2, TargetRate: 0.5,
 	}
+	res.machineryRatios = newMachineryRatios(res.GatewayMany, res.HopMany, res.MachineryMany)
 	res.RawHeaders = rawHeaderCount(raw.headers, 5)
 	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
 	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)

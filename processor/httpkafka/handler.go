@@ -39,6 +39,7 @@ type Handler struct {
 	flights      kafkaroute.Flights
 	replyWaiters atomic.Int64 // produce requests and follow-ups waiting for a reply now
 	replays      atomic.Int64 // requests answered from a stored reply without producing
+	pools        producePools
 }
 
 var _ capability.HTTPHandler = (*Handler)(nil)

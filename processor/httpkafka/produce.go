@@ -106,12 +106,13 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	if body == nil {
 		body = []byte{} // an empty value, not a tombstone
 	}
-	c := newCorrelation()
+	c := h.pools.correlation()
 	c.field(key)
 	rec.Headers = requestHeaders(c, req.Headers, req.Match.Identities,
 		opts.Correlation.ReplyTo, w.ReplyTo, opts.Correlation.CorrelationID, overrides)
 	c.field(body)
 	cid := c.idBytes(p.refs.IdempotencyKey, req.Match.Identities)
+	h.pools.putCorrelation(c)
 	p.refs.CorrelationID = string(cid)
 	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: cid})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
@@ -158,8 +159,10 @@ func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
 // with ",", which no consumer could read as a media type.
 func (p *produceCall) contentType() *capability.HTTPResponse {
 	n := 0
-	for _, v := range p.req.Headers.Values("content-type") {
-		n += httphdr.ListLen(v)
+	for _, h := range p.req.Headers { // not Values: no slice per request
+		if h.Name == "content-type" {
+			n += httphdr.ListLen(h.Value)
+		}
 	}
 	if n > 1 {
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one content-type, not %d", n))
@@ -539,8 +542,8 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWat
 			return nil, drained
 		}
 		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
+			timer = h.pools.timers.Get(wait)
+			defer h.pools.timers.Put(timer)
 		}
 		h.replyWaiters.Add(1)
 		select {

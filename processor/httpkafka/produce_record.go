@@ -7,7 +7,9 @@ import (
 	"hash"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
@@ -86,6 +88,27 @@ func newCorrelation() *correlation {
 	c.buf = c.arr[:0]
 	return c
 }
+
+// producePools keep what every request-reply produce needs for a moment
+// only, so a round trip does not allocate it: the correlation id's hash
+// and the reply wait's timer.
+type producePools struct {
+	correlations sync.Pool // *correlation
+	timers       timerpool.Pool
+}
+
+// correlation is newCorrelation, reused.
+func (p *producePools) correlation() *correlation {
+	if c, ok := p.correlations.Get().(*correlation); ok {
+		c.h.Reset()
+		c.buf = c.arr[:0]
+		return c
+	}
+	return newCorrelation()
+}
+
+// putCorrelation gives c back; nothing may use it after.
+func (p *producePools) putCorrelation(c *correlation) { p.correlations.Put(c) }
 
 func (c *correlation) field(b []byte) {
 	c.buf = binary.AppendUvarint(c.buf[:0], uint64(len(b)))
