@@ -73,6 +73,8 @@ type Views struct {
 	// record the live consumer applies: those take the read lock.
 	mu    sync.RWMutex
 	views map[string]*viewSlot
+	// handOvers carries caught-up views' partitions to handOverLoop.
+	handOvers chan handOverReq
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -112,15 +114,17 @@ func NewViews(opts ViewsOptions) (*Views, error) {
 	c := &Views{
 		opts: opts, logger: logger, groupID: groupID,
 		live: live, admin: admin,
-		views: map[string]*viewSlot{},
-		ctx:   ctx, cancel: cancel,
+		views:     map[string]*viewSlot{},
+		handOvers: make(chan handOverReq),
+		ctx:       ctx, cancel: cancel,
 	}
-	c.wg.Add(5)
+	c.wg.Add(6)
 	go func() { defer c.wg.Done(); forwardRdLogs(logger, live.Logs(), "live", ctx.Done()) }()
 	go c.pollLive()
 	go c.watchBrokers()
 	go c.evictIdle()
 	go c.followPartitions()
+	go c.handOverLoop()
 	return c, nil
 }
 
@@ -642,10 +646,7 @@ func (c *Views) catchUp(v *View) error {
 	for p := 0; p < n; p++ {
 		handover[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(v.Position(int32(p)))}
 	}
-	c.assignMu.Lock()
-	err = c.live.IncrementalAssign(handover)
-	c.assignMu.Unlock()
-	if err != nil {
+	if err := c.handOver(handover); err != nil {
 		return fmt.Errorf("handing %s over to the live consumer: %w", topic, err)
 	}
 	v.markReady()
