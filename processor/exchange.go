@@ -38,9 +38,9 @@ type exchange struct {
 	snap   *snapshot
 	log    *slog.Logger // the server's; see logger
 	w      writer       // in the exchange's own allocation
-	// httpReq is what an HTTP exchange hands its handler, kept here for the
-	// same reason.
-	httpReq capability.HTTPRequest
+	// The HTTP request handed to a handler is not kept here: a long poll
+	// holds its exchange for the whole wait, and the request would keep its
+	// header list and path parameters alive with it (≈ 600 B per waiter).
 
 	// The request's attributes in log lines (kind, path, request_id, the
 	// trace's ids, binding, route) are made from the exchange's own fields

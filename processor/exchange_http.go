@@ -67,8 +67,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 	}
 
-	req := &x.httpReq
-	*req = capability.HTTPRequest{
+	req := &capability.HTTPRequest{
 		Method: method, Path: p, RawQuery: query, Authority: headers.Get(":authority"),
 		Headers: headers, Trailers: trailers, Body: body,
 		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
