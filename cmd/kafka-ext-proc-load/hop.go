@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
-	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 // hop is the request-reply scenario's second baseline, the raw round trip
@@ -39,10 +37,7 @@ type hop struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	do      func(ctx context.Context, i int) error // worker i's raw work
 	answers map[string]hopAnswer                   // by :path; read-only once serving
-
-	srv  *grpc.Server
-	lis  net.Listener
-	done chan struct{}
+	served
 }
 
 // hopAnswer is what the hop does for one path: worker's raw work, then
@@ -53,24 +48,13 @@ type hopAnswer struct {
 }
 
 func startHop(do func(ctx context.Context, i int) error, answers map[string]hopAnswer) (*hop, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	h := &hop{do: do, answers: answers}
+	var err error
+	h.served, err = serve("hop baseline", func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, h) })
 	if err != nil {
-		return nil, fmt.Errorf("listening for the hop baseline: %w", err)
+		return nil, err
 	}
-	h := &hop{do: do, answers: answers, srv: grpc.NewServer(stack.GRPCServerOptions(nil)...), lis: lis, done: make(chan struct{})}
-	extprocv3.RegisterExternalProcessorServer(h.srv, h)
-	go func() {
-		defer close(h.done)
-		_ = h.srv.Serve(lis) // returns nil after Stop
-	}()
 	return h, nil
-}
-
-func (h *hop) addr() string { return h.lis.Addr().String() }
-
-func (h *hop) stop() {
-	h.srv.Stop()
-	<-h.done
 }
 
 // Process answers one of the scenario's POSTs with its worker's raw work.
@@ -187,9 +171,7 @@ func (e *env) captureReplies(ctx context.Context, reqs []replyRequest) (map[stri
 //
 // It runs in the client process, as the hop does.
 type machinery struct {
-	srv  *grpc.Server
-	lis  net.Listener
-	done chan struct{}
+	served
 }
 
 // machineryHandler is the capability handler of the machinery baseline.
@@ -239,24 +221,11 @@ func startMachinery(logger *slog.Logger, limits string, do func(ctx context.Cont
 	if err != nil {
 		return nil, fmt.Errorf("the machinery baseline: %w", err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	sv, err := serve("machinery baseline", ps.Register)
 	if err != nil {
-		return nil, fmt.Errorf("listening for the machinery baseline: %w", err)
+		return nil, err
 	}
-	m := &machinery{srv: grpc.NewServer(stack.GRPCServerOptions(nil)...), lis: lis, done: make(chan struct{})}
-	ps.Register(m.srv)
-	go func() {
-		defer close(m.done)
-		_ = m.srv.Serve(lis) // returns nil after Stop
-	}()
-	return m, nil
-}
-
-func (m *machinery) addr() string { return m.lis.Addr().String() }
-
-func (m *machinery) stop() {
-	m.srv.Stop()
-	<-m.done
+	return &machinery{served: sv}, nil
 }
 
 // httpResponseOf turns the processor's answer (one ImmediateResponse) back

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
-	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 // noopLinger bounds how long the no-op server waits, after answering, for
@@ -34,10 +32,7 @@ const noopLinger = 10 * time.Second
 type noop struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	answer []*extprocv3.ProcessingResponse // read-only once serving
-
-	srv  *grpc.Server
-	lis  net.Listener
-	done chan struct{}
+	served
 
 	hold     bool
 	release  chan struct{}
@@ -47,20 +42,14 @@ type noop struct {
 
 // startNoop listens on a free loopback port and serves answer.
 func startNoop(answer []*extprocv3.ProcessingResponse, hold bool) (*noop, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	n := &noop{answer: answer, hold: hold, release: make(chan struct{})}
+	var err error
+	n.served, err = serve("no-op server", func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, n) })
 	if err != nil {
-		return nil, fmt.Errorf("listening for the no-op server: %w", err)
+		return nil, err
 	}
-	n := &noop{answer: answer, srv: grpc.NewServer(stack.GRPCServerOptions(nil)...), lis: lis, done: make(chan struct{}), hold: hold, release: make(chan struct{})}
-	extprocv3.RegisterExternalProcessorServer(n.srv, n)
-	go func() {
-		defer close(n.done)
-		_ = n.srv.Serve(lis) // returns nil after Stop
-	}()
 	return n, nil
 }
-
-func (n *noop) addr() string { return n.lis.Addr().String() }
 
 // releaseAll answers every held stream, and every later one at once.
 func (n *noop) releaseAll() { n.releaser.Do(func() { close(n.release) }) }
@@ -70,8 +59,7 @@ func (n *noop) heldNow() int64 { return n.held.Load() }
 
 func (n *noop) stop() {
 	n.releaseAll()
-	n.srv.Stop()
-	<-n.done
+	n.served.stop()
 }
 
 // Process answers one stream.
