@@ -645,13 +645,7 @@ func TestReplyPartitionsAddedAreFollowed(t *testing.T) {
 // First answers an HTTP waiter: nil and a channel before the first reply,
 // the first reply (and no channel) after, whatever comes next.
 func TestReplyWatchFirst(t *testing.T) {
-	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
-	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
-	x.Add("replies", cidHeader)
-	ctx := kafkatest.Ctx(t, 20*time.Second)
-	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
-		t.Fatal(err)
-	}
+	b, x, ctx := caughtUpIndex(t, "replies")
 	w := x.Watch("replies", "cid-first")
 	defer w.Close()
 	first, changed := w.First()
@@ -718,4 +712,17 @@ func TestReplyOrder(t *testing.T) {
 	if o.front != nil || o.back != nil {
 		t.Error("an empty order has ends")
 	}
+}
+
+// caughtUpIndex is a broker with topic and an index of it, caught up.
+func caughtUpIndex(t *testing.T, topic string) (*embedded.Broker, *ReplyIndex, context.Context) {
+	t.Helper()
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: topic}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add(topic, cidHeader)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	return b, x, ctx
 }
