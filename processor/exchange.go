@@ -79,6 +79,10 @@ type exchange struct {
 	capability  string // metrics: the matched route's capability
 	mode        string // metrics: modeLongPoll or modeStream; "" for a request
 	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
+	// reqEnded: Envoy has sent the whole request (end_of_stream on headers
+	// or a body chunk, or trailers), so it sends nothing more on the stream
+	// and the exchange ends with its answer (see linger).
+	reqEnded bool
 }
 
 // failure is an answer the exchange makes itself (DESIGN §6.6), rendered as
@@ -222,6 +226,7 @@ func (x *exchange) run() error {
 		x.failedBecause("the first ext_proc message is " + messageKind(first) + ", not request_headers; is request_header_mode SEND?")
 		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
 	}
+	x.reqEnded = rh.GetEndOfStream()
 	headers := headerList(rh.GetHeaders())
 	ctype := headers.Get("content-type")
 	isGRPC := grpcwire.IsGRPCContentType(ctype)
@@ -373,11 +378,34 @@ func (x *exchange) logSendErr(err error) {
 // start.
 const lingerQuiet = 5 * time.Millisecond
 
-// linger waits, after the terminal answer, for Envoy to cancel or close the
-// stream, ignoring request chunks still arriving (a reply would reset the
-// client's stream). The wait is bounded by closeWait and the drain.
+// linger follows the terminal answer.
+//
+// When Envoy has sent the whole request, the exchange ends at once: Process
+// returns and gRPC closes the stream with OK right behind the answer. Envoy
+// has nothing more to send, and the frames of one HTTP/2 stream arrive in
+// order, so it handles the answer first: an ImmediateResponse, or the last
+// chunk of a streamed one, completes processing and closes its side (a reset,
+// or a half-close with ext_proc_graceful_grpc_close), and the OK close that
+// follows finds processing complete and is ignored. Waiting for Envoy's
+// cancel instead held a timer and, past lingerQuiet, a reader goroutine per
+// answered stream for nothing.
+//
+//	source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage
+//	  (kImmediateResponse: processing_complete_ = true; closeStreamMaybeGraceful),
+//	  Filter::closeStreamMaybeGraceful (closeStream, or halfCloseAndWaitForRemoteClose),
+//	  Filter::onGrpcCloseWithStatus (returns if processing_complete_)
+//	emulator: Exchange.onStreamEnd ignores an end after a terminal answer
+//	ours: TestAnswerEndsCompleteRequest
+//
+// When the request is still incomplete (an early 413, a route failure with a
+// body pending, a gRPC answer before the client's half-close), Envoy may
+// still be streaming it: an OK close now would let Envoy continue the
+// request unprocessed, or cut it (reference: "Processor closes the stream
+// with OK"). So the exchange waits for Envoy to cancel or close the stream,
+// ignoring request chunks still arriving; the wait is bounded by closeWait
+// and the drain.
 func (x *exchange) linger() {
-	if x.inClosed || x.ctx.Err() != nil {
+	if x.reqEnded || x.inClosed || x.ctx.Err() != nil {
 		return
 	}
 	wait := x.s.closeWait
