@@ -110,7 +110,7 @@ func (c *call) serve(headers route.Headers) error {
 			return c.abandon()
 		case msg, ok := <-x.inOrNil():
 			if !ok {
-				x.inClosed = true
+				x.recvEnded(x.rd.err)
 				switch {
 				case x.clientGone():
 					return c.abandon()
