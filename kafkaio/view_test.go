@@ -136,6 +136,40 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 	}
 }
 
+// A woken watch's Stop (which takes no lock) leaves alone the key's next
+// watch: a later write wakes the waiter registered after the first wake.
+func TestViewWatchStoppedAfterItsWakeLeavesTheNextWatch(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
+	c := newViews(t, b.Addr())
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := v.WatchKey("a")
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a2")})
+	select {
+	case <-first.C:
+	case <-ctx.Done():
+		t.Fatal("the first watch was not woken")
+	}
+	next := v.WatchKey("a")
+	defer next.Stop()
+	first.Stop()
+	select {
+	case <-next.C:
+		t.Fatal("the next watch fired before any write after it")
+	default:
+	}
+	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a3")})
+	select {
+	case <-next.C:
+	case <-ctx.Done():
+		t.Fatal("the next watch was not woken by a write after the first watch stopped")
+	}
+}
+
 // The live consumer waits long for each fetch (liveFetchWait) because the
 // broker answers a waiting fetch as soon as a record arrives: that is what
 // keeps its wake-ups prompt. Here the wait is a minute, longer than the
