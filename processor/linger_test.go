@@ -7,10 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
 )
@@ -41,26 +41,10 @@ func answerOK(o *Options) {
 	o.GRPC = grpcFunc(func(context.Context, *capability.GRPCCall) capability.Status { return capability.OK() })
 }
 
-// logBuffer collects a server's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// debugLogger logs at debug level into a buffer.
+func debugLogger() (*slog.Logger, *logbuf.Buffer) {
+	var b logbuf.Buffer
+	return slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
 }
 
 // lingerTimedOut is the linger's log line when closeWait ends it.
@@ -93,10 +77,10 @@ func TestLingerEndsOnDrain(t *testing.T) {
 // chunks still arriving first, ends the exchange without another message,
 // however long the quiet time.
 func TestLingerNoticesHalfClose(t *testing.T) {
-	logs := &logBuffer{}
+	logger, logs := debugLogger()
 	h := newHarness(t, testConfig(t), answerOK, func(o *Options) {
 		o.CloseWait = time.Hour
-		o.Logger = logs.logger()
+		o.Logger = logger
 	})
 	s := answerIncomplete(t, h, "http")
 	s.body([]byte("late"), false)
@@ -120,10 +104,10 @@ func TestLingerNoticesHalfClose(t *testing.T) {
 func TestIncompleteRequestLingers(t *testing.T) {
 	for _, kind := range []string{"http", "grpc"} {
 		t.Run(kind, func(t *testing.T) {
-			logs := &logBuffer{}
+			logger, logs := debugLogger()
 			h := newHarness(t, testConfig(t), answerOK, func(o *Options) {
 				o.CloseWait = 20 * time.Millisecond
-				o.Logger = logs.logger()
+				o.Logger = logger
 			})
 			s := answerIncomplete(t, h, kind)
 			if r, err := s.s.Recv(); !errors.Is(err, io.EOF) {
@@ -176,10 +160,10 @@ func TestAnswerEndsCompleteRequest(t *testing.T) {
 			s.send(trailersMsg())
 		}, true},
 	}
-	logs := &logBuffer{}
+	logger, logs := debugLogger()
 	h := newHarness(t, testConfig(t), func(o *Options) {
 		o.CloseWait = time.Hour
-		o.Logger = logs.logger()
+		o.Logger = logger
 		o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
 			return &capability.HTTPResponse{Status: 204}
 		})
