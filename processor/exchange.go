@@ -437,11 +437,10 @@ const lingerQuiet = 5 * time.Millisecond
 //
 // When the request is still incomplete (an early 413, a route failure with a
 // body pending, a gRPC answer before the client's half-close), Envoy may
-// still be streaming it: an OK close now would let Envoy continue the
-// request unprocessed, or cut it (reference: "Processor closes the stream
-// with OK"). So the exchange waits for Envoy to cancel or close the stream,
-// ignoring request chunks still arriving; the wait is bounded by closeWait
-// and the drain.
+// still be sending it, so the exchange does not end a stream Envoy has not
+// finished with: it waits for Envoy to cancel or close it, ignoring (never
+// answering) request chunks still arriving, bounded by closeWait and the
+// drain.
 func (x *exchange) linger() {
 	if x.reqEnded || x.inClosed || x.ctx.Err() != nil {
 		return
