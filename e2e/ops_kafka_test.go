@@ -29,6 +29,9 @@ bindings:
       - when: [{ method: POST, path: "/p/{topic}/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: "${params.topic}", topic-pattern: "p-*", key: "${params.id}", acks: leader_only }
+      - when: [{ method: POST, path: /orders }]
+        exit: kafka0
+        with: { capability: produce, topic: orders, reply-to: order-replies }
 limits: { kafka-timeout: 3s }
 `
 

@@ -117,34 +117,62 @@ func ParseClientStats(data []byte) (*ClientStats, error) {
 
 // RdStats keeps the latest statistics of each long-lived librdkafka client
 // of a cluster, by role (views, replies, log-tail, producer-<acks>).
+//
+// An event is kept as librdkafka wrote it and parsed when the statistics
+// are read (a metrics scrape), once: the live consumer's event lists every
+// partition of every view (2.3 MB of JSON with 1,000 views, 25 ms to parse),
+// which a quiet processor nobody scrapes spent a sixth of a percent of a
+// core parsing every interval.
 type RdStats struct {
-	mu     sync.Mutex
-	latest map[string]*ClientStats
+	// parseMu makes Snapshots one at a time: a later event is never
+	// replaced by an earlier one another Snapshot parsed more slowly.
+	parseMu sync.Mutex
+	mu      sync.Mutex
+	pending map[string]string // the latest event of a role, not parsed yet
+	latest  map[string]*ClientStats
 }
 
 // NewRdStats returns an empty store.
-func NewRdStats() *RdStats { return &RdStats{latest: map[string]*ClientStats{}} }
+func NewRdStats() *RdStats {
+	return &RdStats{pending: map[string]string{}, latest: map[string]*ClientStats{}}
+}
 
-// record parses and keeps a statistics event of a client. A nil store
-// drops it.
+// record keeps a statistics event of a client, replacing one not read yet.
+// A nil store drops it.
 func (s *RdStats) record(role, data string) {
 	if s == nil {
 		return
 	}
-	st, err := ParseClientStats([]byte(data))
-	if err != nil {
-		return // a librdkafka that writes other JSON: no statistics, nothing else breaks
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.latest[role] = st
+	s.pending[role] = data
 }
 
 // Snapshot returns the latest statistics by role (the values are not
-// modified afterwards: each event replaces them).
+// modified afterwards: each event replaces them). Events that do not parse
+// (a librdkafka that writes other JSON) leave a role's previous statistics,
+// and nothing else breaks. Parsing happens outside the lock, so clients
+// recording events never wait for it.
 func (s *RdStats) Snapshot() map[string]*ClientStats {
+	s.parseMu.Lock()
+	defer s.parseMu.Unlock()
+	s.mu.Lock()
+	raw := s.pending
+	if len(raw) > 0 {
+		s.pending = map[string]string{}
+	}
+	s.mu.Unlock()
+	parsed := make(map[string]*ClientStats, len(raw))
+	for role, data := range raw {
+		if st, err := ParseClientStats([]byte(data)); err == nil {
+			parsed[role] = st
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for role, st := range parsed {
+		s.latest[role] = st
+	}
 	out := make(map[string]*ClientStats, len(s.latest))
 	for k, v := range s.latest {
 		out[k] = v

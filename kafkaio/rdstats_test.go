@@ -120,3 +120,28 @@ func TestProduceCause(t *testing.T) {
 		t.Errorf("counts %v", snap)
 	}
 }
+
+// Events are parsed when the statistics are read: the latest of each role
+// wins, and one that does not parse leaves the role's previous statistics.
+func TestRdStatsParsesTheLatestEventWhenRead(t *testing.T) {
+	s := NewRdStats()
+	if snap := s.Snapshot(); len(snap) != 0 {
+		t.Fatalf("statistics before any event: %v", snap)
+	}
+	s.record("views", "{") // replaced before it is read
+	s.record("views", string(readSample(t, "consumer")))
+	s.record("producer-all", string(readSample(t, "producer")))
+	snap := s.Snapshot()
+	if len(snap) != 2 || snap["views"].Type != "consumer" || snap["producer-all"].Type != "producer" {
+		t.Fatalf("snapshot %v, want the views' consumer and the producer", snap)
+	}
+	if again := s.Snapshot(); again["views"] != snap["views"] {
+		t.Error("an event parsed twice: a read without a new event should return the same statistics")
+	}
+	s.record("views", "{")
+	if after := s.Snapshot(); after["views"] != snap["views"] {
+		t.Errorf("an event that does not parse replaced the previous statistics: %v", after["views"])
+	}
+	var none *RdStats
+	none.record("views", "{}") // a client without a store drops its events
+}

@@ -65,9 +65,13 @@ type ReplyIndexStats struct {
 type ReplyIndex struct {
 	opts   ReplyIndexOptions
 	logger *slog.Logger
+	now    func() time.Time
+
+	// connMu guards the creation of cons and admin, which connect does
+	// for the first topic added; whatever reads them runs after it.
+	connMu sync.Mutex
 	cons   *kafka.Consumer
 	admin  *kafka.AdminClient // derived from cons: describes the reply topics
-	now    func() time.Time
 
 	// assignMu serialises assignment changes: confluent-kafka-go's
 	// IncrementalAssign writes consumer state without a lock.
@@ -178,7 +182,10 @@ const (
 	replyHeaderOverhead = 40
 )
 
-// NewReplyIndex creates the index's consumer; topics are added with Add.
+// NewReplyIndex returns an index without topics; topics are added with Add.
+// Its consumer is created with the first topic: a binding no route replies
+// through has no reply consumer, whose librdkafka threads, poll loop, log
+// poller and partition check a quiet processor would otherwise run.
 func NewReplyIndex(opts ReplyIndexOptions) (*ReplyIndex, error) {
 	return newReplyIndex(opts, time.Now)
 }
@@ -196,26 +203,41 @@ func newReplyIndex(opts ReplyIndexOptions, now func() time.Time) (*ReplyIndex, e
 	if opts.PartitionCheck <= 0 {
 		opts.PartitionCheck = defaultPartitionCheck
 	}
-	logger := bindingLogger(opts.Logger, opts.Name)
-	cons, admin, err := newConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, "kafka-ext-proc-replies-"+uuid.NewString(), "reply consumer")
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &ReplyIndex{
-		opts: opts, logger: logger, cons: cons, admin: admin, now: now,
+		opts: opts, logger: bindingLogger(opts.Logger, opts.Name), now: now,
 		topics: map[string]*replyTopic{},
 		ctx:    ctx, cancel: cancel,
 		stopLogs: make(chan struct{}), logsDone: make(chan struct{}),
 	}
+	return x, nil
+}
+
+// connect creates the index's consumer and starts its goroutines, once.
+// It runs in a topic's start goroutine, which the wait group counts, so
+// Close waits for it and for what it starts.
+func (x *ReplyIndex) connect() error {
+	x.connMu.Lock()
+	defer x.connMu.Unlock()
+	if x.cons != nil {
+		return nil
+	}
+	if err := x.ctx.Err(); err != nil {
+		return err
+	}
+	cons, admin, err := newConsumer(x.opts.Name, x.opts.Properties, x.opts.KafkaTimeout, "kafka-ext-proc-replies-"+uuid.NewString(), "reply consumer")
+	if err != nil {
+		return err
+	}
+	x.cons, x.admin = cons, admin
 	go func() {
 		defer close(x.logsDone)
-		forwardRdLogs(logger, cons.Logs(), "replies", x.stopLogs)
+		forwardRdLogs(x.logger, cons.Logs(), "replies", x.stopLogs)
 	}()
 	x.wg.Add(2)
 	go x.poll()
 	go x.followPartitions()
-	return x, nil
+	return nil
 }
 
 // Close stops the consumer. Watches stop changing; waiters are not woken.
@@ -228,9 +250,15 @@ func (x *ReplyIndex) Close() {
 	x.closed = true
 	x.mu.Unlock()
 	x.cancel()
+	x.connMu.Lock() // a connect under way ends first; none starts after
+	cons, admin := x.cons, x.admin
+	x.connMu.Unlock()
 	x.wg.Wait()
-	x.admin.Close()
-	_ = x.cons.Close()
+	if cons == nil {
+		return
+	}
+	admin.Close()
+	_ = cons.Close()
 	close(x.stopLogs)
 	<-x.logsDone
 }
@@ -286,7 +314,10 @@ func (x *ReplyIndex) setReady(t *replyTopic, ready bool, reason string) {
 func (x *ReplyIndex) start(t *replyTopic) {
 	defer x.wg.Done()
 	for {
-		err := x.assign(t)
+		err := x.connect()
+		if err == nil {
+			err = x.assign(t)
+		}
 		x.mu.Lock()
 		t.lastErr = err
 		if !t.tried {

@@ -642,6 +642,50 @@ func TestReplyPartitionsAddedAreFollowed(t *testing.T) {
 	}
 }
 
+// The index's consumer comes with its first topic: an index nobody adds a
+// topic to has none (no librdkafka client, poll loop or statistics), and
+// the first topic added later is read as if the index had started with it.
+func TestReplyConsumerComesWithTheFirstTopic(t *testing.T) {
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
+	stats := NewRdStats()
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{Stats: stats}, nil)
+	x.connMu.Lock()
+	cons := x.cons
+	x.connMu.Unlock()
+	if cons != nil {
+		t.Fatal("a reply consumer before any reply topic was added")
+	}
+	writeReplies(t, b.Addr(), "replies", testReply{id: "cid-1", value: []byte("before")})
+
+	x.Add("replies", cidHeader)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
+		t.Fatal(err)
+	}
+	w := x.Watch("replies", "cid-1")
+	defer w.Close()
+	if recs := w.Records(); len(recs) != 1 || string(recs[0].Value) != "before" {
+		t.Fatalf("the reply written before the first topic was added: %d records", len(recs))
+	}
+	writeReplies(t, b.Addr(), "replies", testReply{id: "cid-1", value: []byte("after")})
+	if recs := waitRecords(t, ctx, w, 2); string(recs[1].Value) != "after" {
+		t.Fatalf("the reply written after: %q", recs[1].Value)
+	}
+}
+
+// Closing an index that never had a topic closes nothing it did not make.
+func TestReplyIndexWithoutTopicsCloses(t *testing.T) {
+	x, err := NewReplyIndex(ReplyIndexOptions{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": "127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	x.Add("replies", cidHeader) // after Close: ignored, no consumer created
+	if x.cons != nil {
+		t.Fatal("a consumer created after Close")
+	}
+}
+
 // First answers an HTTP waiter: nil and a channel before the first reply,
 // the first reply (and no channel) after, whatever comes next.
 func TestReplyWatchFirst(t *testing.T) {

@@ -323,6 +323,14 @@ func (kw KeyWatch) Stop() {
 	if kw.w == nil {
 		return
 	}
+	select {
+	case <-kw.C:
+		// The write that closed C removed the key's channel with it: nothing
+		// is left to drop, and the waiters it woke (all at once, however
+		// many) need not each take the view's write lock to find that out.
+		return
+	default:
+	}
 	kw.v.mu.Lock()
 	defer kw.v.mu.Unlock()
 	kw.w.refs--

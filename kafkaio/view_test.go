@@ -1,6 +1,7 @@
 package kafkaio_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -99,7 +100,10 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 	}
 }
 
-func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
+// itemsView is a view of a compacted topic "items" holding a=a1, on a
+// broker of its own.
+func itemsView(t *testing.T) (*kafkaio.View, string, context.Context) {
+	t.Helper()
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a1")})
 	c := newViews(t, b.Addr())
@@ -108,6 +112,11 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v, b.Addr(), ctx
+}
+
+func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
+	v, addr, ctx := itemsView(t)
 	a := v.WatchKey("a")
 	defer a.Stop()
 	b2 := v.WatchKey("b")
@@ -115,7 +124,7 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 	wa, wb := a.C, b2.C
 	changed := v.Changed()
 
-	produce(t, b.Addr(), "items", rec{key: []byte("a"), value: []byte("a2")})
+	produce(t, addr, "items", rec{key: []byte("a"), value: []byte("a2")})
 	select {
 	case <-wa:
 	case <-ctx.Done():
@@ -133,6 +142,33 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 	}
 	if e, _ := v.Get("a"); string(e.Value) != "a2" {
 		t.Fatalf("a = %q after the wake-up, want a2", e.Value)
+	}
+}
+
+// A woken watch's Stop (which takes no lock) leaves alone the key's next
+// watch: a later write wakes the waiter registered after the first wake.
+func TestViewWatchStoppedAfterItsWakeLeavesTheNextWatch(t *testing.T) {
+	v, addr, ctx := itemsView(t)
+	first := v.WatchKey("a")
+	produce(t, addr, "items", rec{key: []byte("a"), value: []byte("a2")})
+	select {
+	case <-first.C:
+	case <-ctx.Done():
+		t.Fatal("the first watch was not woken")
+	}
+	next := v.WatchKey("a")
+	defer next.Stop()
+	first.Stop()
+	select {
+	case <-next.C:
+		t.Fatal("the next watch fired before any write after it")
+	default:
+	}
+	produce(t, addr, "items", rec{key: []byte("a"), value: []byte("a3")})
+	select {
+	case <-next.C:
+	case <-ctx.Done():
+		t.Fatal("the next watch was not woken by a write after the first watch stopped")
 	}
 }
 

@@ -31,13 +31,18 @@ import (
 const inboundQueue = 16
 
 // exchange is one Process stream: one request, one answer.
+//
+// A long poll holds its exchange for the whole wait, so the fields are laid
+// out for size: what only some exchanges need (the reader, a failure's
+// cause) is out of line, and the metric labels are small codes and pointers
+// into the route snapshot the exchange holds anyway.
 type exchange struct {
-	s      *Server
-	stream extprocv3.ExternalProcessor_ProcessServer
-	ctx    context.Context // the stream's: done when Envoy cancels (client gone, or answer complete)
-	snap   *snapshot
-	log    *slog.Logger // the server's; see logger
-	w      writer       // in the exchange's own allocation
+	s     *Server
+	ctx   context.Context // the stream's: done when Envoy cancels (client gone, or answer complete)
+	snap  *snapshot
+	w     writer // in the exchange's own allocation; its stream is the exchange's
+	span  trace.Span
+	start time.Time
 	// The HTTP request handed to a handler is not kept here: a long poll
 	// holds its exchange for the whole wait, and the request would keep its
 	// header list and path parameters alive with it (≈ 600 B per waiter).
@@ -50,14 +55,25 @@ type exchange struct {
 	logMu       sync.Mutex // the handler goroutine of a gRPC call logs too
 	logStage    uint8
 	loggedStage uint8
-	logPath     string // the request's path without its query
-	requestID   string
-	logged      *slog.Logger
+	kind        uint8 // kindHTTP or kindGRPC; 0 before the request headers
+	mode        uint8 // metrics: modeCodeLongPoll or modeCodeStream; 0 for a request
+	inClosed    bool  // Recv failed: the request stream ended
+	halfClosed  bool  // ... by Envoy's half-close (io.EOF), not a cancel
+	protocolErr bool  // the stream failed without an answer: Envoy broke the protocol
+	// reqEnded: Envoy has sent the whole request (end_of_stream on headers
+	// or a body chunk, or trailers), so it sends nothing more on the stream
+	// and the exchange ends with its answer (see linger).
+	reqEnded bool
+	// logText is the request's path without its query followed by its
+	// x-request-id, copied out of the request's headers so that a waiting
+	// exchange does not keep their whole string alive; logSplit ends the path.
+	logText  string
+	logSplit int
+	logged   *slog.Logger
 	// cause, when set, is why the exchange failed in the processor's own
 	// terms (a panic, a protocol error), logged in place of what the answer
-	// says; causeAttrs go with it. Guarded by logMu.
-	cause      string
-	causeAttrs []any
+	// says. Guarded by logMu.
+	cause *failCause
 
 	// The request's messages are read by the exchange's goroutine itself
 	// until it must wait for them and for something else at once (a gRPC
@@ -65,21 +81,38 @@ type exchange struct {
 	// end within lingerQuiet); only then does a reader goroutine start. A
 	// long poll is thus one goroutine, not two, and a fetch answered from a
 	// view usually never starts one.
-	reading     bool                              // the reader goroutine runs: messages come through in
-	in          chan *extprocv3.ProcessingRequest // from the reader; closed when Recv fails
-	recvErr     error                             // why Recv failed; written before in is closed, read only after
-	inClosed    bool                              // Recv failed: the request stream ended
-	stop        chan struct{}                     // closed when the exchange ends (with a reader)
-	readerDone  chan struct{}
-	start       time.Time
-	kind        string // metrics: http or grpc
-	span        trace.Span
-	binding     string // metrics: the binding chosen
-	route       string // metrics: the matched route's id
-	capability  string // metrics: the matched route's capability
-	mode        string // metrics: modeLongPoll or modeStream; "" for a request
-	protocolErr bool   // the stream failed without an answer: Envoy broke the protocol
+	rd *reader // nil until the reader goroutine runs: messages come through rd.in
+
+	binding *config.Binding // metrics: the binding chosen
+	route   *config.Route   // metrics: the matched route
 }
+
+// failCause is why an exchange failed in the processor's own terms, with
+// the attributes logged with it.
+type failCause struct {
+	text  string
+	attrs []any
+}
+
+// reader is the exchange's reader goroutine's state.
+type reader struct {
+	in   chan *extprocv3.ProcessingRequest // closed when Recv fails
+	err  error                             // why Recv failed; written before in is closed, read only after
+	stop chan struct{}                     // closed when the exchange ends
+	done chan struct{}
+}
+
+// The request's kinds (exchange.kind).
+const (
+	kindHTTP uint8 = 1 + iota
+	kindGRPC
+)
+
+// The exchange's duration modes (exchange.mode); 0 is modeRequest.
+const (
+	modeCodeLongPoll uint8 = 1 + iota
+	modeCodeStream
+)
 
 // failure is an answer the exchange makes itself (DESIGN §6.6), rendered as
 // problem+json for HTTP and as a status for gRPC.
@@ -92,43 +125,43 @@ type failure struct {
 
 func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
 	return &exchange{
-		s:      s,
-		stream: stream,
-		ctx:    stream.Context(),
-		snap:   s.snap.Load(),
-		log:    s.log,
-		w:      writer{stream: stream},
+		s:    s,
+		ctx:  stream.Context(),
+		snap: s.snap.Load(),
+		w:    writer{stream: stream},
 	}
 }
 
 // startReader hands Recv to a reader goroutine from now on. Only the
 // exchange's goroutine calls it.
 func (x *exchange) startReader() {
-	if x.reading || x.inClosed {
+	if x.rd != nil || x.inClosed {
 		return
 	}
-	x.reading = true
-	x.in = make(chan *extprocv3.ProcessingRequest, inboundQueue)
-	x.stop = make(chan struct{})
-	x.readerDone = make(chan struct{})
+	rd := &reader{
+		in:   make(chan *extprocv3.ProcessingRequest, inboundQueue),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	x.rd = rd
 	x.s.live.Add(1)
-	go x.read()
+	go x.read(rd)
 }
 
 // read is the reader goroutine: once started, the only caller of Recv.
-func (x *exchange) read() {
+func (x *exchange) read(rd *reader) {
 	defer x.s.live.Done()
-	defer close(x.readerDone)
-	defer close(x.in)
+	defer close(rd.done)
+	defer close(rd.in)
 	for {
-		req, err := x.stream.Recv()
+		req, err := x.w.stream.Recv()
 		if err != nil {
-			x.recvErr = err
+			rd.err = err
 			return
 		}
 		select {
-		case x.in <- req:
-		case <-x.stop:
+		case rd.in <- req:
+		case <-rd.stop:
 			return
 		}
 	}
@@ -139,21 +172,20 @@ func (x *exchange) next() (*extprocv3.ProcessingRequest, bool) {
 	if x.inClosed {
 		return nil, false
 	}
-	if !x.reading {
+	if x.rd == nil {
 		// Recv returns when the stream is cancelled, so this waits no longer
 		// than the select below would.
-		req, err := x.stream.Recv()
+		req, err := x.w.stream.Recv()
 		if err != nil {
-			x.recvErr = err
-			x.inClosed = true
+			x.recvEnded(err)
 			return nil, false
 		}
 		return req, true
 	}
 	select {
-	case m, ok := <-x.in:
+	case m, ok := <-x.rd.in:
 		if !ok {
-			x.inClosed = true
+			x.recvEnded(x.rd.err)
 		}
 		return m, ok
 	case <-x.ctx.Done():
@@ -161,34 +193,42 @@ func (x *exchange) next() (*extprocv3.ProcessingRequest, bool) {
 	}
 }
 
+// recvEnded records that Recv failed with err: the request stream ended.
+// With a reader, call it only once rd.in is closed.
+func (x *exchange) recvEnded(err error) {
+	x.inClosed = true
+	x.halfClosed = errors.Is(err, io.EOF)
+}
+
 // clientGone reports whether the stream ended because Envoy cancelled it (the
 // client went away) rather than by a half-close.
 func (x *exchange) clientGone() bool {
-	return x.ctx.Err() != nil || (x.inClosed && !errors.Is(x.recvErr, io.EOF))
+	return x.ctx.Err() != nil || (x.inClosed && !x.halfClosed)
 }
 
-// inOrNil is the reader's channel until it is closed, then nil (never ready).
+// inOrNil is the reader's channel until it is closed, then nil (never ready);
+// nil too without a reader.
 func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
-	if x.inClosed {
+	if x.inClosed || x.rd == nil {
 		return nil
 	}
-	return x.in
+	return x.rd.in
 }
 
 // close ends the exchange: the reader stops, and the outcome is counted.
 func (x *exchange) close() {
-	if x.reading {
-		close(x.stop)
+	if x.rd != nil {
+		close(x.rd.stop)
 		if x.inClosed || x.ctx.Err() != nil {
 			// Recv has returned or returns at once on the cancelled stream.
-			<-x.readerDone
+			<-x.rd.done
 		}
 		// Otherwise Recv is still blocked (Envoy neither cancelled nor
 		// half-closed within closeWait); it returns when gRPC cancels the
 		// stream as Process returns, and the reader ends then.
 	}
 	st, cause, at, ok := x.w.answered()
-	binding, rt, capab, kind := orNone(x.binding), orNone(x.route), orNone(x.capability), kindLabel(x.kind)
+	binding, rt, capab, kind := x.bindingLabel(), x.routeLabel(), x.capabilityLabel(), kindLabel(x.kind)
 	outcome, code, grpcCode := outcomeCancelled, labelNone, labelNone
 	switch {
 	case ok:
@@ -222,13 +262,14 @@ func (x *exchange) run() error {
 		x.failedBecause("the first ext_proc message is " + messageKind(first) + ", not request_headers; is request_header_mode SEND?")
 		return status.Error(codes.FailedPrecondition, "kafka-ext-proc: the first message of a stream must be request_headers (request_header_mode: SEND)")
 	}
+	x.reqEnded = rh.GetEndOfStream()
 	headers := headerList(rh.GetHeaders())
 	ctype := headers.Get("content-type")
 	isGRPC := grpcwire.IsGRPCContentType(ctype)
 	x.w.grpc = isGRPC
-	x.kind = "http"
+	x.kind = kindHTTP
 	if isGRPC {
-		x.kind = "grpc"
+		x.kind = kindGRPC
 		x.w.ctype = "application/grpc"
 		if strings.HasPrefix(ctype, "application/grpc+") {
 			x.w.ctype = ctype
@@ -237,9 +278,11 @@ func (x *exchange) run() error {
 		x.w.head = headers.Get(":method") == http.MethodHead
 	}
 	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
-	x.ctx, x.span = x.s.tracing.start(x.ctx, x.kind, logPath, headers)
+	x.ctx, x.span = x.s.tracing.start(x.ctx, kindLabel(x.kind), logPath, headers)
 	x.logMu.Lock()
-	x.logPath, x.requestID, x.logStage = logPath, headers.Get("x-request-id"), logKnownRequest
+	// One new string (the concatenation copies both) instead of two
+	// substrings that keep the request's header string alive.
+	x.logText, x.logSplit, x.logStage = logPath+headers.Get("x-request-id"), len(logPath), logKnownRequest
 	x.logMu.Unlock()
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
@@ -255,7 +298,7 @@ func (x *exchange) run() error {
 	if f != nil {
 		return x.failAndLinger(f)
 	}
-	x.binding = b.Config.Name
+	x.binding = b.Config
 	x.logMu.Lock()
 	x.logStage = logKnownBinding
 	x.logMu.Unlock()
@@ -373,16 +416,38 @@ func (x *exchange) logSendErr(err error) {
 // start.
 const lingerQuiet = 5 * time.Millisecond
 
-// linger waits, after the terminal answer, for Envoy to cancel or close the
-// stream, ignoring request chunks still arriving (a reply would reset the
-// client's stream). The wait is bounded by closeWait and the drain.
+// linger follows the terminal answer.
+//
+// When Envoy has sent the whole request, the exchange ends at once: Process
+// returns and gRPC closes the stream with OK right behind the answer. Envoy
+// has nothing more to send, and the frames of one HTTP/2 stream arrive in
+// order, so it handles the answer first: an ImmediateResponse, or the last
+// chunk of a streamed one, completes processing and closes its side (a reset,
+// or a half-close with ext_proc_graceful_grpc_close), and the OK close that
+// follows finds processing complete and is ignored. Waiting for Envoy's
+// cancel instead held a timer and, past lingerQuiet, a reader goroutine per
+// answered stream for nothing.
+//
+//	source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage
+//	  (kImmediateResponse: processing_complete_ = true; closeStreamMaybeGraceful),
+//	  Filter::closeStreamMaybeGraceful (closeStream, or halfCloseAndWaitForRemoteClose),
+//	  Filter::onGrpcCloseWithStatus (returns if processing_complete_)
+//	emulator: Exchange.onStreamEnd ignores an end after a terminal answer
+//	ours: TestAnswerEndsCompleteRequest
+//
+// When the request is still incomplete (an early 413, a route failure with a
+// body pending, a gRPC answer before the client's half-close), Envoy may
+// still be sending it, so the exchange does not end a stream Envoy has not
+// finished with: it waits for Envoy to cancel or close it, ignoring (never
+// answering) request chunks still arriving, bounded by closeWait and the
+// drain.
 func (x *exchange) linger() {
-	if x.inClosed || x.ctx.Err() != nil {
+	if x.reqEnded || x.inClosed || x.ctx.Err() != nil {
 		return
 	}
 	wait := x.s.closeWait
 	first := wait
-	if !x.reading {
+	if x.rd == nil {
 		// Only reading notices a half-close (io.EOF); it starts once the
 		// quiet time passed without a cancel.
 		first = min(lingerQuiet, wait)
@@ -393,7 +458,7 @@ func (x *exchange) linger() {
 		select {
 		case _, ok := <-x.inOrNil(): // nil, never ready, until the reader runs
 			if !ok {
-				x.inClosed = true
+				x.recvEnded(x.rd.err)
 				return
 			}
 		case <-x.ctx.Done():
@@ -401,7 +466,7 @@ func (x *exchange) linger() {
 		case <-x.s.drain.Done():
 			return
 		case <-t.C:
-			if !x.reading {
+			if x.rd == nil {
 				x.startReader()
 				t.Reset(wait - first)
 				continue

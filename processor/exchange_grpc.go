@@ -110,7 +110,7 @@ func (c *call) serve(headers route.Headers) error {
 			return c.abandon()
 		case msg, ok := <-x.inOrNil():
 			if !ok {
-				x.inClosed = true
+				x.recvEnded(x.rd.err)
 				switch {
 				case x.clientGone():
 					return c.abandon()
@@ -209,6 +209,7 @@ func (c *call) feed(chunk []byte, headers route.Headers) *failure {
 // endRequest marks the end of the request stream: the handler's Recv then
 // returns io.EOF, unless the stream ended inside a message.
 func (c *call) endRequest() *failure {
+	c.x.reqEnded = true
 	if err := c.dec.End(); err != nil {
 		return &failure{grpc: codes.InvalidArgument, detail: "the request stream ended inside a message: " + err.Error()}
 	}

@@ -54,14 +54,16 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		}
 		switch r := msg.GetRequest().(type) {
 		case *extprocv3.ProcessingRequest_RequestBody:
+			ended = r.RequestBody.GetEndOfStream()
+			x.reqEnded = ended
 			if int64(len(body))+int64(len(r.RequestBody.GetBody())) > limit {
 				return x.failAndLinger(tooLarge(limit))
 			}
 			body = append(body, r.RequestBody.GetBody()...)
-			ended = r.RequestBody.GetEndOfStream()
 		case *extprocv3.ProcessingRequest_RequestTrailers:
 			trailers = headerList(r.RequestTrailers.GetTrailers())
 			ended = true
+			x.reqEnded = true
 		default:
 			x.logger().Warn("unexpected ext_proc message while reading the request body; ignored", "got", messageKind(msg))
 		}

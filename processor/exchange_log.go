@@ -13,7 +13,7 @@ import (
 // debugging reports whether debug lines are logged. Callers check it first:
 // the exchange's logger formats the request's attributes on first use, and
 // the arguments of a line are allocated even if it is not written.
-func (x *exchange) debugging() bool { return x.log.Enabled(x.ctx, slog.LevelDebug) }
+func (x *exchange) debugging() bool { return x.s.log.Enabled(x.ctx, slog.LevelDebug) }
 
 // The groups of the request's log attributes, in the order they become
 // known (exchange.logStage).
@@ -30,7 +30,7 @@ func (x *exchange) logger() *slog.Logger {
 	if x.logged == nil || x.loggedStage < x.logStage {
 		base := x.logged
 		if base == nil {
-			base = x.log
+			base = x.s.log
 		}
 		if attrs := x.logAttrsSince(x.loggedStage); len(attrs) > 0 {
 			base = slog.New(base.Handler().WithAttrs(attrs))
@@ -45,14 +45,14 @@ func (x *exchange) logger() *slog.Logger {
 func (x *exchange) logAttrsSince(stage uint8) []slog.Attr {
 	var attrs []slog.Attr
 	if stage < logKnownRequest && x.logStage >= logKnownRequest {
-		attrs = append(attrs, slog.String("kind", x.kind), slog.String("path", x.logPath), slog.String("request_id", x.requestID))
+		attrs = append(attrs, slog.String("kind", kindLabel(x.kind)), slog.String("path", x.logText[:x.logSplit]), slog.String("request_id", x.logText[x.logSplit:]))
 		attrs = append(attrs, traceAttrs(x.span)...)
 	}
 	if stage < logKnownBinding && x.logStage >= logKnownBinding {
-		attrs = append(attrs, slog.String("binding", x.binding))
+		attrs = append(attrs, slog.String("binding", x.binding.Name))
 	}
 	if stage < logKnownRoute && x.logStage >= logKnownRoute {
-		attrs = append(attrs, slog.String("route", x.route))
+		attrs = append(attrs, slog.String("route", x.route.ID))
 	}
 	return attrs
 }
@@ -63,8 +63,13 @@ func (x *exchange) logAttrsSince(stage uint8) []slog.Attr {
 // the request's body or credentials is in it.
 func (x *exchange) logEnd(st, answerCause string, answered bool) {
 	x.logMu.Lock()
-	cause, attrs := x.cause, x.causeAttrs
+	c := x.cause
 	x.logMu.Unlock()
+	var cause string
+	var attrs []any
+	if c != nil {
+		cause, attrs = c.text, c.attrs
+	}
 	failed := (answered && answerCause != "") || x.protocolErr
 	if !failed {
 		if x.debugging() {
@@ -90,7 +95,7 @@ func (x *exchange) logEnd(st, answerCause string, answered bool) {
 func (x *exchange) failedBecause(cause string, attrs ...any) {
 	x.logMu.Lock()
 	defer x.logMu.Unlock()
-	x.cause, x.causeAttrs = cause, attrs
+	x.cause = &failCause{text: cause, attrs: attrs}
 }
 
 // failedStatus tells server errors (5xx, and gRPC codes other than OK and
@@ -106,26 +111,37 @@ func failedStatus(st string) bool {
 	return false
 }
 
-func orNone(label string) string {
-	if label == "" {
+func (x *exchange) bindingLabel() string {
+	if x.binding == nil {
 		return labelNone
 	}
-	return label
+	return x.binding.Name
+}
+
+func (x *exchange) routeLabel() string {
+	if x.route == nil || x.route.ID == "" {
+		return labelNone
+	}
+	return x.route.ID
+}
+
+func (x *exchange) capabilityLabel() string {
+	if x.route == nil || x.route.With == nil || x.route.With.Capability == "" {
+		return labelNone
+	}
+	return string(x.route.With.Capability)
 }
 
 // matched records the route an exchange matched, for its metrics, and
 // whether the exchange is a long poll (an HTTP fetch asking to wait) or a
 // stream (a gRPC fetch), which the duration histogram keeps apart.
 func (x *exchange) matched(m *route.Match, headers route.Headers) {
-	x.route = m.Route.ID
-	if m.Route.With != nil {
-		x.capability = string(m.Route.With.Capability)
-		if m.Route.With.Capability == config.Fetch {
-			if x.kind == "grpc" {
-				x.mode = modeStream
-			} else if p := httphdr.ParsePrefer(headers.Values("prefer")); p.WaitSet && p.Wait > 0 {
-				x.mode = modeLongPoll
-			}
+	x.route = m.Route
+	if m.Route.With != nil && m.Route.With.Capability == config.Fetch {
+		if x.kind == kindGRPC {
+			x.mode = modeCodeStream
+		} else if p := httphdr.ParsePrefer(headers.Values("prefer")); p.WaitSet && p.Wait > 0 {
+			x.mode = modeCodeLongPoll
 		}
 	}
 	x.logMu.Lock()
@@ -137,15 +153,21 @@ func (x *exchange) matched(m *route.Match, headers route.Headers) {
 }
 
 func (x *exchange) modeLabel() string {
-	if x.mode == "" {
-		return modeRequest
+	switch x.mode {
+	case modeCodeLongPoll:
+		return modeLongPoll
+	case modeCodeStream:
+		return modeStream
 	}
-	return x.mode
+	return modeRequest
 }
 
-func kindLabel(kind string) string {
-	if kind == "" {
-		return "unknown" // the stream ended before its request headers
+func kindLabel(kind uint8) string {
+	switch kind {
+	case kindHTTP:
+		return "http"
+	case kindGRPC:
+		return "grpc"
 	}
-	return kind
+	return "unknown" // the stream ended before its request headers
 }

@@ -47,8 +47,9 @@ type GuardChecker = route.GuardChecker
 // configuration has several bindings of the request's type.
 const BindingMetadata = "x-kafka-ext-proc-binding"
 
-// defaultCloseWait bounds how long an answered exchange waits for Envoy to
-// cancel the stream (Envoy does so right after the final message).
+// defaultCloseWait bounds how long an exchange that answered an incomplete
+// request waits for Envoy to cancel the stream (Envoy does so right after the
+// final message); an answer to a complete request ends the stream at once.
 const defaultCloseWait = 10 * time.Second
 
 // Options configure a Server.
@@ -70,8 +71,8 @@ type Options struct {
 	GRPC capability.GRPCHandler
 	// TracerProvider makes a span per exchange (nil: no tracing).
 	TracerProvider trace.TracerProvider
-	// CloseWait bounds the wait for Envoy to cancel an answered stream;
-	// 0: 10s.
+	// CloseWait bounds the wait for Envoy to cancel a stream answered
+	// before its request was complete; 0: 10s.
 	CloseWait time.Duration
 }
 
@@ -88,7 +89,7 @@ type Server struct {
 	grpc      capability.GRPCHandler
 	metrics   *metrics
 	closeWait time.Duration
-	timers    timerpool.Pool // the lingers' timers: one per exchange, stopped within closeWait
+	timers    timerpool.Pool // the lingers' timers: one per lingering exchange, stopped within closeWait
 
 	// live counts Process calls and the goroutines they start, so tests (and
 	// a shutdown) can wait until no exchange holds anything.

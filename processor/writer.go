@@ -33,7 +33,7 @@ var (
 	errNotGRPCStream = errors.New("not a gRPC exchange")
 )
 
-type writerState int
+type writerState uint8
 
 const (
 	idle      writerState = iota // nothing sent
@@ -48,15 +48,15 @@ const (
 type writer struct {
 	mu     sync.Mutex
 	stream extprocv3.ExternalProcessor_ProcessServer
-	grpc   bool
-	head   bool   // HTTP HEAD: headers only
-	ctype  string // gRPC response content-type
-	state  writerState
-	closed bool      // gRPC: the exchange ended the call; handler writes fail
-	status string    // metrics label of the terminal answer
+	ctype  string    // gRPC response content-type
 	cause  string    // a failed answer's reason (problem detail, gRPC message), for the log
 	at     time.Time // when the terminal answer was sent
 	err    error     // first send error
+	code   int32     // the terminal answer's HTTP status, or gRPC code when grpc
+	grpc   bool
+	head   bool // HTTP HEAD: headers only
+	closed bool // gRPC: the exchange ended the call; handler writes fail
+	state  writerState
 }
 
 // answered reports whether the terminal answer was sent, its status label,
@@ -64,7 +64,18 @@ type writer struct {
 func (w *writer) answered() (status, cause string, at time.Time, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.status, w.cause, w.at, w.state == done
+	if w.state != done {
+		return "", "", time.Time{}, false
+	}
+	return w.statusLabel(), w.cause, w.at, true
+}
+
+// statusLabel is the metrics label of the terminal answer's code.
+func (w *writer) statusLabel() string {
+	if w.grpc {
+		return grpcwire.CodeName(codes.Code(w.code))
+	}
+	return statusLabel(int(w.code))
 }
 
 // problemCause is what a failed HTTP answer says of its cause: the detail
@@ -105,7 +116,7 @@ func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
 		return errAnswered
 	}
 	w.state, w.at = done, time.Now()
-	w.status = statusLabel(r.Status)
+	w.code = int32(r.Status)
 	if r.Status >= 400 {
 		w.cause = problemCause(r)
 	}
@@ -260,11 +271,11 @@ func (w *writer) finishGRPC(st capability.Status) error {
 	}
 	state := w.state
 	w.state, w.at = done, time.Now()
-	w.status = grpcwire.CodeName(st.Code)
+	w.code = int32(st.Code)
 	if st.Code != codes.OK {
 		w.cause = st.Message
 		if w.cause == "" {
-			w.cause = w.status
+			w.cause = grpcwire.CodeName(st.Code)
 		}
 	}
 	if state == idle && st.Code != codes.OK {

@@ -77,7 +77,7 @@ func (h *hop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	if err := h.do(stream.Context(), a.worker); err != nil {
 		return status.Errorf(codes.Unavailable, "the raw work: %v", err)
 	}
-	answerAndLinger(stream, a.answer)
+	answerAndEnd(stream, a.answer)
 	return nil
 }
 
@@ -159,8 +159,8 @@ func (e *env) captureReplies(ctx context.Context, reqs []replyRequest) (map[stri
 // machinery instead of the hop's bare ext_proc server. It is a
 // processor.Server built from the gateway's configuration and served with
 // the same gRPC options: it matches each POST to its route, reads the body
-// and answers through the processor's writer, lingers until the client's
-// cancel, keeps its metrics and logs as the gateway does; only the route's
+// and answers through the processor's writer, ends the stream with the
+// answer, keeps its metrics and logs as the gateway does; only the route's
 // capability handler is replaced by one that runs the raw work for the
 // worker the path names and returns the processor's answer for it (checked
 // byte for byte before the rounds, see checkMachinery). So gateway ÷

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -52,9 +53,11 @@ func measureIdle(ctx context.Context, d time.Duration) (rawIdle, error) {
 // measureRawIdle starts the baseline consumer on partition 0 of topics
 // (one-partition topics, as idle-routes makes), waits until it has reached
 // the end of every one (a partition-EOF event each), measures this
-// process's CPU over d, and closes the consumer.
-func measureRawIdle(ctx context.Context, broker string, topics []string, d time.Duration) (rawIdle, error) {
+// process's CPU over d, and closes the consumer. extra are the binding's
+// properties beyond the broker's address, as the processor gets them.
+func measureRawIdle(ctx context.Context, broker string, extra map[string]string, topics []string, d time.Duration) (rawIdle, error) {
 	props := map[string]string{"bootstrap.servers": broker}
+	maps.Copy(props, extra)
 	cons, err := kafka.NewConsumer(kafkaio.LiveConsumerConfig(props, kafkaio.DefaultKafkaTimeout, "bench-idle-raw"))
 	if err != nil {
 		return rawIdle{}, fmt.Errorf("the idle-routes baseline consumer: %w", err)

@@ -37,10 +37,15 @@ import (
 
 func idleTopic(i int) string { return "bench-idle-" + strconv.Itoa(i) }
 
-// idleRoutesYAML is -routes fetch routes GET /r<i>/{id}, by key.
-func idleRoutesYAML(n int) string {
+// idleRoutesYAML is -routes fetch routes GET /r<i>/{id}, by key, on a
+// binding with the extra librdkafka properties props.
+func idleRoutesYAML(n int, props map[string]string) string {
 	var b strings.Builder
-	b.WriteString(bindingsYAML)
+	bindings := bindingsYAML
+	for k, v := range props {
+		bindings = strings.Replace(bindings, `bootstrap.servers: "127.0.0.1:9092"`, fmt.Sprintf(`bootstrap.servers: "127.0.0.1:9092", %s: %q`, k, v), 1)
+	}
+	b.WriteString(bindings)
 	for i := range n {
 		fmt.Fprintf(&b, "      - when: [{ method: GET, path: \"/r%d/{id}\" }]\n        exit: kafka0\n        with: { capability: fetch, topic: %s, filters: [{ key: \"${params.id}\" }] }\n", i, idleTopic(i))
 	}
@@ -51,6 +56,7 @@ func idleRoutesYAML(n int) string {
 type idleRoutesResult struct {
 	Scenario     string  `json:"scenario"`
 	Routes       int     `json:"routes"`
+	FetchWaitMS  int64   `json:"fetch_wait_ms,omitempty"` // -fetch-wait, when given
 	IdleSeconds  float64 `json:"idle_seconds"`
 	ReadySeconds float64 `json:"ready_seconds"` // processor start to every view ready
 	// Cores of this process while idle: before the processor started
@@ -108,7 +114,7 @@ type idleRoutesResult struct {
 func (idleRoutesResult) isResult() {}
 
 func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
-	res := idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: o.routes, IdleSeconds: o.idle.Seconds()}
+	res := idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: o.routes, IdleSeconds: o.idle.Seconds(), FetchWaitMS: o.fetchWait.Milliseconds()}
 	topics := make([]embedded.Topic, o.routes)
 	for i := range topics {
 		topics[i] = embedded.Topic{Name: idleTopic(i)}
@@ -123,7 +129,11 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, err
 	}
 	noEnv := func(string) (string, bool) { return "", false }
-	cfg, err := config.Parse("idle-routes.yaml", []byte(idleRoutesYAML(o.routes)), noEnv)
+	props := map[string]string{}
+	if o.fetchWait > 0 {
+		props["fetch.wait.max.ms"] = strconv.FormatInt(o.fetchWait.Milliseconds(), 10)
+	}
+	cfg, err := config.Parse("idle-routes.yaml", []byte(idleRoutesYAML(o.routes, props)), noEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the idle-routes configuration: %w", err)
 	}
@@ -135,7 +145,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	for i, t := range topics {
 		names[i] = t.Name
 	}
-	raw, err := measureRawIdle(ctx, broker.Addr(), names, o.idle)
+	raw, err := measureRawIdle(ctx, broker.Addr(), props, names, o.idle)
 	if err != nil {
 		return nil, err
 	}

@@ -205,7 +205,7 @@ func TestIdleRoutes(t *testing.T) {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	prof := filepath.Join(t.TempDir(), "idle.pprof")
-	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s", "-idleprofile", prof}
+	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s", "-idleprofile", prof, "-fetch-wait", "2s"}
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -215,7 +215,7 @@ func TestIdleRoutes(t *testing.T) {
 	}
 	// Every GET was answered 200 with the route's record (the scenario
 	// fails otherwise).
-	if r.Routes != 20 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
+	if r.Routes != 20 || r.FetchWaitMS != 2000 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
 		r.AllRoutesPerSecond <= 0 || r.OneRoutePerSecond <= 0 || r.RouteRatio <= 0 ||
 		r.AgainRoutesPerSecond <= 0 || r.AgainRouteRatio <= 0 || r.IdleRatio == 0 ||
 		r.AllRoutesCPUMicros <= 0 || r.OneRouteCPUMicros <= 0 || r.RouteCPURatio <= 0 || r.AgainRouteCPURatio <= 0 {

@@ -88,6 +88,7 @@ type options struct {
 	viewKeys  int           // keys of view-scale's big view
 	routes    int           // idle-routes' routes
 	idle      time.Duration // idle-routes' measured idle time, before and with the processor
+	fetchWait time.Duration // idle-routes' fetch.wait.max.ms for both consumers; 0 = the processor's default
 	valueSize int           // bytes per record value
 	waiters   int           // long-poll waiters
 	register  time.Duration // bound on registering the waiters (and the fan-out's streams)
@@ -130,6 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.viewKeys, "view-keys", 1_000_000, "keys of the big view of view-scale")
 	fs.IntVar(&o.routes, "routes", 1000, "fetch routes (one topic each) of idle-routes")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "how long idle-routes measures the idle process, before and with the processor")
+	fs.DurationVar(&o.fetchWait, "fetch-wait", 0, "idle-routes: the binding's fetch.wait.max.ms, for the processor and the raw consumer alike (0: the live consumer's default)")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
 	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 100000)")
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
@@ -207,6 +209,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"fanout-duration", o.fanDuration, time.Millisecond},
 		{"timeout", o.timeout, time.Second},
 		{"idle", o.idle, 10 * time.Millisecond},
+		{"fetch-wait", o.fetchWait, 0},
 	} {
 		if d.v < d.lo || d.v > maxDuration {
 			return nil, fmt.Errorf("-%s %v: want %v..%v", d.name, d.v, d.lo, maxDuration)

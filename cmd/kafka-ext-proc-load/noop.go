@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -14,11 +13,6 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
 )
-
-// noopLinger bounds how long the no-op server waits, after answering, for
-// the client to cancel the stream: the processor's own bound (its default
-// CloseWait), so both ends of a stream live alike.
-const noopLinger = 10 * time.Second
 
 // noop is the baseline of every scenario: an ext_proc server with the same
 // gRPC plumbing as the processor (grpc.NewServer with
@@ -79,7 +73,7 @@ func (n *noop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 			return nil
 		}
 	}
-	answerAndLinger(stream, n.answer)
+	answerAndEnd(stream, n.answer)
 	return nil
 }
 
@@ -101,19 +95,15 @@ func readRequest(stream extprocv3.ExternalProcessor_ProcessServer) (*extprocv3.H
 	return headers, nil
 }
 
-// answerAndLinger sends answer, then waits (bounded) for the client's
-// cancel, as the processor does after its answer.
-func answerAndLinger(stream extprocv3.ExternalProcessor_ProcessServer, answer []*extprocv3.ProcessingResponse) {
+// answerAndEnd sends answer and returns, ending the stream with OK right
+// behind it, as the processor does after answering a complete request (and
+// readRequest has read it to its end): Envoy handles the answer first and
+// ignores the close.
+func answerAndEnd(stream extprocv3.ExternalProcessor_ProcessServer, answer []*extprocv3.ProcessingResponse) {
 	for _, a := range answer {
 		if err := stream.Send(a); err != nil {
 			return
 		}
-	}
-	t := time.NewTimer(noopLinger)
-	defer t.Stop()
-	select {
-	case <-stream.Context().Done():
-	case <-t.C:
 	}
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 )
 
 func TestDeadlinesShareAMillisecond(t *testing.T) {
@@ -109,5 +112,30 @@ func TestDeadlinesFireOnDrain(t *testing.T) {
 	}
 	if d.len() != 0 {
 		t.Errorf("%d deadlines left", d.len())
+	}
+}
+
+// A long poll's key, header values and tags are copies once it waits: none
+// points into the request's header string, which it would keep alive.
+func TestDetachCopiesOutOfTheRequest(t *testing.T) {
+	raw := "/items/k42" + `"tag-1"` + "blue"
+	key, tag, hv := raw[7:10], raw[11:16], raw[17:]
+	sel := selection{filters: []filter{{keyVal: key, headers: [][2]string{{"colour", hv}}}}}
+	sel.filters[0].key = &sel.filters[0].keyVal
+	inm := httphdr.IfNoneMatch{Tags: []string{tag}}
+	detach(&sel, &inm)
+	start, end := uintptr(unsafe.Pointer(unsafe.StringData(raw))), uintptr(unsafe.Pointer(unsafe.StringData(raw)))+uintptr(len(raw))
+	inRaw := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return p >= start && p < end
+	}
+	f := sel.filters[0]
+	switch {
+	case *f.key != "k42" || f.headers[0][1] != "blue" || inm.Tags[0] != "tag-1":
+		t.Fatalf("values changed: %q %q %q", *f.key, f.headers[0][1], inm.Tags[0])
+	case f.key != &sel.filters[0].keyVal:
+		t.Fatal("the key no longer points at the filter's own value")
+	case inRaw(*f.key), inRaw(f.headers[0][1]), inRaw(inm.Tags[0]):
+		t.Fatal("a value still points into the request's string")
 	}
 }

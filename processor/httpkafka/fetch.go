@@ -171,6 +171,7 @@ func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capab
 func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel selection, inm httphdr.IfNoneMatch,
 	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {
 	waited := ""
+	detached := false
 	for {
 		ans := f.answer(view, sel)
 		// Asked only of an answer the client already has: a new one goes
@@ -187,6 +188,13 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel
 			}
 		default:
 			return ans.reply(waited)
+		}
+		if !detached {
+			detached = true
+			detach(&sel, &inm)
+			if !f.with.Topic.Static() {
+				topic = strings.Clone(topic)
+			}
 		}
 		// Only a request that waits registers a watch (it takes the view's
 		// write lock). Read again after registering: a write between the
@@ -208,6 +216,23 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel
 		f.waiting.Add(-1)
 		f.deadlines.release(dl)
 		kw.Stop()
+	}
+}
+
+// detach copies the strings a long poll keeps for its whole wait (the key
+// and header values it selects, the client's tags) out of the request's
+// headers: they point into the one string holding all of the request's
+// header values, which would otherwise stay alive with every waiter.
+func detach(sel *selection, inm *httphdr.IfNoneMatch) {
+	for i := range sel.filters {
+		r := &sel.filters[i]
+		r.keyVal = strings.Clone(r.keyVal)
+		for j := range r.headers {
+			r.headers[j][1] = strings.Clone(r.headers[j][1])
+		}
+	}
+	for i, t := range inm.Tags {
+		inm.Tags[i] = strings.Clone(t)
 	}
 }
 
