@@ -425,7 +425,9 @@ func (p *Producer) Produce(ctx context.Context, r *Record) (int32, int64, error)
 }
 
 // Sending is a record handed to librdkafka by Send whose acknowledgement
-// has not been read yet.
+// has not been read yet. It is a value, so that a caller that waits itself
+// allocates nothing for it; copy it only to hand the wait over, and then
+// use the copy alone.
 type Sending struct {
 	p     *Producer
 	topic string
@@ -439,10 +441,10 @@ type Sending struct {
 // stay free to answer its client meanwhile waits on its own goroutine and
 // hands the wait to another one only if the client leaves. Errors are
 // Produce's.
-func (p *Producer) Send(ctx context.Context, r *Record) (*Sending, error) {
-	s := &Sending{}
-	if err := p.send(ctx, r, s); err != nil {
-		return nil, p.notSent(r.Topic, err)
+func (p *Producer) Send(ctx context.Context, r *Record) (Sending, error) {
+	var s Sending
+	if err := p.send(ctx, r, &s); err != nil {
+		return Sending{}, p.notSent(r.Topic, err)
 	}
 	return s, nil
 }
@@ -799,6 +801,13 @@ func (p *Producer) checkTopic(ctx context.Context, topic string, timeout <-chan 
 	p.topicsMu.Unlock()
 	p.mu.RUnlock()
 
+	// A topic looked up before, the usual case, is answered without the
+	// three-way select below, which locks every channel it waits on.
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
 	select {
 	case <-c.done:
 		return c.err

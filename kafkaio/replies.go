@@ -1,7 +1,6 @@
 package kafkaio
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +78,7 @@ type ReplyIndex struct {
 	assignMu sync.Mutex
 	mu       sync.Mutex
 	topics   map[string]*replyTopic
-	order    list.List // *replyEntry with records, least recently written first
+	order    replyOrder // entries with records, least recently written first
 	bytes    int64
 	pinned   int
 	stats    ReplyIndexStats
@@ -123,7 +122,56 @@ type replyEntry struct {
 	newest    time.Time     // newest record timestamp, for Retention
 	pins      int           // waiters
 	changed   chan struct{} // closed at the next record; nil until asked for
-	elem      *list.Element // in ReplyIndex.order once it has records
+	// The entry's place in ReplyIndex.order once it has records. The links
+	// are the entry's own, not a container/list element: one object less
+	// to allocate per id and for the collector to scan while it is kept.
+	listed     bool
+	prev, next *replyEntry
+	// indexed is whether topic.entries[id] is this entry: removing an
+	// entry then needs no second look-up of its id (a cold map slot and
+	// key, at every eviction of a full index).
+	indexed bool
+}
+
+// replyOrder is a doubly linked list of entries through their own links.
+type replyOrder struct {
+	front, back *replyEntry
+	n           int
+}
+
+func (o *replyOrder) pushBack(e *replyEntry) {
+	e.prev, e.next = o.back, nil
+	if o.back != nil {
+		o.back.next = e
+	} else {
+		o.front = e
+	}
+	o.back = e
+	e.listed = true
+	o.n++
+}
+
+func (o *replyOrder) remove(e *replyEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		o.front = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		o.back = e.prev
+	}
+	e.prev, e.next, e.listed = nil, nil, false
+	o.n--
+}
+
+func (o *replyOrder) moveToBack(e *replyEntry) {
+	if o.back == e {
+		return
+	}
+	o.remove(e)
+	o.pushBack(e)
 }
 
 // Bytes an id and a record cost beyond their data (structs, slice and map
@@ -535,7 +583,7 @@ func (x *ReplyIndex) apply(m *kafka.Message) {
 			continue
 		}
 		if r == nil {
-			r = toReplyRecord(m, x.now)
+			r = toReplyRecord(t.name, m, x.now)
 		}
 		indexed = true
 		if e := x.indexLocked(t, id, r); e != nil {
@@ -563,16 +611,16 @@ func (x *ReplyIndex) apply(m *kafka.Message) {
 func (x *ReplyIndex) indexLocked(t *replyTopic, id []byte, r *Record) (split *replyEntry) {
 	e := t.entries[string(id)]
 	if e == nil {
-		e = &replyEntry{topic: t, id: string(id)}
+		e = &replyEntry{topic: t, id: string(id), indexed: true}
 		t.entries[e.id] = e
 	}
 	size := recordBytes(r)
 	if len(e.records) == 0 {
 		e.partition = r.Partition
 		size += replyEntryOverhead + int64(len(id))
-		e.elem = x.order.PushBack(e)
+		x.order.pushBack(e)
 	} else {
-		x.order.MoveToBack(e.elem)
+		x.order.moveToBack(e)
 		if r.Partition != e.partition && !e.split {
 			e.split = true
 			x.stats.SplitReplies++
@@ -598,13 +646,13 @@ func (x *ReplyIndex) indexLocked(t *replyTopic, id []byte, r *Record) (split *re
 // evictLocked drops the least recently written unpinned ids while the index
 // is over MaxBytes.
 func (x *ReplyIndex) evictLocked() {
-	for el := x.order.Front(); el != nil && x.bytes > x.opts.MaxBytes; {
-		next := el.Next()
-		if e := el.Value.(*replyEntry); e.pins == 0 {
+	for e := x.order.front; e != nil && x.bytes > x.opts.MaxBytes; {
+		next := e.next
+		if e.pins == 0 {
 			x.removeLocked(e)
 			x.stats.Evicted++
 		}
-		el = next
+		e = next
 	}
 }
 
@@ -615,9 +663,8 @@ func (x *ReplyIndex) expire(now time.Time) {
 	cutoff := now.Add(-x.opts.Retention)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for el := x.order.Front(); el != nil; {
-		next := el.Next()
-		e := el.Value.(*replyEntry)
+	for e := x.order.front; e != nil; {
+		next := e.next
 		if !e.newest.Before(cutoff) {
 			return
 		}
@@ -625,19 +672,24 @@ func (x *ReplyIndex) expire(now time.Time) {
 			x.removeLocked(e)
 			x.stats.Expired++
 		}
-		el = next
+		e = next
 	}
 }
 
 func (x *ReplyIndex) removeLocked(e *replyEntry) {
-	if e.elem != nil {
-		x.order.Remove(e.elem)
-		e.elem = nil
+	if e.listed {
+		x.order.remove(e)
 	}
-	if e.topic.entries[e.id] == e {
-		delete(e.topic.entries, e.id)
-	}
+	e.unindexLocked()
 	x.bytes -= e.bytes
+}
+
+// unindexLocked takes e out of its topic's map if it is the id's entry.
+func (e *replyEntry) unindexLocked() {
+	if e.indexed {
+		delete(e.topic.entries, e.id)
+		e.indexed = false
+	}
 }
 
 // CaughtUp tells, without waiting, whether topic's index has caught up (see
@@ -694,7 +746,7 @@ func (x *ReplyIndex) Stats() ReplyIndexStats {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := x.stats
-	s.Entries = x.order.Len()
+	s.Entries = x.order.n
 	s.Pinned = x.pinned
 	s.Bytes = x.bytes
 	return s
@@ -733,7 +785,7 @@ func (x *ReplyIndex) Watch(topic, correlationID string) *ReplyWatch {
 	}
 	e := t.entries[correlationID]
 	if e == nil {
-		e = &replyEntry{topic: t, id: correlationID}
+		e = &replyEntry{topic: t, id: correlationID, indexed: true}
 		t.entries[correlationID] = e
 	}
 	e.pins++
@@ -752,6 +804,22 @@ func (w *ReplyWatch) State() (records []*Record, terminal bool, changed <-chan s
 	w.x.mu.Lock()
 	defer w.x.mu.Unlock()
 	return w.e.records[:len(w.e.records):len(w.e.records)], w.e.terminal, w.changedLocked()
+}
+
+// First returns the id's first reply record, or when none came yet nil and
+// a channel closed at the next record: what an HTTP answer waits for. Unlike
+// State it makes no channel once a record is there, which the stored reply
+// would keep for as long as the index keeps it.
+func (w *ReplyWatch) First() (first *Record, changed <-chan struct{}) {
+	if w.x == nil {
+		return nil, nil
+	}
+	w.x.mu.Lock()
+	defer w.x.mu.Unlock()
+	if len(w.e.records) > 0 {
+		return w.e.records[0], nil
+	}
+	return nil, w.changedLocked()
 }
 
 // Records returns the id's reply records in arrival order. The slice is
@@ -810,9 +878,7 @@ func (w *ReplyWatch) Close() {
 		x.pinned--
 		if len(e.records) == 0 {
 			// Nothing came: the id holds nothing.
-			if e.topic.entries[e.id] == e {
-				delete(e.topic.entries, e.id)
-			}
+			e.unindexLocked()
 			return
 		}
 		x.evictLocked() // it may have been spared while over MaxBytes
@@ -855,9 +921,12 @@ func sameIDBytes(hs []kafka.Header, names []string, id []byte) bool {
 	return false
 }
 
-func toReplyRecord(m *kafka.Message, now func() time.Time) *Record {
+// toReplyRecord converts a reply read from topic. The record names the
+// topic with the index's own string rather than the message's copy, which
+// a stored reply would otherwise keep alive.
+func toReplyRecord(topic string, m *kafka.Message, now func() time.Time) *Record {
 	r := &Record{
-		Topic:     *m.TopicPartition.Topic,
+		Topic:     topic,
 		Partition: m.TopicPartition.Partition,
 		Offset:    int64(m.TopicPartition.Offset),
 		Timestamp: m.Timestamp,

@@ -685,3 +685,88 @@ func TestReplyIndexWithoutTopicsCloses(t *testing.T) {
 		t.Fatal("a consumer created after Close")
 	}
 }
+
+// First answers an HTTP waiter: nil and a channel before the first reply,
+// the first reply (and no channel) after, whatever comes next.
+func TestReplyWatchFirst(t *testing.T) {
+	b, x, ctx := caughtUpIndex(t, "replies")
+	w := x.Watch("replies", "cid-first")
+	defer w.Close()
+	first, changed := w.First()
+	if first != nil || changed == nil {
+		t.Fatalf("before any reply: First() = %v, %v; want nil and a channel", first, changed)
+	}
+	writeReplies(t, b.Addr(), "replies", testReply{id: "cid-first", value: []byte("one")}, testReply{id: "cid-first", value: []byte("two")})
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the channel First returned was not closed by the reply")
+	}
+	waitRecords(t, ctx, w, 2)
+	first, changed = w.First()
+	if first == nil || string(first.Value) != "one" || changed != nil {
+		t.Fatalf("after two replies: First() = %+v, %v; want the first reply and no channel", first, changed)
+	}
+	if first.Topic != "replies" {
+		t.Errorf("the reply names topic %q", first.Topic)
+	}
+}
+
+// The index's order of entries: pushed at the back, moved to the back
+// when written again, removed from anywhere.
+func TestReplyOrder(t *testing.T) {
+	var o replyOrder
+	es := []*replyEntry{{id: "a"}, {id: "b"}, {id: "c"}}
+	for _, e := range es {
+		o.pushBack(e)
+	}
+	ids := func() (fwd, back string) {
+		for e := o.front; e != nil; e = e.next {
+			fwd += e.id
+		}
+		for e := o.back; e != nil; e = e.prev {
+			back += e.id
+		}
+		return fwd, back
+	}
+	check := func(want string, n int) {
+		t.Helper()
+		fwd, back := ids()
+		rev := []byte(want)
+		for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+			rev[i], rev[j] = rev[j], rev[i]
+		}
+		if fwd != want || back != string(rev) || o.n != n {
+			t.Fatalf("order %q (backwards %q), %d entries; want %q, %d", fwd, back, o.n, want, n)
+		}
+	}
+	check("abc", 3)
+	o.moveToBack(es[0])
+	check("bca", 3)
+	o.moveToBack(es[0]) // already at the back
+	check("bca", 3)
+	o.remove(es[2])
+	check("ba", 2)
+	if es[2].listed || es[2].prev != nil || es[2].next != nil {
+		t.Error("a removed entry keeps its links")
+	}
+	o.remove(es[1])
+	o.remove(es[0])
+	check("", 0)
+	if o.front != nil || o.back != nil {
+		t.Error("an empty order has ends")
+	}
+}
+
+// caughtUpIndex is a broker with topic and an index of it, caught up.
+func caughtUpIndex(t *testing.T, topic string) (*embedded.Broker, *ReplyIndex, context.Context) {
+	t.Helper()
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: topic}})
+	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	x.Add(topic, cidHeader)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	if err := x.WaitCaughtUp(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	return b, x, ctx
+}

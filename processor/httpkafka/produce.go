@@ -66,8 +66,8 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	if isFollowUp(req) {
 		return h.followUp(ctx, kr, req, opts)
 	}
-	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
-	p.retry.Name = opts.IdempotencyHeader + " header"
+	p := &produceCall{req: req, with: w, opts: opts, refs: *kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
+	p.retry.Name, p.retry.Kind = opts.IdempotencyHeader, "header"
 	if bad := p.idempotencyKey(); bad != nil {
 		return bad
 	}
@@ -130,7 +130,7 @@ type produceCall struct {
 	opts *config.HTTPOptions
 	// refs resolve the route's templates; its idempotency key is given or
 	// generated, its correlation id set once computed.
-	refs  *kafkaroute.Refs
+	refs  kafkaroute.Refs // in the call, not an allocation of its own
 	retry kafkaroute.RetryHint
 	// kafka is the exit's configuration: the topics' models.
 	kafka *config.KafkaCluster
@@ -427,8 +427,11 @@ func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkar
 	}
 	_, _, err = sending.Wait(ctx)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The goroutine gets a copy of its own, so that sending stays on
+		// this goroutine's stack when the client waits, as it mostly does.
+		held := sending
 		go func() {
-			_, _, err := sending.Wait(context.Background())
+			_, _, err := held.Wait(context.Background())
 			h.endLead(f, err, rec)
 		}()
 		return
@@ -449,7 +452,7 @@ func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) 
 // followUp answers a GET on an async location from the reply index.
 func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
 	w := req.Match.Route.With
-	p := &produceCall{req: req, with: w, opts: opts, refs: kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
+	p := &produceCall{req: req, with: w, opts: opts, refs: *kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.refs.CorrelationID = req.Match.Params["correlationId"]
 	if !followUpAllowed(p.refs.CorrelationID, req.Match.Identities) {
 		// Malformed, or issued to another caller: either way not a
@@ -526,11 +529,18 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWat
 	if drain != nil {
 		drainCh = drain.Done()
 	}
+	// One defer outside the loop, so the compiler open-codes it: a defer
+	// inside the loop went through the runtime's defer records every time.
 	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			h.pools.timers.Put(timer)
+		}
+	}()
 	for {
-		recs, _, changed := watch.State()
-		if len(recs) > 0 {
-			return recs[0], replied
+		first, changed := watch.First()
+		if first != nil {
+			return first, replied
 		}
 		if ctx.Err() != nil {
 			return nil, clientGone
@@ -543,7 +553,6 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWat
 		}
 		if timer == nil {
 			timer = h.pools.timers.Get(wait)
-			defer h.pools.timers.Put(timer)
 		}
 		h.replyWaiters.Add(1)
 		select {

@@ -2,6 +2,7 @@ package kafkaroute
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
@@ -49,13 +50,15 @@ type flightShard struct {
 	m  map[FlightKey]*Flight
 }
 
-// shard is the shard of k: FNV-1a of its correlation id.
+// flightSeed seeds the shard hash; it is set once and only read.
+var flightSeed = maphash.MakeSeed()
+
+// shard is the shard of k, by its correlation id. A correlation id is about
+// 70 bytes and every round trip hashes it twice (Join, Leave): the runtime's
+// string hash does that in a few nanoseconds where a byte-at-a-time loop
+// took a fraction of a microsecond.
 func (t *Flights) shard(k FlightKey) *flightShard {
-	h := uint32(2166136261)
-	for i := 0; i < len(k.CID); i++ {
-		h = (h ^ uint32(k.CID[i])) * 16777619
-	}
-	return &t.shards[h%flightShards]
+	return &t.shards[maphash.String(flightSeed, k.CID)%flightShards]
 }
 
 // Join attaches to the flight of k, or creates it (lead true: the caller

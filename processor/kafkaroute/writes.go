@@ -78,15 +78,26 @@ func Claim(ctx context.Context, kr *Route, topic, cid string, kafkaTimeout time.
 // on whether the request carried an idempotency key. Every 503/504 and
 // UNAVAILABLE of a produce route says it.
 type RetryHint struct {
-	Name  string // the binding's idempotency header (or metadata)
-	Given bool   // the request carried one
+	Name string // the binding's idempotency header (or metadata)
+	// Kind, when set, follows Name in the advice ("header"): kept apart so
+	// that a request does not build the phrase it rarely needs.
+	Kind  string
+	Given bool // the request carried one
+}
+
+// what is the idempotency header (or metadata) as the advice names it.
+func (r RetryHint) what() string {
+	if r.Kind == "" {
+		return r.Name
+	}
+	return r.Name + " " + r.Kind
 }
 
 // UnknownOutcome is the advice for a request that may or may not have been
 // written (in part, for a stream).
 func (r RetryHint) UnknownOutcome() string {
 	if r.Given {
-		return "a retry with the same " + r.Name + " writes nothing already written and answers as this request would have"
+		return "a retry with the same " + r.what() + " writes nothing already written and answers as this request would have"
 	}
-	return "this request has no " + r.Name + ", so a retry may write it a second time (send one to make a retry safe)"
+	return "this request has no " + r.what() + ", so a retry may write it a second time (send one to make a retry safe)"
 }
