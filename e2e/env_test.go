@@ -68,6 +68,26 @@ func startEnv(t *testing.T, yaml string, opts ...func(*stack.DevOptions)) *env {
 	return e
 }
 
+// reload parses yaml as the configuration file name and reloads the
+// processor with it, pointed at the test's broker; it returns what it parsed.
+func (e *env) reload(name, yaml string) *config.Config {
+	e.t.Helper()
+	next, err := config.Parse(name, []byte(yaml), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.dev.Processor.Reload(stack.PointAt(next, e.dev.Broker.Addr())); err != nil {
+		e.t.Fatal(err)
+	}
+	return next
+}
+
+// withRoute is a configuration with route (YAML lines at the routes'
+// indentation) first among the routes of its first binding.
+func withRoute(yaml, route string) string {
+	return strings.Replace(yaml, "    routes:\n", "    routes:\n"+route, 1)
+}
+
 // testWriter sends the stack's warnings to the test log.
 type testWriter struct{ t *testing.T }
 

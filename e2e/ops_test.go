@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -302,13 +301,7 @@ func TestReloadKeepsWaitersAndRefusesBadConfigs(t *testing.T) {
 	}()
 	e.waitGauge("kafka_ext_proc_fetch_waiters", 1)
 
-	next, err := config.Parse("next.yaml", []byte(strings.Replace(opsConfig, `path: "/items/{id}"`, `path: "/v2/items/{id}"`, 1)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dev.Processor.Reload(stack.PointAt(next, e.dev.Broker.Addr())); err != nil {
-		t.Fatal(err)
-	}
+	next := e.reload("next.yaml", strings.Replace(opsConfig, `path: "/items/{id}"`, `path: "/v2/items/{id}"`, 1))
 	if r, _ := e.request(e.h1, "GET", "/v2/items/k", ""); r.StatusCode != 200 {
 		t.Errorf("new route after reload: %d", r.StatusCode)
 	}

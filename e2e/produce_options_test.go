@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
-	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 const namedConfig = `
@@ -82,18 +80,10 @@ func TestProduceHeaderNamesFromOptions(t *testing.T) {
 	if err := e.dev.Broker.CreateTopics(embedded.Topic{Name: "named-late"}); err != nil {
 		t.Fatal(err)
 	}
-	reloaded := strings.Replace(namedConfig, "    routes:\n", `    routes:
-      - when: [{ method: POST, path: "/late/{id}" }]
+	e.reload("reloaded.yaml", withRoute(namedConfig, `      - when: [{ method: POST, path: "/late/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: named-requests, key: "${params.id}", reply-to: named-late }
-`, 1)
-	cfg, err := config.Parse("reloaded.yaml", []byte(reloaded), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dev.Processor.Reload(stack.PointAt(cfg, e.dev.Broker.Addr())); err != nil {
-		t.Fatal(err)
-	}
+`))
 	if r, b := e.request(e.h1, "POST", "/late/1", `{"late":true}`); r.StatusCode != http.StatusCreated || !strings.Contains(b, `{"late":true}`) {
 		t.Errorf("a reply-to topic added by a reload: %d %q", r.StatusCode, b)
 	}

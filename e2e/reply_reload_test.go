@@ -2,11 +2,9 @@ package e2e_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -23,18 +21,10 @@ func TestReloadAddsTheFirstRequestReplyRoute(t *testing.T) {
 		t.Fatalf("POST before the reload: %d, want 404", r.StatusCode)
 	}
 
-	withReplies := strings.Replace(opsConfig, "    routes:\n", `    routes:
-      - when: [{ method: POST, path: "/orders/{id}" }]
+	e.reload("next.yaml", withRoute(opsConfig, `      - when: [{ method: POST, path: "/orders/{id}" }]
         exit: kafka0
         with: { capability: produce, topic: orders-requests, key: "${params.id}", reply-to: orders-responses }
-`, 1)
-	next, err := config.Parse("next.yaml", []byte(withReplies), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.dev.Processor.Reload(stack.PointAt(next, e.dev.Broker.Addr())); err != nil {
-		t.Fatal(err)
-	}
+`))
 	resp, body := e.request(e.h1, "POST", "/orders/1", `{"qty":1}`, "prefer", "wait=20")
 	if resp.StatusCode != http.StatusCreated || body != `POST /orders/1 key=1 body={"qty":1}` {
 		t.Fatalf("the reply through the route the reload added: %d %q", resp.StatusCode, body)

@@ -9,9 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/proto/example"
-	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 // A route keeps its label when the configuration is reordered: labels are
@@ -36,15 +34,9 @@ func TestReorderedConfigurationKeepsRouteLabels(t *testing.T) {
         exit: kafka0
         with: { capability: fetch, topic: items, filters: [{ key: "${params.id}" }] }
 limits:`, 1)
-	next, err := config.Parse("reordered.yaml", []byte(reordered), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := e.reload("reordered.yaml", reordered)
 	if next.Bindings[0].Routes[0].ID != topicRoute || next.Bindings[0].Routes[1].ID != itemsRoute {
 		t.Fatalf("the reordered file's routes are %s, %s", next.Bindings[0].Routes[0].ID, next.Bindings[0].Routes[1].ID)
-	}
-	if err := e.dev.Processor.Reload(stack.PointAt(next, e.dev.Broker.Addr())); err != nil {
-		t.Fatal(err)
 	}
 	ask()
 	mfs := e.scrape()
