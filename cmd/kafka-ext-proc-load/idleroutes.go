@@ -90,7 +90,7 @@ type idleRoutesResult struct {
 	GoroutinesPerRoute float64 `json:"goroutines_per_route"`
 	// One GET to each route, and as many to one route, -clients at a
 	// time: RouteRatio is the first rate ÷ the second (target: 1).
-	// The one route's rate is over routeRounds passes; AgainRoutesPerSecond
+	// The one route's rate is over -route-rounds passes; AgainRoutesPerSecond
 	// is as many passes of one more GET to each route, and AgainRouteRatio
 	// its rate ÷ the one route's: the first pass is a route's first
 	// request, these are not.
@@ -202,7 +202,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if err := pass(0, each); err != nil {
 		return nil, err
 	}
-	for range routeRounds {
+	for range o.routeRounds {
 		if err := pass(1, oneRoute); err != nil {
 			return nil, err
 		}
@@ -210,8 +210,9 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 			return nil, err
 		}
 	}
-	took[1], took[2] = took[1]/routeRounds, took[2]/routeRounds
-	cpu[1], cpu[2] = cpu[1]/routeRounds, cpu[2]/routeRounds
+	rounds := time.Duration(o.routeRounds)
+	took[1], took[2] = took[1]/rounds, took[2]/rounds
+	cpu[1], cpu[2] = cpu[1]/rounds, cpu[2]/rounds
 	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
 	res.AllRoutesCPUMicros, res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(cpu[0]), perGET(cpu[1]), perGET(cpu[2])
 	res.RouteCPURatio = ratio(res.OneRouteCPUMicros, res.AllRoutesCPUMicros)
@@ -221,7 +222,46 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	res.AgainRoutesPerSecond = n / took[2].Seconds()
 	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
 	res.AgainRouteRatio = ratio(res.AgainRoutesPerSecond, res.OneRoutePerSecond)
+	if o.routeProf != "" {
+		if err := profileRoutePasses(ctx, o, s, oneRoute, each); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// profileRoutePasses writes a CPU profile of -route-rounds passes of one
+// route, then one of as many passes of each route, so that what a GET to
+// one of many routes costs beyond a GET to the same route can be told
+// function by function (go tool pprof -diff_base). The passes are after the
+// measured ones and not in the figures.
+func profileRoutePasses(ctx context.Context, o *options, s *side, oneRoute, each []string) error {
+	for _, p := range []struct {
+		name  string
+		paths []string
+	}{{"one", oneRoute}, {"each", each}} {
+		f, err := os.Create(o.routeProf + "-" + p.name + ".pprof")
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		for range o.routeRounds {
+			if _, err = getEach(ctx, s, o.clients, p.paths, o.valueSize); err != nil {
+				break
+			}
+		}
+		pprof.StopCPUProfile()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("profiling the passes of %s route: %w", p.name, err)
+		}
+	}
+	return nil
 }
 
 // measureIdleWithProcessor fills WithProcessorCores and LibrdkafkaCores,
@@ -268,12 +308,6 @@ func idleCores(ctx context.Context, d time.Duration) (float64, error) {
 	u1 := sampleUsage(false)
 	return (u1.CPU - u0.CPU).Seconds() / time.Since(t0).Seconds(), nil
 }
-
-// routeRounds is how many passes of one route, and of each route again,
-// idle-routes times after the first pass: one pass of 1,000 GETs lasts
-// about 0.1 s, short enough that a collection or another process's burst
-// moves it by half.
-const routeRounds = 5
 
 // getEach GETs every path once, clients at a time, and wants 200 with a
 // size-byte body each time; it returns how long all took.

@@ -103,6 +103,8 @@ type options struct {
 	split       bool // servers in a child process
 	profiles    profiles
 	idleProfile string // CPU profile of idle-routes' idle window with the processor
+	routeRounds int    // idle-routes' passes of one route and of each route again
+	routeProf   string // idle-routes: CPU profiles of those passes, PREFIX-{one,each}.pprof
 	logLevel    slog.Level
 	limits      string // more fields of the processor's limits, YAML flow form
 	rawHeaders  string // rawHeadersOwn or rawHeadersGateway
@@ -147,6 +149,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
 	fs.StringVar(&o.profiles.Wake, "wakeprofile", "", "longpoll: write CPU profiles of the wake-up alone, from the release until every waiter was answered, to PREFIX-{noop,processor}-wake.pprof (with -split: of the server process); not with -cpuprofile")
 	fs.StringVar(&o.profiles.Heap, "heapprofile", "", "longpoll: write heap profiles to PREFIX-{noop,processor}-{before,held,woken}.pprof, before the waiters, with them held and once all were answered (with -split: of the server process); samples every 4 KiB, so the run's times are not figures")
+	fs.IntVar(&o.routeRounds, "route-rounds", 5, "idle-routes: passes of one route, and of each route again, after the first pass to each route")
+	fs.StringVar(&o.routeProf, "routeprofile", "", "idle-routes: after the measured passes, write CPU profiles of -route-rounds more passes of one route and of each route to PREFIX-one.pprof and PREFIX-each.pprof; not with -cpuprofile")
 	fs.StringVar(&o.idleProfile, "idleprofile", "", "write a CPU profile of idle-routes' idle window with the processor (its views ready, no traffic) to this file; not with -cpuprofile")
 	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
 	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
@@ -168,6 +172,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.idleProfile != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
 	}
+	if o.routeProf != "" && o.profiles.CPU != "" {
+		return nil, errors.New("-routeprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
+	}
 	if o.profiles.Wake != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-wakeprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
 	}
@@ -188,6 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"keys", int64(o.keys), 1, maxKeys},
 		{"view-keys", int64(o.viewKeys), 1, maxViewKeys},
 		{"routes", int64(o.routes), 1, maxRoutes},
+		{"route-rounds", int64(o.routeRounds), 1, 1000},
 		{"value-size", int64(o.valueSize), minValue, maxValue},
 		{"waiters", int64(o.waiters), 1, maxWaiters},
 		{"streams", int64(o.streams), 1, maxStreams},
