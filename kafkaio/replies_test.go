@@ -101,11 +101,7 @@ func waitRecords(t *testing.T, ctx context.Context, w *ReplyWatch, n int) []*Rec
 func TestReplyWatchWakesOnReply(t *testing.T) {
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies", Partitions: 2}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
-	x.Add("replies", cidHeader)
-	ctx := kafkatest.Ctx(t, 20*time.Second)
-	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
-		t.Fatal(err)
-	}
+	ctx := addCaughtUp(t, x, "replies")
 	w := x.Watch("replies", "cid-1")
 	defer w.Close()
 	other := x.Watch("replies", "cid-2")
@@ -243,11 +239,7 @@ func TestReplyCaughtUpMeansEverythingRead(t *testing.T) {
 func TestReplyTerminalRecord(t *testing.T) {
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
-	x.Add("replies", cidHeader)
-	ctx := kafkatest.Ctx(t, 20*time.Second)
-	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
-		t.Fatal(err)
-	}
+	ctx := addCaughtUp(t, x, "replies")
 	w := x.Watch("replies", "call-1")
 	defer w.Close()
 	writeReplies(t, b.Addr(), "replies",
@@ -285,11 +277,7 @@ func TestReplyMaxBytesEvictsOldestUnpinned(t *testing.T) {
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "replies"}})
 	const maxBytes = 8 << 10
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{MaxBytes: maxBytes}, nil)
-	x.Add("replies", cidHeader)
-	ctx := kafkatest.Ctx(t, 20*time.Second)
-	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
-		t.Fatal(err)
-	}
+	ctx := addCaughtUp(t, x, "replies")
 	keep := x.Watch("replies", "keep")
 	big := bytes.Repeat([]byte("v"), 1000)
 	writeReplies(t, b.Addr(), "replies", testReply{id: "keep", value: big})
@@ -348,11 +336,7 @@ func TestReplyRetentionExpiry(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ns.Store(time.Now().UnixNano())
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{Retention: time.Minute}, clock.now)
-	x.Add("replies", cidHeader)
-	ctx := kafkatest.Ctx(t, 20*time.Second)
-	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
-		t.Fatal(err)
-	}
+	ctx := addCaughtUp(t, x, "replies")
 	a, pinned := x.Watch("replies", "a"), x.Watch("replies", "pinned")
 	defer pinned.Close()
 	writeReplies(t, b.Addr(), "replies", testReply{id: "a", value: []byte("1")}, testReply{id: "pinned", value: []byte("2")})
@@ -657,11 +641,7 @@ func TestReplyConsumerComesWithTheFirstTopic(t *testing.T) {
 	}
 	writeReplies(t, b.Addr(), "replies", testReply{id: "cid-1", value: []byte("before")})
 
-	x.Add("replies", cidHeader)
-	ctx := kafkatest.Ctx(t, 20*time.Second)
-	if err := x.WaitCaughtUp(ctx, "replies"); err != nil {
-		t.Fatal(err)
-	}
+	ctx := addCaughtUp(t, x, "replies")
 	w := x.Watch("replies", "cid-1")
 	defer w.Close()
 	if recs := w.Records(); len(recs) != 1 || string(recs[0].Value) != "before" {
@@ -763,10 +743,17 @@ func caughtUpIndex(t *testing.T, topic string) (*embedded.Broker, *ReplyIndex, c
 	t.Helper()
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: topic}})
 	x := testIndex(t, b.Addr(), ReplyIndexOptions{}, nil)
+	return b, x, addCaughtUp(t, x, topic)
+}
+
+// addCaughtUp adds topic to x and waits until its index caught up; the
+// context it returns bounds the rest of the test's waits.
+func addCaughtUp(t *testing.T, x *ReplyIndex, topic string) context.Context {
+	t.Helper()
 	x.Add(topic, cidHeader)
 	ctx := kafkatest.Ctx(t, 20*time.Second)
 	if err := x.WaitCaughtUp(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	return b, x, ctx
+	return ctx
 }
