@@ -126,6 +126,11 @@ type idleRoutesResult struct {
 	OneRouteNoopCPURatio     float64 `json:"one_route_noop_cpu_ratio"`
 	EachRouteNoopCPURatio    float64 `json:"each_route_noop_cpu_ratio"`
 	AgainRouteVsNoopRatio    float64 `json:"again_route_vs_noop_ratio"`
+	// Allocations per GET of this process in those rounds.
+	OneRouteAllocs        float64 `json:"one_route_allocs_per_req"`
+	AgainRoutesAllocs     float64 `json:"again_routes_allocs_per_req"`
+	NoopOneRouteAllocs    float64 `json:"noop_one_route_allocs_per_req"`
+	NoopAgainRoutesAllocs float64 `json:"noop_again_routes_allocs_per_req"`
 }
 
 func (idleRoutesResult) isResult() {}
@@ -250,7 +255,8 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 		s     *side
 		paths []string
 	}{{s, oneRoute}, {s, each}, {ns, oneRoute}, {ns, each}}
-	var took, cpu [4]time.Duration
+	var took [4]time.Duration
+	var used [4]usage
 	for range o.routeRounds {
 		for i, p := range passes {
 			u0 := sampleUsage(false)
@@ -259,14 +265,17 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 				return nil, err
 			}
 			took[i] += d
-			cpu[i] += sampleUsage(false).CPU - u0.CPU
+			used[i] = used[i].add(sampleUsage(false).sub(u0))
 		}
 	}
 	rounds := time.Duration(o.routeRounds)
 	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	gets := int64(o.routeRounds) * int64(o.routes)
 	res.AllRoutesCPUMicros = perGET(cpuFirst)
-	res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(cpu[0]/rounds), perGET(cpu[1]/rounds)
-	res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros = perGET(cpu[2]/rounds), perGET(cpu[3]/rounds)
+	res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(used[0].CPU/rounds), perGET(used[1].CPU/rounds)
+	res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros = perGET(used[2].CPU/rounds), perGET(used[3].CPU/rounds)
+	res.OneRouteAllocs, res.AgainRoutesAllocs = perReq(used[0], gets).Allocs, perReq(used[1], gets).Allocs
+	res.NoopOneRouteAllocs, res.NoopAgainRoutesAllocs = perReq(used[2], gets).Allocs, perReq(used[3], gets).Allocs
 	res.RouteCPURatio = ratio(res.OneRouteCPUMicros, res.AllRoutesCPUMicros)
 	res.AgainRouteCPURatio = ratio(res.OneRouteCPUMicros, res.AgainRoutesCPUMicros)
 	res.NoopAgainRouteCPURatio = ratio(res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros)

@@ -222,7 +222,8 @@ func TestIdleRoutes(t *testing.T) {
 		r.AgainRoutesPerSecond <= 0 || r.AgainRouteRatio <= 0 || r.IdleRatio == 0 ||
 		r.AllRoutesCPUMicros <= 0 || r.OneRouteCPUMicros <= 0 || r.RouteCPURatio <= 0 || r.AgainRouteCPURatio <= 0 ||
 		r.NoopOneRouteCPUMicros <= 0 || r.NoopAgainRoutesCPUMicros <= 0 || r.NoopAgainRouteCPURatio <= 0 ||
-		r.OneRouteNoopCPURatio <= 0 || r.EachRouteNoopCPURatio <= 0 || r.AgainRouteVsNoopRatio <= 0 {
+		r.OneRouteNoopCPURatio <= 0 || r.EachRouteNoopCPURatio <= 0 || r.AgainRouteVsNoopRatio <= 0 ||
+		r.OneRouteAllocs <= 0 || r.AgainRoutesAllocs <= 0 || r.NoopOneRouteAllocs <= 0 || r.NoopAgainRoutesAllocs <= 0 {
 		t.Errorf("idle-routes: %+v", r)
 	}
 	// The librdkafka share is read from /proc: where there is one, the
