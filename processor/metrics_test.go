@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
 func TestAnswerLabelsSeparateHTTPAndGRPCCodes(t *testing.T) {
@@ -134,5 +137,52 @@ func TestRouteSeriesCountUnderTheRoutesLabels(t *testing.T) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("unexpected series %s: %v", k, v)
 		}
+	}
+}
+
+// BenchmarkRouteMetrics is an exchange's metric updates (its duration and
+// its count, a 200 answer) over one route and cycling over many: through
+// the route's series, and through the label values as before them (the
+// path an exchange without a route still takes).
+func BenchmarkRouteMetrics(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		cfg := &config.Config{Source: "bench", Bindings: []*config.Binding{{Name: "http0", Type: config.HTTPKafka}}}
+		for i := range n {
+			cfg.Bindings[0].Routes = append(cfg.Bindings[0].Routes, &config.Route{
+				Index: i, ID: "GET /r" + strconv.Itoa(i) + "/{id}",
+				When: []config.Condition{{Method: "GET", Path: mustPath(b, "/r"+strconv.Itoa(i)+"/{id}")}}, With: with(config.Fetch, "t"+strconv.Itoa(i)),
+			})
+		}
+		t, err := route.Build(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := newMetrics(prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		series := m.newRouteSeries(t)
+		b.Run("routes="+strconv.Itoa(n)+"/series", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := &series[i%n]
+				r.duration(0).Observe(0.001)
+				r.exchange("200").Inc()
+				i++
+			}
+		})
+		b.Run("routes="+strconv.Itoa(n)+"/labels", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := cfg.Bindings[0].Routes[i%n]
+				binding, rt, capab, kind := cfg.Bindings[0].Name, routeLabelOf(r), capabilityLabelOf(r), kindLabel(kindHTTP)
+				m.durationOf(durationLabels{binding, rt, capab, kind, modeLabel(0)}).Observe(0.001)
+				outcome, code, grpcCode := outcomeLabels(kind, "200")
+				m.exchange(exchangeLabels{binding, rt, capab, kind, outcome, code, grpcCode}).Inc()
+				i++
+			}
+		})
 	}
 }
