@@ -8,8 +8,6 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-
-	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 )
 
 // TestNoopByPath checks the many-routes ceiling's no-op server: each path
@@ -31,11 +29,7 @@ func TestNoopByPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.stop()
-	boot, err := envoy.Parse(envoy.DefaultYAML())
-	if err != nil {
-		t.Fatal(err)
-	}
-	settings, err := envoy.SettingsFrom(boot)
+	settings, err := shippedSettings()
 	if err != nil {
 		t.Fatal(err)
 	}
