@@ -84,7 +84,9 @@ type exchange struct {
 	rd *reader // nil until the reader goroutine runs: messages come through rd.in
 
 	binding *config.Binding // metrics: the binding chosen
-	route   *config.Route   // metrics: the matched route
+	// series is the matched route (series.cfg) with its metric series, in
+	// snap; nil until a route matched.
+	series *routeSeries
 }
 
 // failCause is why an exchange failed in the processor's own terms, with
@@ -228,18 +230,27 @@ func (x *exchange) close() {
 		// stream as Process returns, and the reader ends then.
 	}
 	st, cause, at, ok := x.w.answered()
-	binding, rt, capab, kind := x.bindingLabel(), x.routeLabel(), x.capabilityLabel(), kindLabel(x.kind)
-	outcome, code, grpcCode := outcomeCancelled, labelNone, labelNone
 	switch {
 	case ok:
-		outcome, code, grpcCode = answerLabels(kind, st)
-		x.s.metrics.durationOf(durationLabels{binding, rt, capab, kind, x.modeLabel()}).Observe(at.Sub(x.start).Seconds())
 	case x.protocolErr:
-		st, outcome = outcomeProtocol, outcomeProtocol
+		st = outcomeProtocol
 	default:
 		st = outcomeCancelled
 	}
-	x.s.metrics.exchange(exchangeLabels{binding, rt, capab, kind, outcome, code, grpcCode}).Inc()
+	binding, rt := x.bindingLabel(), x.routeLabel()
+	if r := x.series; r != nil {
+		if ok {
+			r.duration(x.mode).Observe(at.Sub(x.start).Seconds())
+		}
+		r.exchange(st).Inc()
+	} else {
+		capab, kind := x.capabilityLabel(), kindLabel(x.kind)
+		if ok {
+			x.s.metrics.durationOf(durationLabels{binding, rt, capab, kind, modeLabel(x.mode)}).Observe(at.Sub(x.start).Seconds())
+		}
+		outcome, code, grpcCode := outcomeLabels(kind, st)
+		x.s.metrics.exchange(exchangeLabels{binding, rt, capab, kind, outcome, code, grpcCode}).Inc()
+	}
 	endSpan(x.span, binding, rt, st, !ok || failedStatus(st))
 	x.logEnd(st, cause, ok)
 }

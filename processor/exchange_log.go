@@ -52,7 +52,7 @@ func (x *exchange) logAttrsSince(stage uint8) []slog.Attr {
 		attrs = append(attrs, slog.String("binding", x.binding.Name))
 	}
 	if stage < logKnownRoute && x.logStage >= logKnownRoute {
-		attrs = append(attrs, slog.String("route", x.route.ID))
+		attrs = append(attrs, slog.String("route", x.series.cfg.ID))
 	}
 	return attrs
 }
@@ -119,24 +119,38 @@ func (x *exchange) bindingLabel() string {
 }
 
 func (x *exchange) routeLabel() string {
-	if x.route == nil || x.route.ID == "" {
+	if x.series == nil {
 		return labelNone
 	}
-	return x.route.ID
+	return x.series.route
 }
 
 func (x *exchange) capabilityLabel() string {
-	if x.route == nil || x.route.With == nil || x.route.With.Capability == "" {
+	if x.series == nil {
 		return labelNone
 	}
-	return string(x.route.With.Capability)
+	return x.series.capability
+}
+
+func routeLabelOf(r *config.Route) string {
+	if r == nil || r.ID == "" {
+		return labelNone
+	}
+	return r.ID
+}
+
+func capabilityLabelOf(r *config.Route) string {
+	if r == nil || r.With == nil || r.With.Capability == "" {
+		return labelNone
+	}
+	return string(r.With.Capability)
 }
 
 // matched records the route an exchange matched, for its metrics, and
 // whether the exchange is a long poll (an HTTP fetch asking to wait) or a
 // stream (a gRPC fetch), which the duration histogram keeps apart.
 func (x *exchange) matched(m *route.Match, headers route.Headers) {
-	x.route = m.Route
+	x.series = &x.snap.series[m.Ordinal] // m.Route's
 	if m.Route.With != nil && m.Route.With.Capability == config.Fetch {
 		if x.kind == kindGRPC {
 			x.mode = modeCodeStream
@@ -152,8 +166,8 @@ func (x *exchange) matched(m *route.Match, headers route.Headers) {
 	}
 }
 
-func (x *exchange) modeLabel() string {
-	switch x.mode {
+func modeLabel(mode uint8) string {
+	switch mode {
 	case modeCodeLongPoll:
 		return modeLongPoll
 	case modeCodeStream:

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
 // metrics of the exchanges. Labels are bounded: binding names come from the
@@ -64,6 +68,94 @@ func (m *metrics) durationOf(l durationLabels) prometheus.Observer {
 	return o
 }
 
+// routeSeries are one route's children of exchanges and duration, made
+// when a snapshot is built and reached through the matched route
+// (route.Match.Ordinal), so that an exchange updates its series without
+// hashing and comparing its label values: with many routes that look-up
+// read the label strings and map buckets of a different route each time.
+// binding, route, capability and kind are the route's own (its binding's
+// type fixes the kind); the rest take a few values, and each child is made
+// on first use, so /metrics shows the series requests made, as before.
+type routeSeries struct {
+	m                                *metrics
+	cfg                              *config.Route
+	binding, route, capability, kind string
+
+	mu        sync.Mutex                         // serializes making children
+	answers   atomic.Pointer[[]answerSeries]     // copied on write
+	durations [3]atomic.Pointer[observerOfRoute] // by exchange.mode
+}
+
+// answerSeries is an exchanges child of a route, by the exchange's
+// status label: an HTTP status or gRPC code name, or outcomeCancelled or
+// outcomeProtocol for an exchange without an answer.
+type answerSeries struct {
+	status string
+	c      prometheus.Counter
+}
+
+type observerOfRoute struct{ o prometheus.Observer }
+
+// newRouteSeries are the series of each route of t, by Match.Ordinal.
+func (m *metrics) newRouteSeries(t *route.Table) []routeSeries {
+	rs := make([]routeSeries, t.Routes())
+	for _, typ := range []config.BindingType{config.HTTPKafka, config.GRPCKafka} {
+		kind := kindLabel(kindHTTP)
+		if typ == config.GRPCKafka {
+			kind = kindLabel(kindGRPC)
+		}
+		for _, b := range t.OfType(typ) {
+			b.EachRoute(func(ordinal int, r *config.Route) {
+				rs[ordinal] = routeSeries{m: m, cfg: r, binding: b.Config.Name, route: routeLabelOf(r), capability: capabilityLabelOf(r), kind: kind}
+			})
+		}
+	}
+	return rs
+}
+
+// exchange is the route's exchanges counter of status (see answerSeries).
+func (r *routeSeries) exchange(status string) prometheus.Counter {
+	if as := r.answers.Load(); as != nil {
+		for i := range *as {
+			if (*as)[i].status == status {
+				return (*as)[i].c
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var as []answerSeries
+	if p := r.answers.Load(); p != nil {
+		for _, a := range *p {
+			if a.status == status {
+				return a.c
+			}
+		}
+		as = append(as, *p...)
+	}
+	outcome, code, grpcCode := outcomeLabels(r.kind, status)
+	c := r.m.exchange(exchangeLabels{r.binding, r.route, r.capability, r.kind, outcome, code, grpcCode})
+	as = append(as, answerSeries{status, c})
+	r.answers.Store(&as)
+	return c
+}
+
+// duration is the route's duration histogram of an exchange's mode
+// (exchange.mode).
+func (r *routeSeries) duration(mode uint8) prometheus.Observer {
+	if o := r.durations[mode].Load(); o != nil {
+		return o.o
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o := r.durations[mode].Load(); o != nil {
+		return o.o
+	}
+	o := &observerOfRoute{r.m.durationOf(durationLabels{r.binding, r.route, r.capability, r.kind, modeLabel(mode)})}
+	r.durations[mode].Store(o)
+	return o.o
+}
+
 // Label values of exchanges that chose nothing or sent no answer.
 const (
 	labelNone = "none" // binding, route, capability, code or grpc_code when there is none
@@ -115,6 +207,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// outcomeLabels are the outcome, code and grpc_code of an exchange's status
+// label (see answerSeries) for kind.
+func outcomeLabels(kind, status string) (outcome, code, grpcCode string) {
+	switch status {
+	case outcomeCancelled, outcomeProtocol:
+		return status, labelNone, labelNone
+	}
+	return answerLabels(kind, status)
 }
 
 // answerLabels are the outcome, code and grpc_code of an answered

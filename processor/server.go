@@ -101,6 +101,7 @@ type Server struct {
 type snapshot struct {
 	table  *route.Table
 	limits config.Limits
+	series []routeSeries // the metric series of table's routes, by route.Match.Ordinal
 }
 
 // New builds a Server from a configuration.
@@ -157,7 +158,7 @@ func (s *Server) Swap(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("swapping routes: %w", err)
 	}
-	s.snap.Store(&snapshot{table: t, limits: cfg.Limits.WithDefaults()})
+	s.snap.Store(&snapshot{table: t, limits: cfg.Limits.WithDefaults(), series: s.metrics.newRouteSeries(t)})
 	s.log.Info("routes installed", "source", cfg.Source, "bindings", len(cfg.Bindings))
 	return nil
 }

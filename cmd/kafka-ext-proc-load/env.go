@@ -39,14 +39,24 @@ type side struct {
 	clients []*emulator.Client
 }
 
-func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err error) {
+// shippedSettings are the ext_proc settings of the shipped envoy.yaml, which
+// the emulator clients follow.
+func shippedSettings() (envoy.Settings, error) {
 	boot, err := envoy.Parse(envoy.DefaultYAML())
 	if err != nil {
-		return nil, fmt.Errorf("the shipped envoy.yaml: %w", err)
+		return envoy.Settings{}, fmt.Errorf("the shipped envoy.yaml: %w", err)
 	}
 	settings, err := envoy.SettingsFrom(boot)
 	if err != nil {
-		return nil, fmt.Errorf("the shipped envoy.yaml: %w", err)
+		return envoy.Settings{}, fmt.Errorf("the shipped envoy.yaml: %w", err)
+	}
+	return settings, nil
+}
+
+func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err error) {
+	settings, err := shippedSettings()
+	if err != nil {
+		return nil, err
 	}
 	e := &env{log: logger, settings: settings, split: o.split}
 	defer func() {

@@ -63,13 +63,7 @@ func (h *hop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	if err != nil {
 		return nil
 	}
-	var path string
-	for _, hv := range headers.GetHeaders().GetHeaders() {
-		if hv.GetKey() == ":path" {
-			path = string(hv.GetRawValue())
-			break
-		}
-	}
+	path := pathOf(headers)
 	a, ok := h.answers[path]
 	if !ok {
 		return status.Errorf(codes.InvalidArgument, "the hop baseline answers the scenario's POSTs, not %q", path)

@@ -33,7 +33,9 @@ import (
 // after as many unmeasured GETs of that route warm the connections (else the
 // first pass pays for them); then rounds of GETs to one route and to each
 // route again, which tell the cost of a route's first request from that of
-// many routes.
+// many routes. The same rounds, alternated with the processor's, run on the
+// no-op server holding each route's own captured answer: the ceiling, what
+// going from one route to many costs a server that does no work.
 
 func idleTopic(i int) string { return "bench-idle-" + strconv.Itoa(i) }
 
@@ -120,6 +122,26 @@ type idleRoutesResult struct {
 	AgainRoutesCPUMicros float64 `json:"again_routes_cpu_us_per_req"`
 	RouteCPURatio        float64 `json:"route_cpu_ratio"`
 	AgainRouteCPURatio   float64 `json:"again_route_cpu_ratio"`
+	// The ceiling, in the same rounds: the no-op server answering each
+	// route's path with the answer the processor sent for it (per-route
+	// state and no other work). NoopAgainRouteCPURatio is its one route's
+	// CPU per GET ÷ its each route's, beside AgainRouteCPURatio;
+	// OneRouteNoopCPURatio and EachRouteNoopCPURatio are the no-op's CPU
+	// per GET ÷ the processor's, one route and each route; and
+	// AgainRouteVsNoopRatio is AgainRouteCPURatio ÷ NoopAgainRouteCPURatio:
+	// 1 when going from one route to many costs the processor no more, in
+	// proportion, than it costs a server that only holds per-route answers.
+	NoopOneRouteCPUMicros    float64 `json:"noop_one_route_cpu_us_per_req"`
+	NoopAgainRoutesCPUMicros float64 `json:"noop_again_routes_cpu_us_per_req"`
+	NoopAgainRouteCPURatio   float64 `json:"noop_again_route_cpu_ratio"`
+	OneRouteNoopCPURatio     float64 `json:"one_route_noop_cpu_ratio"`
+	EachRouteNoopCPURatio    float64 `json:"each_route_noop_cpu_ratio"`
+	AgainRouteVsNoopRatio    float64 `json:"again_route_vs_noop_ratio"`
+	// Allocations per GET of this process in those rounds.
+	OneRouteAllocs        float64 `json:"one_route_allocs_per_req"`
+	AgainRoutesAllocs     float64 `json:"again_routes_allocs_per_req"`
+	NoopOneRouteAllocs    float64 `json:"noop_one_route_allocs_per_req"`
+	NoopAgainRoutesAllocs float64 `json:"noop_again_routes_allocs_per_req"`
 }
 
 func (idleRoutesResult) isResult() {}
@@ -201,43 +223,91 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if _, err := getEach(ctx, s, o.clients, oneRoute, o.valueSize); err != nil {
 		return nil, fmt.Errorf("warming the connections: %w", err)
 	}
-	// took and cpu are by pass: the first to each route, then the rounds
-	// of one route and of each route again, alternating so that what else
-	// the machine does falls on both alike.
-	var took, cpu [3]time.Duration
-	pass := func(i int, paths []string) error {
-		u0 := sampleUsage(false)
-		d, err := getEach(ctx, s, o.clients, paths, o.valueSize)
-		took[i] += d
-		cpu[i] += sampleUsage(false).CPU - u0.CPU
-		return err
-	}
-	if err := pass(0, each); err != nil {
+	// The first GET to each route, measured before anything else reaches
+	// the routes.
+	u0 := sampleUsage(false)
+	tookFirst, err := getEach(ctx, s, o.clients, each, o.valueSize)
+	if err != nil {
 		return nil, err
 	}
-	for range o.routeRounds {
-		if err := pass(1, oneRoute); err != nil {
-			return nil, err
+	cpuFirst := sampleUsage(false).CPU - u0.CPU
+
+	// The ceiling: the no-op server holding each route's own answer, as
+	// the processor sent it, and doing nothing else.
+	answers, err := e.captureEach(ctx, proc.Addr(), each, func(path string, r reply) error {
+		if r.status != 200 || len(r.body) != o.valueSize {
+			return fmt.Errorf("GET %s: %d with %d bytes, want 200 with %d", path, r.status, len(r.body), o.valueSize)
 		}
-		if err := pass(2, each); err != nil {
-			return nil, err
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	nop, err := startNoopByPath(answers)
+	if err != nil {
+		return nil, err
+	}
+	defer nop.stop()
+	ns, err := e.dial("idle-routes no-op", nop.addr(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.close()
+	// The no-op's connections warmed, and each of its answers sent once,
+	// as the processor's were by the first pass and the capture.
+	for _, paths := range [][]string{oneRoute, each} {
+		if _, err := getEach(ctx, ns, o.clients, paths, o.valueSize); err != nil {
+			return nil, fmt.Errorf("warming the no-op server: %w", err)
+		}
+	}
+
+	// Rounds of one route and of each route again, on the processor and
+	// on the no-op, alternating so that what else the machine does falls
+	// on all four alike.
+	passes := []struct {
+		s     *side
+		paths []string
+	}{{s, oneRoute}, {s, each}, {ns, oneRoute}, {ns, each}}
+	var took [4]time.Duration
+	var used [4]usage
+	for range o.routeRounds {
+		for i, p := range passes {
+			u0 := sampleUsage(false)
+			d, err := getEach(ctx, p.s, o.clients, p.paths, o.valueSize)
+			if err != nil {
+				return nil, err
+			}
+			took[i] += d
+			used[i] = used[i].add(sampleUsage(false).sub(u0))
 		}
 	}
 	rounds := time.Duration(o.routeRounds)
-	took[1], took[2] = took[1]/rounds, took[2]/rounds
-	cpu[1], cpu[2] = cpu[1]/rounds, cpu[2]/rounds
 	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
-	res.AllRoutesCPUMicros, res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(cpu[0]), perGET(cpu[1]), perGET(cpu[2])
+	gets := int64(o.routeRounds) * int64(o.routes)
+	res.AllRoutesCPUMicros = perGET(cpuFirst)
+	res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(used[0].CPU/rounds), perGET(used[1].CPU/rounds)
+	res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros = perGET(used[2].CPU/rounds), perGET(used[3].CPU/rounds)
+	res.OneRouteAllocs, res.AgainRoutesAllocs = perReq(used[0], gets).Allocs, perReq(used[1], gets).Allocs
+	res.NoopOneRouteAllocs, res.NoopAgainRoutesAllocs = perReq(used[2], gets).Allocs, perReq(used[3], gets).Allocs
 	res.RouteCPURatio = ratio(res.OneRouteCPUMicros, res.AllRoutesCPUMicros)
 	res.AgainRouteCPURatio = ratio(res.OneRouteCPUMicros, res.AgainRoutesCPUMicros)
-	res.AllRoutesPerSecond = n / took[0].Seconds()
-	res.OneRoutePerSecond = n / took[1].Seconds()
-	res.AgainRoutesPerSecond = n / took[2].Seconds()
+	res.NoopAgainRouteCPURatio = ratio(res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros)
+	res.OneRouteNoopCPURatio = ratio(res.NoopOneRouteCPUMicros, res.OneRouteCPUMicros)
+	res.EachRouteNoopCPURatio = ratio(res.NoopAgainRoutesCPUMicros, res.AgainRoutesCPUMicros)
+	res.AgainRouteVsNoopRatio = ratio(res.AgainRouteCPURatio, res.NoopAgainRouteCPURatio)
+	res.AllRoutesPerSecond = n / tookFirst.Seconds()
+	res.OneRoutePerSecond = n / (took[0] / rounds).Seconds()
+	res.AgainRoutesPerSecond = n / (took[1] / rounds).Seconds()
 	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
 	res.AgainRouteRatio = ratio(res.AgainRoutesPerSecond, res.OneRoutePerSecond)
 	if o.routeProf != "" {
-		if err := profileRoutePasses(ctx, o, s, oneRoute, each); err != nil {
-			return nil, err
+		for _, p := range []struct {
+			name string
+			s    *side
+		}{{"", s}, {"noop-", ns}} {
+			if err := profileRoutePasses(ctx, o, p.name, p.s, oneRoute, each); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return res, nil
@@ -247,13 +317,14 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 // route, then one of as many passes of each route, so that what a GET to
 // one of many routes costs beyond a GET to the same route can be told
 // function by function (go tool pprof -diff_base). The passes are after the
-// measured ones and not in the figures.
-func profileRoutePasses(ctx context.Context, o *options, s *side, oneRoute, each []string) error {
+// measured ones and not in the figures. The files are
+// -routeprofile-{prefix}one.pprof and -{prefix}each.pprof.
+func profileRoutePasses(ctx context.Context, o *options, prefix string, s *side, oneRoute, each []string) error {
 	for _, p := range []struct {
 		name  string
 		paths []string
 	}{{"one", oneRoute}, {"each", each}} {
-		f, err := os.Create(o.routeProf + "-" + p.name + ".pprof")
+		f, err := os.Create(o.routeProf + "-" + prefix + p.name + ".pprof")
 		if err != nil {
 			return err
 		}
@@ -271,7 +342,7 @@ func profileRoutePasses(ctx context.Context, o *options, s *side, oneRoute, each
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("profiling the passes of %s route: %w", p.name, err)
+			return fmt.Errorf("profiling the passes of %s route (%s): %w", p.name, s.name, err)
 		}
 	}
 	return nil

@@ -204,8 +204,10 @@ func TestIdleRoutes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	prof := filepath.Join(t.TempDir(), "idle.pprof")
-	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s", "-idleprofile", prof, "-fetch-wait", "2s"}
+	dir := t.TempDir()
+	prof, routeProf := filepath.Join(dir, "idle.pprof"), filepath.Join(dir, "rp")
+	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s", "-idleprofile", prof, "-fetch-wait", "2s",
+		"-route-rounds", "2", "-routeprofile", routeProf}
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -218,7 +220,10 @@ func TestIdleRoutes(t *testing.T) {
 	if r.Routes != 20 || r.FetchWaitMS != 2000 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
 		r.AllRoutesPerSecond <= 0 || r.OneRoutePerSecond <= 0 || r.RouteRatio <= 0 ||
 		r.AgainRoutesPerSecond <= 0 || r.AgainRouteRatio <= 0 || r.IdleRatio == 0 ||
-		r.AllRoutesCPUMicros <= 0 || r.OneRouteCPUMicros <= 0 || r.RouteCPURatio <= 0 || r.AgainRouteCPURatio <= 0 {
+		r.AllRoutesCPUMicros <= 0 || r.OneRouteCPUMicros <= 0 || r.RouteCPURatio <= 0 || r.AgainRouteCPURatio <= 0 ||
+		r.NoopOneRouteCPUMicros <= 0 || r.NoopAgainRoutesCPUMicros <= 0 || r.NoopAgainRouteCPURatio <= 0 ||
+		r.OneRouteNoopCPURatio <= 0 || r.EachRouteNoopCPURatio <= 0 || r.AgainRouteVsNoopRatio <= 0 ||
+		r.OneRouteAllocs <= 0 || r.AgainRoutesAllocs <= 0 || r.NoopOneRouteAllocs <= 0 || r.NoopAgainRoutesAllocs <= 0 {
 		t.Errorf("idle-routes: %+v", r)
 	}
 	// The librdkafka share is read from /proc: where there is one, the
@@ -243,6 +248,11 @@ func TestIdleRoutes(t *testing.T) {
 	}
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
 		t.Errorf("-idleprofile wrote no profile: %v", err)
+	}
+	for _, name := range []string{"one", "each", "noop-one", "noop-each"} {
+		if fi, err := os.Stat(routeProf + "-" + name + ".pprof"); err != nil || fi.Size() == 0 {
+			t.Errorf("-routeprofile wrote no %s profile: %v", name, err)
+		}
 	}
 }
 
@@ -321,7 +331,7 @@ func TestTextReport(t *testing.T) {
 	if err := report(&b, false, viewScaleResult{Scenario: scenarioViewScale, Keys: 9, LoadRatio: 1.25, OverheadPerKey: 70, WakeRatio: 1.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&b, false, idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: 8, IdleCores: 0.005, RouteRatio: 0.97, IdleRatio: 1.75, AgainRouteRatio: 0.99}); err != nil {
+	if err := report(&b, false, idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: 8, IdleCores: 0.005, RouteRatio: 0.97, IdleRatio: 1.75, AgainRouteRatio: 0.99, EachRouteNoopCPURatio: 0.83, AgainRouteVsNoopRatio: 0.96}); err != nil {
 		t.Fatal(err)
 	}
 	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
@@ -330,7 +340,7 @@ func TestTextReport(t *testing.T) {
 	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
 		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
 		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
-		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "small view 0.0 ms: 1.50 ×", "idle-routes: 8 fetch routes", "0.50 % its own (issue 20 target ≤ 1 %)", "0.97 ×", "is 1.75 × it", "0.99 ×", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
+		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "small view 0.0 ms: 1.50 ×", "idle-routes: 8 fetch routes", "0.50 % its own (issue 20 target ≤ 1 %)", "0.97 ×", "is 1.75 × it", "0.99 ×", "0.83 × each route", "over the no-op's: 0.96 ×", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
 		"0.87 × the machinery baseline's", "which reaches 0.93 × the hop's (the ceiling); by CPU per request 0.86 and 0.91",
 		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
 		if !strings.Contains(b.String(), want) {

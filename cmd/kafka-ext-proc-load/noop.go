@@ -9,6 +9,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
@@ -23,9 +25,14 @@ import (
 //
 // In hold mode it keeps every answer until release is called, counting the
 // streams it holds: the baseline of a long poll.
+//
+// Started with answers by path (startNoopByPath) it answers each request
+// with the answer captured for its :path: the baseline of many routes, a
+// server that holds per-route state and does no other work.
 type noop struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	answer []*extprocv3.ProcessingResponse // read-only once serving
+	answer []*extprocv3.ProcessingResponse            // read-only once serving
+	byPath map[string][]*extprocv3.ProcessingResponse // by :path; nil: answer for every path
 	served
 
 	hold     bool
@@ -39,6 +46,21 @@ func startNoop(answer []*extprocv3.ProcessingResponse, hold bool) (*noop, error)
 	n := &noop{answer: answer, hold: hold, release: make(chan struct{})}
 	var err error
 	n.served, err = serve("no-op server", func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, n) })
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// startNoopByPath listens on a free loopback port and answers a request
+// for a path of answers with that path's answer, any other with an error.
+func startNoopByPath(answers map[string][]*extprocv3.ProcessingResponse) (*noop, error) {
+	if len(answers) == 0 {
+		return nil, errors.New("starting the no-op server: no answers")
+	}
+	n := &noop{byPath: answers, release: make(chan struct{})}
+	var err error
+	n.served, err = serve("no-op server (by path)", func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, n) })
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +81,16 @@ func (n *noop) stop() {
 // Process answers one stream.
 func (n *noop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := stream.Context()
-	if _, err := readRequest(stream); err != nil {
+	headers, err := readRequest(stream)
+	if err != nil {
 		return nil
+	}
+	answer := n.answer
+	if n.byPath != nil {
+		path := pathOf(headers)
+		if answer = n.byPath[path]; answer == nil {
+			return status.Errorf(codes.InvalidArgument, "the no-op server answers the scenario's paths, not %q", path)
+		}
 	}
 	if n.hold {
 		n.held.Add(1)
@@ -73,8 +103,18 @@ func (n *noop) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 			return nil
 		}
 	}
-	answerAndEnd(stream, n.answer)
+	answerAndEnd(stream, answer)
 	return nil
+}
+
+// pathOf is the :path of request headers, "" without one.
+func pathOf(headers *extprocv3.HttpHeaders) string {
+	for _, hv := range headers.GetHeaders().GetHeaders() {
+		if hv.GetKey() == ":path" {
+			return string(hv.GetRawValue())
+		}
+	}
+	return ""
 }
 
 // readRequest reads a request to its end and returns its headers: the
@@ -161,4 +201,36 @@ func (e *env) capture(ctx context.Context, req emulator.Request, body []byte, ch
 		return nil, rep, errors.New("capturing the processor's answer: nothing was recorded")
 	}
 	return rec.msgs, rep, nil
+}
+
+// captureEach GETs each path once through the processor at addr, on one
+// connection that records what the processor sent, checks each answer, and
+// returns the recorded messages by path for the no-op server to replay.
+func (e *env) captureEach(ctx context.Context, addr string, paths []string, check func(path string, r reply) error) (map[string][]*extprocv3.ProcessingResponse, error) {
+	rec := &recorder{}
+	s, err := e.dial("processor (capture)", addr, 1, grpc.WithStreamInterceptor(rec.interceptor()))
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	out := make(map[string][]*extprocv3.ProcessingResponse, len(paths))
+	for _, p := range paths {
+		rep, err := exchange(ctx, s.client(0), newRequest(s.client(0), p))
+		if err == nil {
+			err = check(p, rep)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("capturing the processor's answer to %s: %w", p, err)
+		}
+		// The stream has ended: everything it received is recorded.
+		rec.mu.Lock()
+		msgs := rec.msgs
+		rec.msgs = nil
+		rec.mu.Unlock()
+		if len(msgs) == 0 {
+			return nil, fmt.Errorf("capturing the processor's answer to %s: nothing was recorded", p)
+		}
+		out[p] = msgs
+	}
+	return out, nil
 }

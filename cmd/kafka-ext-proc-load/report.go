@@ -211,6 +211,11 @@ func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {
 		r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio, r.AgainRoutesPerSecond, r.AgainRouteRatio)
 	fmt.Fprintf(b, "            CPU per GET (all of this process) %.0f / %.0f / %.0f µs: the one route's ÷ the first pass's %.2f ×, ÷ the second's %.2f ×\n",
 		r.AllRoutesCPUMicros, r.OneRouteCPUMicros, r.AgainRoutesCPUMicros, r.RouteCPURatio, r.AgainRouteCPURatio)
+	fmt.Fprintf(b, "  ceiling   the no-op server holding each route's answer: CPU per GET %.0f / %.0f µs (one route / each route): %.2f ×; no-op ÷ processor %.2f × one route, %.2f × each route\n",
+		r.NoopOneRouteCPUMicros, r.NoopAgainRoutesCPUMicros, r.NoopAgainRouteCPURatio, r.OneRouteNoopCPURatio, r.EachRouteNoopCPURatio)
+	fmt.Fprintf(b, "            the processor's one route ÷ each route over the no-op's: %.2f × (1: many routes cost it no more than the no-op)\n", r.AgainRouteVsNoopRatio)
+	fmt.Fprintf(b, "            allocations per GET, one route / each route: processor %.1f / %.1f, no-op %.1f / %.1f\n",
+		r.OneRouteAllocs, r.AgainRoutesAllocs, r.NoopOneRouteAllocs, r.NoopAgainRoutesAllocs)
 }
 
 func reportFanout(b *strings.Builder, r fanoutResult) {

@@ -122,6 +122,10 @@ type Match struct {
 	// Identities maps each guard of a guarded route to what it established
 	// (nil for an unguarded route).
 	Identities map[string]Identity
+	// Ordinal is the route's position among all the table's routes, from 0
+	// to Table.Routes()-1, so that a caller can keep per-route state in a
+	// slice built with the table and reach it without a look-up by name.
+	Ordinal int
 }
 
 // HTTPRequest is what HTTP matching reads of a request.
@@ -164,6 +168,7 @@ type Table struct {
 	// byType is bindings by type, built once: every exchange without a
 	// binding named in its metadata asks for it.
 	byType map[config.BindingType][]*Binding
+	routes int // over every binding; see Match.Ordinal
 }
 
 // Binding is one compiled proxy binding.
@@ -175,6 +180,7 @@ type Binding struct {
 
 type compiledRoute struct {
 	cfg        *config.Route
+	ordinal    int               // Match.Ordinal
 	capability config.Capability // which methods a condition accepts (config.MethodsOf)
 	conds      []condition
 }
@@ -208,6 +214,8 @@ func Build(cfg *config.Config) (*Table, error) {
 			if err != nil {
 				return nil, fmt.Errorf("building routes of binding %q, route %d: %w", b.Name, r.Index, err)
 			}
+			cr.ordinal = t.routes
+			t.routes++
 			cb.routes = append(cb.routes, cr)
 		}
 		cb.index = newSegmentIndex(cb.routes)
@@ -253,8 +261,20 @@ func compileRoute(typ config.BindingType, r *config.Route) (*compiledRoute, erro
 	return cr, nil
 }
 
+// EachRoute calls f with each route of the binding, in order, and its
+// Match.Ordinal.
+func (b *Binding) EachRoute(f func(ordinal int, r *config.Route)) {
+	for _, r := range b.routes {
+		f(r.ordinal, r.cfg)
+	}
+}
+
 // Config is the configuration the table was built from.
 func (t *Table) Config() *config.Config { return t.cfg }
+
+// Routes is the number of routes over every binding of the table: each
+// Match.Ordinal is below it.
+func (t *Table) Routes() int { return t.routes }
 
 // Binding returns the binding of that name, or nil.
 func (t *Table) Binding(name string) *Binding { return t.byName[name] }
@@ -280,7 +300,7 @@ func (b *Binding) MatchHTTP(ctx context.Context, req *HTTPRequest, guards GuardC
 		if !ok {
 			return false
 		}
-		m = &Match{Binding: b.Config, Route: r.cfg, Condition: ci, Identities: ids}
+		m = &Match{Binding: b.Config, Route: r.cfg, Condition: ci, Identities: ids, Ordinal: r.ordinal}
 		if pm != nil {
 			m.Params = pm.params(req.Path, spans)
 		}
@@ -378,7 +398,7 @@ func (b *Binding) MatchGRPC(ctx context.Context, req *GRPCRequest, guards GuardC
 		if !ok {
 			continue
 		}
-		return &Match{Binding: b.Config, Route: r.cfg, Condition: ci, Identities: ids}, nil
+		return &Match{Binding: b.Config, Route: r.cfg, Condition: ci, Identities: ids, Ordinal: r.ordinal}, nil
 	}
 	return nil, gs.failure()
 }

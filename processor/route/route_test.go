@@ -477,3 +477,51 @@ func TestHeaders(t *testing.T) {
 		t.Fatal("Values")
 	}
 }
+
+// Every route of a table has its own ordinal, counted over the bindings in
+// order, and a match carries its route's, HTTP and gRPC alike.
+func TestMatchOrdinals(t *testing.T) {
+	tbl, err := Build(&config.Config{Bindings: []*config.Binding{
+		{Name: "http0", Type: config.HTTPKafka, Routes: []*config.Route{
+			{Index: 0, When: []config.Condition{{Method: "GET", Path: path(t, "/a/{id}")}}, With: fetch("a")},
+			{Index: 1, When: []config.Condition{{Method: "GET", Path: path(t, "/b/{id}")}}, With: fetch("b")},
+		}},
+		{Name: "grpc0", Type: config.GRPCKafka, Routes: []*config.Route{
+			{Index: 0, When: []config.Condition{{Service: "example.A"}}, With: produce("ga")},
+			{Index: 1, When: []config.Condition{{Service: "example.B"}}, With: produce("gb")},
+		}},
+		{Name: "http1", Type: config.HTTPKafka, Routes: []*config.Route{
+			{Index: 0, When: []config.Condition{{Method: "GET", Path: path(t, "/c")}}, With: fetch("c")},
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.Routes() != 5 {
+		t.Fatalf("Routes() = %d, want 5", tbl.Routes())
+	}
+	byOrdinal := map[int]*config.Route{}
+	for _, b := range tbl.bindings {
+		b.EachRoute(func(ordinal int, r *config.Route) {
+			if prev, dup := byOrdinal[ordinal]; dup || ordinal < 0 || ordinal >= tbl.Routes() {
+				t.Errorf("ordinal %d of %s route %d: out of range or also %v", ordinal, b.Config.Name, r.Index, prev)
+			}
+			byOrdinal[ordinal] = r
+		})
+	}
+	for _, c := range []struct {
+		binding, path string
+		want          int
+	}{{"http0", "/a/1", 0}, {"http0", "/b/1", 1}, {"http1", "/c", 4}} {
+		m, err := tbl.Binding(c.binding).MatchHTTP(context.Background(), get("GET", c.path), nil)
+		if err != nil || m.Ordinal != c.want || byOrdinal[m.Ordinal] != m.Route {
+			t.Errorf("%s GET %s: %+v, %v; want ordinal %d", c.binding, c.path, m, err, c.want)
+		}
+	}
+	for svc, want := range map[string]int{"example.A": 2, "example.B": 3} {
+		m, err := tbl.Binding("grpc0").MatchGRPC(context.Background(), &GRPCRequest{Service: svc, Method: "M"}, nil)
+		if err != nil || m.Ordinal != want || byOrdinal[m.Ordinal] != m.Route {
+			t.Errorf("gRPC %s: %+v, %v; want ordinal %d", svc, m, err, want)
+		}
+	}
+}
