@@ -68,7 +68,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	}
 	p := &produceCall{req: req, with: w, opts: opts, refs: *kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.retry.Name, p.retry.Kind = opts.IdempotencyHeader, "header"
-	if bad := p.idempotencyKey(); bad != nil {
+	if bad := p.idempotencyKey(&h.uuids); bad != nil {
 		return bad
 	}
 	if bad := p.contentType(); bad != nil {
@@ -136,12 +136,12 @@ type produceCall struct {
 	kafka *config.KafkaCluster
 }
 
-// idempotencyKey reads the idempotency header, or generates the UUID that
-// stands for it; a malformed or repeated header is a 400.
-func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
+// idempotencyKey reads the idempotency header, or takes the UUID that
+// stands for it from uuids; a malformed or repeated header is a 400.
+func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *capability.HTTPResponse {
 	name := p.opts.IdempotencyHeader
 	vs := p.req.Headers.Values(name)
-	key, given, err := kafkaroute.IdempotencyKey(vs)
+	key, given, err := uuids.IdempotencyKey(vs)
 	switch {
 	case errors.Is(err, kafkaroute.ErrRepeatedKey):
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
@@ -291,9 +291,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 			h.leadHere(ctx, f, kr, rec)
 		}
 	}
-	select {
-	case <-f.Done:
-	case <-ctx.Done():
+	if f.Wait(ctx) != nil {
 		return gone()
 	}
 	if f.Err != nil {
@@ -354,7 +352,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 	// waited on the flight has left too, the next request with the same id
 	// starts a flight of its own (a replay from the index) instead of
 	// joining this one because this goroutine had not been scheduled yet.
-	defer close(f.Done)
+	defer f.Finish()
 	defer h.flights.Leave(f)
 	if !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
 		cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
@@ -446,7 +444,7 @@ func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) 
 		h.produceFailed(f, err, rec)
 	}
 	h.flights.Leave(f)
-	close(f.Done)
+	f.Finish()
 }
 
 // followUp answers a GET on an async location from the reply index.

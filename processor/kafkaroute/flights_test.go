@@ -86,3 +86,51 @@ func TestFlightsLeadOneAtATime(t *testing.T) {
 		t.Fatalf("%d flights left after every lead released", n)
 	}
 }
+
+// A request attached to a flight waits until its lead finishes, and then
+// sees what the lead wrote; a wait after the finish returns at once without
+// a channel; a wait whose context ends returns its error.
+func TestFlightWaitAndFinish(t *testing.T) {
+	var tab Flights
+	watch := func() *kafkaio.ReplyWatch { return &kafkaio.ReplyWatch{} }
+	k := FlightKey{Cluster: "c", ReplyTo: "r", CID: "k-1"}
+	f, lead := tab.Join(k, watch)
+	g, attached := tab.Join(k, watch)
+	if !lead || attached || g != f {
+		t.Fatal("the second request did not attach")
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Wait(cancelled); err != context.Canceled {
+		t.Fatalf("a wait with an ended context: %v", err)
+	}
+	failed := fmt.Errorf("not written")
+	waited := make(chan error)
+	go func() {
+		err := g.Wait(context.Background())
+		if err == nil && g.Err != failed {
+			err = fmt.Errorf("the lead's outcome is %v after the wait", g.Err)
+		}
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		t.Fatalf("the wait ended before the lead finished: %v", err)
+	default:
+	}
+	f.Err = failed
+	f.Finish()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Wait(cancelled); err != nil {
+		t.Fatalf("a wait after the finish: %v", err)
+	}
+
+	// A lead that finishes before anything waits makes no channel.
+	h, _ := tab.Join(FlightKey{Cluster: "c", ReplyTo: "r", CID: "k-2"}, watch)
+	h.Finish()
+	if err := h.Wait(context.Background()); err != nil || h.done != nil {
+		t.Fatalf("a wait after the finish: %v, channel %v", err, h.done)
+	}
+}
