@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
@@ -113,7 +114,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	c.field(body)
 	cid := c.idBytes(p.refs.IdempotencyKey, req.Match.Identities)
 	h.pools.putCorrelation(c)
-	p.refs.CorrelationID = string(cid)
+	// The id's bytes are written once, here, and never again (the record
+	// header carries them to the producer, which copies them): the string
+	// shares them rather than being a second copy per request.
+	p.refs.CorrelationID = unsafe.String(unsafe.SliceData(cid), len(cid))
 	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: cid})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
@@ -285,8 +289,11 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 	defer h.flights.Leave(f)
 	if lead {
 		if p.retry.Given || !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
-			// The claim and the catch-up may wait on Kafka.
-			go h.lead(context.WithoutCancel(ctx), f, kr, p, rec)
+			// The claim and the catch-up may wait on Kafka. The goroutine
+			// gets a copy of the call, so that the call of the usual round
+			// trip, which leads here, stays on this goroutine's stack.
+			held := *p
+			go h.lead(context.WithoutCancel(ctx), f, kr, &held, rec)
 		} else {
 			h.leadHere(ctx, f, kr, rec)
 		}
