@@ -24,7 +24,8 @@ type Flight struct {
 
 	sh *flightShard // the flight's shard, found once
 	// Guarded by sh.mu.
-	refs     int // requests attached, plus the lead
+	refs     int  // requests attached, plus the lead
+	listed   bool // sh.m[Key] is this flight: leaving needs no look-up
 	finished bool
 	// done is closed at Finish; made only when a request waits before it,
 	// as a replay attached to a flight does: most leads finish before
@@ -80,7 +81,7 @@ func (t *Flights) Join(k FlightKey, watch func() *kafkaio.ReplyWatch) (f *Flight
 	if sh.m == nil {
 		sh.m = map[FlightKey]*Flight{}
 	}
-	f = &Flight{Key: k, Watch: watch(), sh: sh, refs: 2}
+	f = &Flight{Key: k, Watch: watch(), sh: sh, refs: 2, listed: true}
 	sh.m[k] = f
 	return f, true
 }
@@ -125,8 +126,8 @@ func (t *Flights) Leave(f *Flight) {
 	sh.mu.Lock()
 	f.refs--
 	last := f.refs == 0
-	if last && sh.m[f.Key] == f {
-		delete(sh.m, f.Key)
+	if last {
+		sh.unlistLocked(f)
 	}
 	sh.mu.Unlock()
 	if last && f.Watch != nil {
@@ -166,8 +167,14 @@ func (t *Flights) Forget(f *Flight) {
 	sh := f.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.m[f.Key] == f {
+	sh.unlistLocked(f)
+}
+
+// unlistLocked takes f out of the table if it is still there.
+func (sh *flightShard) unlistLocked(f *Flight) {
+	if f.listed {
 		delete(sh.m, f.Key)
+		f.listed = false
 	}
 }
 

@@ -134,3 +134,26 @@ func TestFlightWaitAndFinish(t *testing.T) {
 		t.Fatalf("a wait after the finish: %v, channel %v", err, h.done)
 	}
 }
+
+// BenchmarkFlights is a request-reply's use of the table: the lead joins,
+// finishes and leaves for itself and its request.
+func BenchmarkFlights(b *testing.B) {
+	var tab Flights
+	watch := func() *kafkaio.ReplyWatch { return nil }
+	keys := make([]FlightKey, 1024)
+	for i := range keys {
+		keys[i] = FlightKey{Cluster: "kafka0", ReplyTo: "orders-replies",
+			CID: fmt.Sprintf("59410e57-3e0f-4b61-9328-%012x-%032x", i, uint64(i)*0x9e3779b97f4a7c15)}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		f, _ := tab.Join(keys[i%len(keys)], watch)
+		tab.Leave(f)
+		tab.Leave(f)
+		i++
+	}
+	if tab.Len() != 0 {
+		b.Fatal("flights left in the table")
+	}
+}
