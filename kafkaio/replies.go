@@ -973,22 +973,29 @@ func newReplyRecord(n int) *Record {
 	case n == 0:
 		return &Record{}
 	case n <= 2:
-		b := new(struct {
-			r Record
-			h [2]Header
-		})
+		b := new(recordWith2)
 		b.r.Headers = b.h[:n:n]
 		return &b.r
 	case n <= 4:
-		b := new(struct {
-			r Record
-			h [4]Header
-		})
+		b := new(recordWith4)
 		b.r.Headers = b.h[:n:n]
 		return &b.r
 	}
 	return &Record{Headers: make([]Header, n)}
 }
+
+// A record and room for its headers (two sizes: a reply's few headers
+// fill most of either).
+type (
+	recordWith2 struct {
+		r Record
+		h [2]Header
+	}
+	recordWith4 struct {
+		r Record
+		h [4]Header
+	}
+)
 
 func recordBytes(r *Record) int64 {
 	n := int64(replyRecordOverhead + len(r.Key) + len(r.Value))
