@@ -24,23 +24,29 @@ const rawPollTimeout = 100 * time.Millisecond
 
 // rawIdle is the baseline's measurement over one idle window.
 type rawIdle struct {
-	cores      float64            // this process's cores, the broker alone included
-	librdkafka *float64           // librdkafka's threads, absent without /proc
-	threads    map[string]float64 // librdkafka's part by thread name
+	cores        float64            // this process's cores, the broker alone included
+	librdkafka   *float64           // librdkafka's threads, absent without /proc
+	threads      map[string]float64 // librdkafka's part by thread name
+	threadCounts map[string]int     // librdkafka's threads by name at the window's end
+	requests     map[string]int64   // the broker's requests in the window, by kind
 }
 
-// measureIdle measures this process's CPU over d, and librdkafka's
-// threads' part (by name) where /proc tells it.
-func measureIdle(ctx context.Context, d time.Duration) (rawIdle, error) {
+// measureIdle measures this process's CPU over d, the part of it in the
+// librdkafka threads not in others (by name) where /proc tells it, and the
+// requests the broker answered meanwhile.
+func measureIdle(ctx context.Context, d time.Duration, reqs *requestCounts, others map[string]bool) (rawIdle, error) {
 	var res rawIdle
-	rdk0, rdkErr := threadsCPUByName("rdk:")
+	rdk0, rdkErr := threadsCPUByName("rdk:", others)
+	req0 := reqs.snapshot()
 	t0 := time.Now()
 	var err error
 	if res.cores, err = idleCores(ctx, d); err != nil {
 		return rawIdle{}, err
 	}
-	if rdk1, err := threadsCPUByName("rdk:"); err == nil && rdkErr == nil {
-		res.threads = threadCores(rdk0, rdk1, time.Since(t0))
+	res.requests = requestsSince(req0, reqs.snapshot())
+	if rdk1, err := threadsCPUByName("rdk:", others); err == nil && rdkErr == nil {
+		res.threads = threadCores(rdk0.cpu, rdk1.cpu, time.Since(t0))
+		res.threadCounts = rdk1.count
 		var c float64
 		for _, t := range res.threads {
 			c += t
@@ -55,9 +61,10 @@ func measureIdle(ctx context.Context, d time.Duration) (rawIdle, error) {
 // the end of every one (a partition-EOF event each), measures this
 // process's CPU over d, and closes the consumer. extra are the binding's
 // properties beyond the broker's address, as the processor gets them.
-func measureRawIdle(ctx context.Context, broker string, extra map[string]string, topics []string, d time.Duration) (rawIdle, error) {
+func measureRawIdle(ctx context.Context, broker string, reqs *requestCounts, extra map[string]string, topics []string, d time.Duration) (rawIdle, error) {
 	props := map[string]string{"bootstrap.servers": broker}
 	maps.Copy(props, extra)
+	others := librdkafkaThreadIDs()
 	cons, err := kafka.NewConsumer(kafkaio.LiveConsumerConfig(props, kafkaio.DefaultKafkaTimeout, "bench-idle-raw"))
 	if err != nil {
 		return rawIdle{}, fmt.Errorf("the idle-routes baseline consumer: %w", err)
@@ -116,5 +123,16 @@ func measureRawIdle(ctx context.Context, broker string, extra map[string]string,
 	case <-ctx.Done():
 		return rawIdle{}, ctx.Err()
 	}
-	return measureIdle(ctx, d)
+	return measureIdle(ctx, d, reqs, others)
+}
+
+// librdkafkaThreadIDs are the librdkafka threads alive now (the other
+// scenarios' shared servers' clients among them), to leave out of a
+// measurement of clients started after; nil where /proc is not.
+func librdkafkaThreadIDs() map[string]bool {
+	s, err := threadsCPUByName("rdk:", nil)
+	if err != nil {
+		return nil
+	}
+	return s.ids
 }

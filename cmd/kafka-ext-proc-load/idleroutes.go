@@ -65,17 +65,28 @@ type idleRoutesResult struct {
 	BaselineCores      float64 `json:"baseline_cores"`
 	WithProcessorCores float64 `json:"with_processor_cores"`
 	IdleCores          float64 `json:"idle_cores"`
-	// LibrdkafkaCores is the part of WithProcessorCores spent in
-	// librdkafka's own threads (the processor's Kafka clients' C side, which
-	// the Go profiler does not see); the rest of IdleCores is Go code: the
+	// LibrdkafkaCores is the part of WithProcessorCores spent in the
+	// processor's librdkafka threads (its Kafka clients' C side, which the
+	// Go profiler does not see; those of clients that lived before it, the
+	// shared servers', left out); the rest of IdleCores is Go code: the
 	// processor's and the embedded broker's answers to its clients, told
 	// apart by -idleprofile. Absent where /proc is not.
 	LibrdkafkaCores *float64 `json:"librdkafka_cores,omitempty"`
 	// LibrdkafkaThreads is LibrdkafkaCores by thread name (rdk:main,
 	// rdk:broker…; the processor's clients summed), and RawLibrdkafkaThreads
-	// the baseline's.
+	// the baseline consumer's.
 	LibrdkafkaThreads    map[string]float64 `json:"librdkafka_threads,omitempty"`
 	RawLibrdkafkaThreads map[string]float64 `json:"raw_librdkafka_threads,omitempty"`
+	// LibrdkafkaThreadCounts and RawLibrdkafkaThreadCounts are how many of
+	// those threads of each name lived at the window's end: one rdk:main
+	// per librdkafka client, so the processor's clients alive, and the
+	// baseline's (1).
+	LibrdkafkaThreadCounts    map[string]int `json:"librdkafka_thread_counts,omitempty"`
+	RawLibrdkafkaThreadCounts map[string]int `json:"raw_librdkafka_thread_counts,omitempty"`
+	// BrokerRequests and RawBrokerRequests are the requests the broker
+	// answered in the processor's window and in the baseline's, by kind.
+	BrokerRequests    map[string]int64 `json:"broker_requests,omitempty"`
+	RawBrokerRequests map[string]int64 `json:"raw_broker_requests,omitempty"`
 	// RawConsumerCores is the baseline's idle cost (this process's cores
 	// with the raw consumer, less BaselineCores), RawLibrdkafkaCores its
 	// librdkafka threads' part, and IdleRatio IdleCores ÷ RawConsumerCores:
@@ -125,6 +136,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, err
 	}
 	defer broker.Close()
+	reqs := countRequests(broker.Cluster())
 	if err := fillTopics(ctx, broker.Addr(), o.routes, o.valueSize, func(i int) (string, string) { return idleTopic(i), "k" }); err != nil {
 		return nil, err
 	}
@@ -145,14 +157,15 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	for i, t := range topics {
 		names[i] = t.Name
 	}
-	raw, err := measureRawIdle(ctx, broker.Addr(), props, names, o.idle)
+	raw, err := measureRawIdle(ctx, broker.Addr(), reqs, props, names, o.idle)
 	if err != nil {
 		return nil, err
 	}
 	res.RawConsumerCores = raw.cores - res.BaselineCores
 	res.RawLibrdkafkaCores = raw.librdkafka
-	res.RawLibrdkafkaThreads = raw.threads
+	res.RawLibrdkafkaThreads, res.RawLibrdkafkaThreadCounts, res.RawBrokerRequests = raw.threads, raw.threadCounts, raw.requests
 	before := sampleMemory()
+	others := librdkafkaThreadIDs()
 	t0 := time.Now()
 	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
 	if err != nil {
@@ -168,7 +181,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	res.HeapPerRoute = (float64(after.Heap) - float64(before.Heap)) / n
 	res.StacksPerRoute = (float64(after.Stacks) - float64(before.Stacks)) / n
 	res.GoroutinesPerRoute = (float64(after.Goroutines) - float64(before.Goroutines)) / n
-	if err := measureIdleWithProcessor(ctx, o, &res); err != nil {
+	if err := measureIdleWithProcessor(ctx, o, reqs, others, &res); err != nil {
 		return nil, err
 	}
 	res.IdleCores = res.WithProcessorCores - res.BaselineCores
@@ -266,7 +279,7 @@ func profileRoutePasses(ctx context.Context, o *options, s *side, oneRoute, each
 
 // measureIdleWithProcessor fills WithProcessorCores and LibrdkafkaCores,
 // under the -idleprofile CPU profile if one is asked for.
-func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesResult) (err error) {
+func measureIdleWithProcessor(ctx context.Context, o *options, reqs *requestCounts, others map[string]bool, res *idleRoutesResult) (err error) {
 	if o.idleProfile != "" {
 		f, err := os.Create(o.idleProfile)
 		if err != nil {
@@ -283,11 +296,12 @@ func measureIdleWithProcessor(ctx context.Context, o *options, res *idleRoutesRe
 			}
 		}()
 	}
-	m, err := measureIdle(ctx, o.idle)
+	m, err := measureIdle(ctx, o.idle, reqs, others)
 	if err != nil {
 		return err
 	}
 	res.WithProcessorCores, res.LibrdkafkaCores, res.LibrdkafkaThreads = m.cores, m.librdkafka, m.threads
+	res.LibrdkafkaThreadCounts, res.BrokerRequests = m.threadCounts, m.requests
 	return nil
 }
 

@@ -232,6 +232,14 @@ func TestIdleRoutes(t *testing.T) {
 		if r.RawLibrdkafkaCores == nil || *r.RawLibrdkafkaCores < 0 {
 			t.Errorf("raw_librdkafka_cores %v, want ≥ 0", r.RawLibrdkafkaCores)
 		}
+		// The counts leave out the clients that lived before (the shared
+		// servers'): the baseline is one client, the processor at least one.
+		if n := r.RawLibrdkafkaThreadCounts["rdk:main"]; n != 1 {
+			t.Errorf("raw_librdkafka_thread_counts %v: %d rdk:main, want 1", r.RawLibrdkafkaThreadCounts, n)
+		}
+		if n := r.LibrdkafkaThreadCounts["rdk:main"]; n < 1 {
+			t.Errorf("librdkafka_thread_counts %v: %d rdk:main, want at least 1", r.LibrdkafkaThreadCounts, n)
+		}
 	}
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
 		t.Errorf("-idleprofile wrote no profile: %v", err)

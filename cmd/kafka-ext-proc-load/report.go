@@ -201,6 +201,11 @@ func reportIdleRoutes(b *strings.Builder, r idleRoutesResult) {
 		fmt.Fprintf(b, " (librdkafka's threads %.2f %%)", 100**r.RawLibrdkafkaCores)
 	}
 	fmt.Fprintf(b, ": the processor's idle cost is %.2f × it\n", r.IdleRatio)
+	if r.LibrdkafkaThreadCounts != nil {
+		fmt.Fprintf(b, "  clients   librdkafka clients alive (rdk:main threads): processor %d, baseline %d\n",
+			r.LibrdkafkaThreadCounts["rdk:main"], r.RawLibrdkafkaThreadCounts["rdk:main"])
+	}
+	fmt.Fprintf(b, "  requests  the broker answered in the window: processor %s; baseline %s\n", requestList(r.BrokerRequests), requestList(r.RawBrokerRequests))
 	fmt.Fprintf(b, "  memory    per route %.0f B heap, %.0f B stacks, %.2f goroutines\n", r.HeapPerRoute, r.StacksPerRoute, r.GoroutinesPerRoute)
 	fmt.Fprintf(b, "  GET       one to each route %.0f req/s, as many to one route %.0f req/s: %.2f ×; one more to each route %.0f req/s: %.2f ×\n",
 		r.AllRoutesPerSecond, r.OneRoutePerSecond, r.RouteRatio, r.AgainRoutesPerSecond, r.AgainRouteRatio)

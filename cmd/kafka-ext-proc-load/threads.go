@@ -14,19 +14,37 @@ import (
 // USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// threadsCPUByName is the CPU time so far of this process's threads whose
-// name starts with prefix, by name ("rdk:main", "rdk:broker0", …: the
-// threads of that name of every client summed), from /proc (Linux only).
-// librdkafka names its threads so: their sum is the C side of the Kafka
-// clients, which the Go profiler does not see. Threads that ended are not
-// counted, so take it over a window in which the clients live throughout.
-func threadsCPUByName(prefix string) (map[string]time.Duration, error) {
+// threadSample is, by thread name, the CPU time so far of this process's
+// threads of that name and how many there are; ids are the threads
+// sampled.
+type threadSample struct {
+	cpu   map[string]time.Duration
+	count map[string]int
+	ids   map[string]bool
+}
+
+// threadsCPUByName samples this process's threads whose name starts with
+// prefix, by name ("rdk:main", "rdk:broker0", …: the threads of that name
+// of every client summed, and counted), from /proc (Linux only), leaving out
+// the threads in skip (ids of an earlier sample: clients that lived before
+// the one measured). librdkafka names its threads so: their sum is the C
+// side of the Kafka clients, which the Go profiler does not see, and each
+// client has one rdk:main, so its count is the number of clients alive.
+// Threads that ended are not counted, so take it over a window in which the
+// clients live throughout.
+func threadsCPUByName(prefix string, skip map[string]bool) (threadSample, error) {
 	dirs, err := filepath.Glob("/proc/self/task/*")
 	if err != nil || len(dirs) == 0 {
-		return nil, fmt.Errorf("listing this process's threads: %w", os.ErrNotExist)
+		return threadSample{}, fmt.Errorf("listing this process's threads: %w", os.ErrNotExist)
 	}
 	ticks := map[string]int64{}
+	count := map[string]int{}
+	ids := map[string]bool{}
 	for _, d := range dirs {
+		id := filepath.Base(d)
+		if skip[id] {
+			continue
+		}
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
 		if err != nil || !strings.HasPrefix(string(comm), prefix) {
 			continue // ended meanwhile, or not one of them
@@ -37,15 +55,18 @@ func threadsCPUByName(prefix string) (map[string]time.Duration, error) {
 		}
 		t, err := statTicks(stat)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d, err)
+			return threadSample{}, fmt.Errorf("%s: %w", d, err)
 		}
-		ticks[strings.TrimSpace(string(comm))] += t
+		name := strings.TrimSpace(string(comm))
+		ticks[name] += t
+		count[name]++
+		ids[id] = true
 	}
 	out := make(map[string]time.Duration, len(ticks))
 	for name, t := range ticks {
 		out[name] = time.Duration(t) * time.Second / clockTicks
 	}
-	return out, nil
+	return threadSample{cpu: out, count: count, ids: ids}, nil
 }
 
 // threadCores is the cores each thread name took between two
