@@ -481,14 +481,13 @@ func (s *Sending) finish(res deliveryResult) (int32, int64, error) {
 
 // send hands r over to librdkafka, filling s.
 func (p *Producer) send(ctx context.Context, r *Record, s *Sending) error {
-	deadline := time.Now().Add(p.opts.KafkaTimeout)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotEnqueued, err)
 	}
 	if r.Topic == "" {
 		return fmt.Errorf("%w: no topic", ErrNotEnqueued)
 	}
-	timer := p.timers.Get(time.Until(deadline))
+	timer := p.timers.Get(p.opts.KafkaTimeout) // the Kafka timeout counts from here
 	if err := p.checkTopic(ctx, r.Topic, timer.C); err != nil {
 		p.timers.Put(timer)
 		return err

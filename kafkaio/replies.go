@@ -112,9 +112,12 @@ type replyTopic struct {
 }
 
 type replyEntry struct {
-	topic     *replyTopic
-	id        string
-	records   []*Record // append-only: a slice handed out never changes
+	topic   *replyTopic
+	id      string
+	records []*Record // append-only: a slice handed out never changes
+	// first backs records until a second record comes: a request-reply
+	// gets one reply, and its slice is then no allocation of its own.
+	first     [1]*Record
 	terminal  bool
 	partition int32
 	split     bool
@@ -175,10 +178,11 @@ func (o *replyOrder) moveToBack(e *replyEntry) {
 }
 
 // Bytes an id and a record cost beyond their data (structs, slice and map
-// slots, string headers).
+// slots, string headers). An id's entry is allocated with its first watch
+// (watchedEntry), which it keeps.
 const (
-	replyEntryOverhead  = 160
-	replyRecordOverhead = 112
+	replyEntryOverhead  = 200
+	replyRecordOverhead = 128
 	replyHeaderOverhead = 40
 )
 
@@ -612,6 +616,7 @@ func (x *ReplyIndex) indexLocked(t *replyTopic, id []byte, r *Record) (split *re
 	e := t.entries[string(id)]
 	if e == nil {
 		e = &replyEntry{topic: t, id: string(id), indexed: true}
+		e.records = e.first[:0]
 		t.entries[e.id] = e
 	}
 	size := recordBytes(r)
@@ -767,9 +772,17 @@ func (x *ReplyIndex) SplitReplies() uint64 {
 // and if they are not enough wait on the channel, then read again; every
 // record closes the channel and a later call returns a fresh one.
 type ReplyWatch struct {
-	x    *ReplyIndex
-	e    *replyEntry
-	once sync.Once
+	x      *ReplyIndex
+	e      *replyEntry
+	closed bool // guarded by x.mu
+}
+
+// watchedEntry is a new id's entry and the watch that created it, in one
+// allocation: every request-reply watches an id nobody asked for before.
+// The entry keeps the watch's few bytes for as long as it is kept.
+type watchedEntry struct {
+	e replyEntry
+	w ReplyWatch
 }
 
 // Watch pins correlationID in topic's index and returns the hold. Register
@@ -783,16 +796,22 @@ func (x *ReplyIndex) Watch(topic, correlationID string) *ReplyWatch {
 		x.logger.Error("watching a reply topic that is not indexed", "topic", topic)
 		return &ReplyWatch{}
 	}
+	var w *ReplyWatch
 	e := t.entries[correlationID]
 	if e == nil {
-		e = &replyEntry{topic: t, id: correlationID, indexed: true}
+		we := &watchedEntry{e: replyEntry{topic: t, id: correlationID, indexed: true}}
+		e, w = &we.e, &we.w
+		e.records = e.first[:0]
 		t.entries[correlationID] = e
+	} else {
+		w = new(ReplyWatch)
 	}
+	w.x, w.e = x, e
 	e.pins++
 	if e.pins == 1 {
 		x.pinned++
 	}
-	return &ReplyWatch{x: x, e: e}
+	return w
 }
 
 // State returns, consistently, the records so far, whether the terminal
@@ -866,23 +885,25 @@ func (w *ReplyWatch) Close() {
 	if w.x == nil {
 		return
 	}
-	w.once.Do(func() {
-		x := w.x
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		e := w.e
-		e.pins--
-		if e.pins > 0 {
-			return
-		}
-		x.pinned--
-		if len(e.records) == 0 {
-			// Nothing came: the id holds nothing.
-			e.unindexLocked()
-			return
-		}
-		x.evictLocked() // it may have been spared while over MaxBytes
-	})
+	x := w.x
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	e := w.e
+	e.pins--
+	if e.pins > 0 {
+		return
+	}
+	x.pinned--
+	if len(e.records) == 0 {
+		// Nothing came: the id holds nothing.
+		e.unindexLocked()
+		return
+	}
+	x.evictLocked() // it may have been spared while over MaxBytes
 }
 
 func headerValue(hs []kafka.Header, name string) (string, bool) {
@@ -925,25 +946,56 @@ func sameIDBytes(hs []kafka.Header, names []string, id []byte) bool {
 // topic with the index's own string rather than the message's copy, which
 // a stored reply would otherwise keep alive.
 func toReplyRecord(topic string, m *kafka.Message, now func() time.Time) *Record {
-	r := &Record{
+	r := newReplyRecord(len(m.Headers))
+	*r = Record{
 		Topic:     topic,
 		Partition: m.TopicPartition.Partition,
 		Offset:    int64(m.TopicPartition.Offset),
 		Timestamp: m.Timestamp,
 		Key:       m.Key,
 		Value:     m.Value,
+		Headers:   r.Headers,
 	}
 	if m.TimestampType == kafka.TimestampNotAvailable || r.Timestamp.IsZero() {
 		r.Timestamp = now()
 	}
-	if len(m.Headers) > 0 {
-		r.Headers = make([]Header, len(m.Headers))
-		for i, h := range m.Headers {
-			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
+	for i, h := range m.Headers {
+		r.Headers[i] = Header{Key: h.Key, Value: h.Value}
 	}
 	return r
 }
+
+// newReplyRecord returns a record with room for n headers (Headers has
+// length n): with a few, record and headers are one allocation, which the
+// stored reply keeps together anyway.
+func newReplyRecord(n int) *Record {
+	switch {
+	case n == 0:
+		return &Record{}
+	case n <= 2:
+		b := new(recordWith2)
+		b.r.Headers = b.h[:n:n]
+		return &b.r
+	case n <= 4:
+		b := new(recordWith4)
+		b.r.Headers = b.h[:n:n]
+		return &b.r
+	}
+	return &Record{Headers: make([]Header, n)}
+}
+
+// A record and room for its headers (two sizes: a reply's few headers
+// fill most of either).
+type (
+	recordWith2 struct {
+		r Record
+		h [2]Header
+	}
+	recordWith4 struct {
+		r Record
+		h [4]Header
+	}
+)
 
 func recordBytes(r *Record) int64 {
 	n := int64(replyRecordOverhead + len(r.Key) + len(r.Value))

@@ -757,3 +757,52 @@ func addCaughtUp(t *testing.T, x *ReplyIndex, topic string) context.Context {
 	}
 	return ctx
 }
+
+// A reply record is converted whole whatever its number of headers (a few
+// share the record's allocation); the slice of an id's records handed out
+// before a second record came does not change when it comes.
+func TestReplyRecordsConvertedAndAppendOnly(t *testing.T) {
+	topic := "replies"
+	x := &ReplyIndex{
+		logger: slog.New(slog.DiscardHandler), now: time.Now,
+		topics: map[string]*replyTopic{},
+		opts:   ReplyIndexOptions{MaxBytes: 1 << 30, Retention: time.Hour},
+	}
+	x.topics[topic] = &replyTopic{name: topic, headers: []string{cidHeader}, entries: map[string]*replyEntry{}}
+	for n := 1; n <= 7; n++ {
+		cid := fmt.Sprint("cid-", n)
+		w := x.Watch(topic, cid)
+		m := &kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Offset: kafka.Offset(n)},
+			Key:            []byte("k"), Value: []byte(fmt.Sprint("v", n)),
+			Timestamp: time.UnixMilli(1_760_000_000_000), TimestampType: kafka.TimestampCreateTime,
+		}
+		m.Headers = append(m.Headers, kafka.Header{Key: cidHeader, Value: []byte(cid)})
+		for i := 1; i < n; i++ {
+			m.Headers = append(m.Headers, kafka.Header{Key: fmt.Sprint("h", i), Value: []byte(fmt.Sprint(i))})
+		}
+		x.apply(m)
+		before := w.Records()
+		if len(before) != 1 {
+			t.Fatalf("%d headers: %d records", n, len(before))
+		}
+		r := before[0]
+		if string(r.Value) != fmt.Sprint("v", n) || r.Offset != int64(n) || !r.Timestamp.Equal(m.Timestamp) ||
+			len(r.Headers) != n || cap(r.Headers) != n {
+			t.Fatalf("%d headers: %+v", n, r)
+		}
+		for i, h := range m.Headers {
+			if r.Headers[i].Key != h.Key || string(r.Headers[i].Value) != string(h.Value) {
+				t.Fatalf("%d headers: header %d is %s=%s, want %s=%s", n, i, r.Headers[i].Key, r.Headers[i].Value, h.Key, h.Value)
+			}
+		}
+		m2 := *m
+		m2.TopicPartition.Offset++
+		m2.Value = []byte("second")
+		x.apply(&m2)
+		if after := w.Records(); len(after) != 2 || after[0] != r || string(after[1].Value) != "second" || before[0] != r {
+			t.Fatalf("%d headers: records after a second reply %v (before: %v)", n, after, before)
+		}
+		w.Close()
+	}
+}

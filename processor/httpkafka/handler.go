@@ -40,6 +40,7 @@ type Handler struct {
 	replyWaiters atomic.Int64 // produce requests and follow-ups waiting for a reply now
 	replays      atomic.Int64 // requests answered from a stored reply without producing
 	pools        producePools
+	uuids        kafkaroute.UUIDs // stand for missing idempotency keys
 }
 
 var _ capability.HTTPHandler = (*Handler)(nil)

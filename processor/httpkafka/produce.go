@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
@@ -68,7 +69,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	}
 	p := &produceCall{req: req, with: w, opts: opts, refs: *kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.retry.Name, p.retry.Kind = opts.IdempotencyHeader, "header"
-	if bad := p.idempotencyKey(); bad != nil {
+	if bad := p.idempotencyKey(&h.uuids); bad != nil {
 		return bad
 	}
 	if bad := p.contentType(); bad != nil {
@@ -113,7 +114,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	c.field(body)
 	cid := c.idBytes(p.refs.IdempotencyKey, req.Match.Identities)
 	h.pools.putCorrelation(c)
-	p.refs.CorrelationID = string(cid)
+	// The id's bytes are written once, here, and never again (the record
+	// header carries them to the producer, which copies them): the string
+	// shares them rather than being a second copy per request.
+	p.refs.CorrelationID = unsafe.String(unsafe.SliceData(cid), len(cid))
 	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: cid})
 	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
@@ -136,12 +140,12 @@ type produceCall struct {
 	kafka *config.KafkaCluster
 }
 
-// idempotencyKey reads the idempotency header, or generates the UUID that
-// stands for it; a malformed or repeated header is a 400.
-func (p *produceCall) idempotencyKey() *capability.HTTPResponse {
+// idempotencyKey reads the idempotency header, or takes the UUID that
+// stands for it from uuids; a malformed or repeated header is a 400.
+func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *capability.HTTPResponse {
 	name := p.opts.IdempotencyHeader
 	vs := p.req.Headers.Values(name)
-	key, given, err := kafkaroute.IdempotencyKey(vs)
+	key, given, err := uuids.IdempotencyKey(vs)
 	switch {
 	case errors.Is(err, kafkaroute.ErrRepeatedKey):
 		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
@@ -285,15 +289,16 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 	defer h.flights.Leave(f)
 	if lead {
 		if p.retry.Given || !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
-			// The claim and the catch-up may wait on Kafka.
-			go h.lead(context.WithoutCancel(ctx), f, kr, p, rec)
+			// The claim and the catch-up may wait on Kafka. The goroutine
+			// gets a copy of the call, so that the call of the usual round
+			// trip, which leads here, stays on this goroutine's stack.
+			held := *p
+			go h.lead(context.WithoutCancel(ctx), f, kr, &held, rec)
 		} else {
 			h.leadHere(ctx, f, kr, rec)
 		}
 	}
-	select {
-	case <-f.Done:
-	case <-ctx.Done():
+	if f.Wait(ctx) != nil {
 		return gone()
 	}
 	if f.Err != nil {
@@ -354,7 +359,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 	// waited on the flight has left too, the next request with the same id
 	// starts a flight of its own (a replay from the index) instead of
 	// joining this one because this goroutine had not been scheduled yet.
-	defer close(f.Done)
+	defer f.Finish()
 	defer h.flights.Leave(f)
 	if !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
 		cctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
@@ -446,7 +451,7 @@ func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) 
 		h.produceFailed(f, err, rec)
 	}
 	h.flights.Leave(f)
-	close(f.Done)
+	f.Finish()
 }
 
 // followUp answers a GET on an async location from the reply index.

@@ -59,3 +59,20 @@ func BenchmarkFollowUpAllowed(b *testing.B) {
 		followUpAllowed(id, benchIdentities)
 	}
 }
+
+// BenchmarkCorrelationIDPooled is BenchmarkCorrelationID with the hash
+// state from the handler's pool, as a request-reply takes it.
+func BenchmarkCorrelationIDPooled(b *testing.B) {
+	body := bytes.Repeat([]byte{'b'}, 200)
+	overrides := []kafkaio.Header{{Key: "tenant", Value: []byte("acme")}}
+	var pools producePools
+	b.ReportAllocs()
+	for b.Loop() {
+		c := pools.correlation()
+		c.field([]byte("42"))
+		requestHeaders(c, benchProduceHeaders, benchIdentities, "gateway:reply-to", "orders-replies", "gateway:correlation-id", overrides)
+		c.field(body)
+		c.idBytes("59410e57-3e0f-4b61-9328-f645a7968ac8", benchIdentities)
+		pools.putCorrelation(c)
+	}
+}

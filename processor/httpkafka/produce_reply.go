@@ -27,7 +27,13 @@ import (
 func replyResponse(rec *kafkaio.Record, dropNames ...string) *capability.HTTPResponse {
 	status := http.StatusOK
 	seen := false
-	resp := &capability.HTTPResponse{}
+	// The response with room for a few headers, in one allocation.
+	a := new(struct {
+		resp capability.HTTPResponse
+		hs   [4]route.Header
+	})
+	resp := &a.resp
+	resp.Headers = a.hs[:0]
 	for _, h := range rec.Headers {
 		if h.Key == ":status" {
 			if seen {

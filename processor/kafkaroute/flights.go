@@ -17,15 +17,20 @@ import (
 type Flight struct {
 	Key   FlightKey
 	Watch *kafkaio.ReplyWatch // registered before anything is produced
-	// Done is closed once the lead knows: replayed, produced or failed (a
-	// binding whose lead answers itself may leave it open).
-	Done chan struct{}
 
-	// Written by the lead before Done is closed.
+	// Written by the lead before Finish.
 	Replayed bool  // a reply was stored already: nothing was produced
 	Err      error // the record was not written (or its outcome is unknown)
 
-	refs int // guarded by its shard's mu: requests attached, plus the lead
+	sh *flightShard // the flight's shard, found once
+	// Guarded by sh.mu.
+	refs     int  // requests attached, plus the lead
+	listed   bool // sh.m[Key] is this flight: leaving needs no look-up
+	finished bool
+	// done is closed at Finish; made only when a request waits before it,
+	// as a replay attached to a flight does: most leads finish before
+	// anything waits, and then no channel is made.
+	done chan struct{}
 }
 
 // FlightKey names a flight: the cluster (kafka binding), the reply topic (or
@@ -76,19 +81,53 @@ func (t *Flights) Join(k FlightKey, watch func() *kafkaio.ReplyWatch) (f *Flight
 	if sh.m == nil {
 		sh.m = map[FlightKey]*Flight{}
 	}
-	f = &Flight{Key: k, Watch: watch(), Done: make(chan struct{}), refs: 2}
+	f = &Flight{Key: k, Watch: watch(), sh: sh, refs: 2, listed: true}
 	sh.m[k] = f
 	return f, true
 }
 
+// Finish says the lead knows: replayed, produced or failed, Replayed and
+// Err written. It wakes the requests waiting in Wait. (A binding whose lead
+// answers itself may never call it.)
+func (f *Flight) Finish() {
+	f.sh.mu.Lock()
+	f.finished = true
+	done := f.done
+	f.sh.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}
+
+// Wait waits until the lead finished (nil; Replayed and Err are then
+// readable) or ctx ends first (its error).
+func (f *Flight) Wait(ctx context.Context) error {
+	f.sh.mu.Lock()
+	if f.finished {
+		f.sh.mu.Unlock()
+		return nil
+	}
+	if f.done == nil {
+		f.done = make(chan struct{})
+	}
+	done := f.done
+	f.sh.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Leave drops one reference; the last one releases the watch.
 func (t *Flights) Leave(f *Flight) {
-	sh := t.shard(f.Key)
+	sh := f.sh
 	sh.mu.Lock()
 	f.refs--
 	last := f.refs == 0
-	if last && sh.m[f.Key] == f {
-		delete(sh.m, f.Key)
+	if last {
+		sh.unlistLocked(f)
 	}
 	sh.mu.Unlock()
 	if last && f.Watch != nil {
@@ -106,20 +145,18 @@ func (t *Flights) Lead(ctx context.Context, k FlightKey) (release func(), err er
 		f, lead := t.Join(k, func() *kafkaio.ReplyWatch { return nil })
 		if lead {
 			return func() {
-				// Out of the table first: the requests woken by Done
+				// Out of the table first: the requests woken by Finish
 				// join a new flight, not this ended one again.
 				t.Forget(f)
-				close(f.Done)
+				f.Finish()
 				t.Leave(f)
 				t.Leave(f)
 			}, nil
 		}
-		select {
-		case <-f.Done:
-			t.Leave(f)
-		case <-ctx.Done():
-			t.Leave(f)
-			return nil, ctx.Err()
+		err := f.Wait(ctx)
+		t.Leave(f)
+		if err != nil {
+			return nil, err
 		}
 	}
 }
@@ -127,11 +164,17 @@ func (t *Flights) Lead(ctx context.Context, k FlightKey) (release func(), err er
 // Forget takes a failed flight out of the table; the requests attached to
 // it still see its outcome.
 func (t *Flights) Forget(f *Flight) {
-	sh := t.shard(f.Key)
+	sh := f.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.m[f.Key] == f {
+	sh.unlistLocked(f)
+}
+
+// unlistLocked takes f out of the table if it is still there.
+func (sh *flightShard) unlistLocked(f *Flight) {
+	if f.listed {
 		delete(sh.m, f.Key)
+		f.listed = false
 	}
 }
 

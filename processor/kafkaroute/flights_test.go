@@ -86,3 +86,74 @@ func TestFlightsLeadOneAtATime(t *testing.T) {
 		t.Fatalf("%d flights left after every lead released", n)
 	}
 }
+
+// A request attached to a flight waits until its lead finishes, and then
+// sees what the lead wrote; a wait after the finish returns at once without
+// a channel; a wait whose context ends returns its error.
+func TestFlightWaitAndFinish(t *testing.T) {
+	var tab Flights
+	watch := func() *kafkaio.ReplyWatch { return &kafkaio.ReplyWatch{} }
+	k := FlightKey{Cluster: "c", ReplyTo: "r", CID: "k-1"}
+	f, lead := tab.Join(k, watch)
+	g, attached := tab.Join(k, watch)
+	if !lead || attached || g != f {
+		t.Fatal("the second request did not attach")
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Wait(cancelled); err != context.Canceled {
+		t.Fatalf("a wait with an ended context: %v", err)
+	}
+	failed := fmt.Errorf("not written")
+	waited := make(chan error)
+	go func() {
+		err := g.Wait(context.Background())
+		if err == nil && g.Err != failed {
+			err = fmt.Errorf("the lead's outcome is %v after the wait", g.Err)
+		}
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		t.Fatalf("the wait ended before the lead finished: %v", err)
+	default:
+	}
+	f.Err = failed
+	f.Finish()
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Wait(cancelled); err != nil {
+		t.Fatalf("a wait after the finish: %v", err)
+	}
+
+	// A lead that finishes before anything waits makes no channel.
+	h, _ := tab.Join(FlightKey{Cluster: "c", ReplyTo: "r", CID: "k-2"}, watch)
+	h.Finish()
+	if err := h.Wait(context.Background()); err != nil || h.done != nil {
+		t.Fatalf("a wait after the finish: %v, channel %v", err, h.done)
+	}
+}
+
+// BenchmarkFlights is a request-reply's use of the table: the lead joins,
+// finishes and leaves for itself and its request.
+func BenchmarkFlights(b *testing.B) {
+	var tab Flights
+	watch := func() *kafkaio.ReplyWatch { return nil }
+	keys := make([]FlightKey, 1024)
+	for i := range keys {
+		keys[i] = FlightKey{Cluster: "kafka0", ReplyTo: "orders-replies",
+			CID: fmt.Sprintf("59410e57-3e0f-4b61-9328-%012x-%032x", i, uint64(i)*0x9e3779b97f4a7c15)}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		f, _ := tab.Join(keys[i%len(keys)], watch)
+		tab.Leave(f)
+		tab.Leave(f)
+		i++
+	}
+	if tab.Len() != 0 {
+		b.Fatal("flights left in the table")
+	}
+}

@@ -1,7 +1,9 @@
 package kafkaroute
 
 import (
+	"crypto/rand"
 	"errors"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -16,13 +18,76 @@ var (
 	ErrMalformedKey = errors.New("malformed idempotency key")
 )
 
+// UUIDs issues the random (version 4, RFC 9562) UUIDs that stand for a
+// missing idempotency key. Every request-reply without a key needs one, so
+// the random bytes are read from crypto/rand a batch at a time rather than
+// once per UUID, and each UUID is the only allocation. The bytes are as
+// unpredictable as crypto/rand's: a batch never leaves this value, is used
+// by one goroutine at a time, and each of its bytes is handed out once and
+// then cleared. The batches are the handler's own, not the uuid package's
+// global pool.
+//
+// The zero value is ready to use; it is safe for concurrent use.
+type UUIDs struct {
+	// batches holds *uuidBatch: one per processor under load, so
+	// concurrent requests do not queue on one lock.
+	batches sync.Pool
+}
+
+type uuidBatch struct {
+	left int // unread bytes at the end of buf
+	buf  [uuidsPerBatch * 16]byte
+}
+
+// uuidsPerBatch is how many UUIDs one read from crypto/rand serves.
+const uuidsPerBatch = 32
+
+// NewString returns a new random UUID in its 36-character form.
+func (u *UUIDs) NewString() string {
+	b, _ := u.batches.Get().(*uuidBatch)
+	if b == nil {
+		b = new(uuidBatch)
+	}
+	id := b.next()
+	u.batches.Put(b)
+	return id.String()
+}
+
+// next takes the next 16 bytes of the batch, reading a new one when it is
+// used up, and makes them a version 4 UUID.
+func (b *uuidBatch) next() (id uuid.UUID) {
+	if b.left < len(id) {
+		// crypto/rand.Read does not fail: it crashes the program first.
+		_, _ = rand.Read(b.buf[:])
+		b.left = len(b.buf)
+	}
+	from := b.buf[len(b.buf)-b.left:][:len(id)]
+	copy(id[:], from)
+	clear(from)
+	b.left -= len(id)
+	id[6] = id[6]&0x0f | 0x40 // version 4
+	id[8] = id[8]&0x3f | 0x80 // variant 10
+	return id
+}
+
 // IdempotencyKey reads the values of the idempotency header (or metadata):
-// none gets a generated UUID that stands for it (given false); more than one
+// none gets a UUID from u that stands for it (given false); more than one
 // is ErrRepeatedKey; one that is not ValidIdempotencyKey is ErrMalformedKey.
+func (u *UUIDs) IdempotencyKey(values []string) (key string, given bool, err error) {
+	return idempotencyKey(values, u.NewString)
+}
+
+// IdempotencyKey is UUIDs.IdempotencyKey with a UUID read from crypto/rand
+// on its own: for a gRPC produce call, which stands for a stream of records
+// and needs one UUID for all of them.
 func IdempotencyKey(values []string) (key string, given bool, err error) {
+	return idempotencyKey(values, uuid.NewString)
+}
+
+func idempotencyKey(values []string, newUUID func() string) (key string, given bool, err error) {
 	switch {
 	case len(values) == 0:
-		return uuid.NewString(), false, nil
+		return newUUID(), false, nil
 	case len(values) > 1:
 		return "", false, ErrRepeatedKey
 	case !ValidIdempotencyKey(values[0]):
