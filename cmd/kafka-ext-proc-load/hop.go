@@ -254,14 +254,13 @@ func (e *env) checkMachinery(ctx context.Context, addr string, r replyRequest, w
 	if err != nil {
 		return fmt.Errorf("the machinery baseline: %w", err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.msgs) != len(want) {
-		return fmt.Errorf("the machinery baseline sent %d messages, the processor %d", len(rec.msgs), len(want))
+	got := rec.take()
+	if len(got) != len(want) {
+		return fmt.Errorf("the machinery baseline sent %d messages, the processor %d", len(got), len(want))
 	}
 	for i := range want {
-		if !proto.Equal(rec.msgs[i], want[i]) {
-			return fmt.Errorf("the machinery baseline's answer to %s differs from the processor's: %v, want %v", r.path, rec.msgs[i], want[i])
+		if !proto.Equal(got[i], want[i]) {
+			return fmt.Errorf("the machinery baseline's answer to %s differs from the processor's: %v, want %v", r.path, got[i], want[i])
 		}
 	}
 	return nil

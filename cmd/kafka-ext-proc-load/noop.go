@@ -43,9 +43,13 @@ type noop struct {
 
 // startNoop listens on a free loopback port and serves answer.
 func startNoop(answer []*extprocv3.ProcessingResponse, hold bool) (*noop, error) {
-	n := &noop{answer: answer, hold: hold, release: make(chan struct{})}
+	return (&noop{answer: answer, hold: hold, release: make(chan struct{})}).listen("no-op server")
+}
+
+// listen serves n as name on a free loopback port.
+func (n *noop) listen(name string) (*noop, error) {
 	var err error
-	n.served, err = serve("no-op server", func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, n) })
+	n.served, err = serve(name, func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, n) })
 	if err != nil {
 		return nil, err
 	}
@@ -58,13 +62,7 @@ func startNoopByPath(answers map[string][]*extprocv3.ProcessingResponse) (*noop,
 	if len(answers) == 0 {
 		return nil, errors.New("starting the no-op server: no answers")
 	}
-	n := &noop{byPath: answers, release: make(chan struct{})}
-	var err error
-	n.served, err = serve("no-op server (by path)", func(s grpc.ServiceRegistrar) { extprocv3.RegisterExternalProcessorServer(s, n) })
-	if err != nil {
-		return nil, err
-	}
-	return n, nil
+	return (&noop{byPath: answers, release: make(chan struct{})}).listen("no-op server (by path)")
 }
 
 // releaseAll answers every held stream, and every later one at once.
@@ -153,6 +151,15 @@ type recorder struct {
 	msgs []*extprocv3.ProcessingResponse
 }
 
+// take returns the messages recorded so far and starts a new record.
+func (r *recorder) take() []*extprocv3.ProcessingResponse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msgs := r.msgs
+	r.msgs = nil
+	return msgs
+}
+
 func (r *recorder) interceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s, err := streamer(ctx, desc, cc, method, opts...)
@@ -195,12 +202,11 @@ func (e *env) capture(ctx context.Context, req emulator.Request, body []byte, ch
 	if err != nil {
 		return nil, rep, fmt.Errorf("capturing the processor's answer: %w", err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.msgs) == 0 {
+	msgs := rec.take()
+	if len(msgs) == 0 {
 		return nil, rep, errors.New("capturing the processor's answer: nothing was recorded")
 	}
-	return rec.msgs, rep, nil
+	return msgs, rep, nil
 }
 
 // captureEach GETs each path once through the processor at addr, on one
@@ -222,11 +228,7 @@ func (e *env) captureEach(ctx context.Context, addr string, paths []string, chec
 		if err != nil {
 			return nil, fmt.Errorf("capturing the processor's answer to %s: %w", p, err)
 		}
-		// The stream has ended: everything it received is recorded.
-		rec.mu.Lock()
-		msgs := rec.msgs
-		rec.msgs = nil
-		rec.mu.Unlock()
+		msgs := rec.take() // the stream has ended: everything it received is recorded
 		if len(msgs) == 0 {
 			return nil, fmt.Errorf("capturing the processor's answer to %s: nothing was recorded", p)
 		}
