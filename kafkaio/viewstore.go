@@ -113,20 +113,21 @@ func (s *entryStore) find(key []byte, h uint32) (slot int, num uint32, ok bool) 
 	}
 }
 
-// findString is find for a string key.
-func (s *entryStore) findString(key string) (uint32, bool) {
+// get returns the entry of key. The key's slot, record and item are read
+// once each: the entry is decoded from the item whose key was compared.
+func (s *entryStore) get(key string) (Entry, bool) {
 	h := uint32(maphash.String(s.seed, key))
 	mask := len(s.table) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		sl := s.table[i]
 		if sl == 0 {
-			return 0, false
+			return Entry{}, false
 		}
-		if uint32(sl>>32) == h {
-			n := uint32(sl) - 1
-			if s.keyOf(n) == key {
-				return n, true
-			}
+		if uint32(sl>>32) != h {
+			continue
+		}
+		if r := s.rec(uint32(sl) - 1); s.keyAt(r.chunk, r.pos) == key {
+			return s.entryOf(s.item(r.chunk, r.pos)), true
 		}
 	}
 }
@@ -182,7 +183,12 @@ func (s *entryStore) at(num uint32) item {
 // keyOf returns the key of entry num, aliasing its chunk.
 func (s *entryStore) keyOf(num uint32) string {
 	r := s.rec(num)
-	b := s.chunks[r.chunk].b[r.pos+itemNumBytes:]
+	return s.keyAt(r.chunk, r.pos)
+}
+
+// keyAt returns the key of the item at pos of chunk c, aliasing the chunk.
+func (s *entryStore) keyAt(c, pos uint32) string {
+	b := s.chunks[c].b[pos+itemNumBytes:]
 	kl, w := binary.Uvarint(b)
 	if kl == 0 {
 		return ""
@@ -192,8 +198,10 @@ func (s *entryStore) keyOf(num uint32) string {
 
 // entry returns entry num; its key, value and headers alias the store's
 // read-only bytes.
-func (s *entryStore) entry(num uint32) Entry {
-	it := s.at(num)
+func (s *entryStore) entry(num uint32) Entry { return s.entryOf(s.at(num)) }
+
+// entryOf is the entry of a decoded item.
+func (s *entryStore) entryOf(it item) Entry {
 	e := Entry{Partition: it.partition, Offset: it.offset, Timestamp: it.ts}
 	b := it.b
 	if it.kl > 0 {
