@@ -127,7 +127,8 @@ func (s *entryStore) get(key string) (Entry, bool) {
 			continue
 		}
 		if r := s.rec(uint32(sl) - 1); s.keyAt(r.chunk, r.pos) == key {
-			return s.entryOf(s.item(r.chunk, r.pos)), true
+			it := s.item(r.chunk, r.pos)
+			return s.entryOf(&it), true
 		}
 	}
 }
@@ -188,20 +189,23 @@ func (s *entryStore) keyOf(num uint32) string {
 
 // keyAt returns the key of the item at pos of chunk c, aliasing the chunk.
 func (s *entryStore) keyAt(c, pos uint32) string {
-	b := s.chunks[c].b[pos+itemNumBytes:]
-	kl, w := binary.Uvarint(b)
+	b := s.chunks[c].b
+	kl, p := uvarint(b, int(pos)+itemNumBytes)
 	if kl == 0 {
 		return ""
 	}
-	return unsafe.String(&b[w], int(kl))
+	return unsafe.String(&b[p], int(kl))
 }
 
 // entry returns entry num; its key, value and headers alias the store's
 // read-only bytes.
-func (s *entryStore) entry(num uint32) Entry { return s.entryOf(s.at(num)) }
+func (s *entryStore) entry(num uint32) Entry {
+	it := s.at(num)
+	return s.entryOf(&it)
+}
 
 // entryOf is the entry of a decoded item.
-func (s *entryStore) entryOf(it item) Entry {
+func (s *entryStore) entryOf(it *item) Entry {
 	e := Entry{Partition: it.partition, Offset: it.offset, Timestamp: it.ts}
 	b := it.b
 	if it.kl > 0 {
