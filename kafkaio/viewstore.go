@@ -23,15 +23,16 @@ import (
 //
 // The caller (View) holds the lock: the store has none.
 type entryStore struct {
-	seed  maphash.Seed
-	table []uint64 // 0 = empty; else hash<<32 | number+1
-	count int      // entries
+	// What a look-up reads comes first (80 bytes).
+	seed   maphash.Seed
+	table  []uint64 // 0 = empty; else hash<<32 | number+1
+	pages  [][]entryRec
+	chunks []chunk
 
-	pages    [][]entryRec
+	count    int      // entries
 	next     uint32   // entry numbers handed out (free ones included)
 	freeNums []uint32 // numbers of removed entries, for reuse
 
-	chunks     []chunk
 	cur        int      // chunk items are appended to; -1 none yet
 	lastCap    int      // capacity of the last chunk opened for appending
 	freeChunks []uint32 // indexes of dropped chunks, for reuse
@@ -84,10 +85,12 @@ const (
 	itemNumBytes = 4
 )
 
-func newEntryStore() *entryStore {
-	s := &entryStore{seed: maphash.MakeSeed(), cur: -1, table: make([]uint64, 8)}
+// init makes s an empty store. A store lives inside its View, so that a
+// look-up reads on from the view's own cache lines instead of following a
+// pointer to another object.
+func (s *entryStore) init() {
+	*s = entryStore{seed: maphash.MakeSeed(), cur: -1, table: make([]uint64, 8)}
 	s.mem = int64(len(s.table) * 8)
-	return s
 }
 
 func (s *entryStore) rec(num uint32) *entryRec {
