@@ -347,3 +347,54 @@ func BenchmarkEntryHeader(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFetchAcrossViews is the kafkaio part of a single-key fetch
+// (hold, Get, Release) cycling over n views of one key each, as one GET to
+// each of n routes does: the view found by topic in the client's map
+// (HoldView) or kept by the route's handle (ViewHandle.Hold).
+func BenchmarkFetchAcrossViews(b *testing.B) {
+	for _, n := range []int{1, 1_000} {
+		c := &Views{views: map[string]*viewSlot{}, handles: map[string]*ViewHandle{}}
+		topics := make([]string, n)
+		handles := make([]*ViewHandle, n)
+		for i := range n {
+			topics[i] = fmt.Sprintf("topic-%04d", i)
+			v := newView(topics[i], [16]byte{1}, 1, time.Millisecond)
+			v.apply(&Record{Topic: topics[i], Key: []byte("k"), Value: benchValue(i), Timestamp: time.UnixMilli(1)})
+			v.markReady()
+			s := &viewSlot{done: make(chan struct{}), view: v, pinned: true}
+			close(s.done)
+			c.views[topics[i]] = s
+			handles[i] = c.Handle(topics[i])
+		}
+		ctx := context.Background()
+		fetch := func(hold func(i int) (*View, error), i int) {
+			v, err := hold(i)
+			if err != nil {
+				panic(err)
+			}
+			if _, ok := v.Get("k"); !ok {
+				panic("key not found")
+			}
+			v.Release()
+		}
+		for _, way := range []struct {
+			name string
+			hold func(i int) (*View, error)
+		}{
+			{"by-topic", func(i int) (*View, error) { return c.HoldView(ctx, topics[i], time.Second) }},
+			{"handle", func(i int) (*View, error) { return handles[i].Hold(ctx, time.Second) }},
+		} {
+			b.Run("views="+strconv.Itoa(n)+"/"+way.name, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					fetch(way.hold, i)
+					if i++; i == n {
+						i = 0
+					}
+				}
+			})
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -73,6 +74,10 @@ type Views struct {
 	// record the live consumer applies: those take the read lock.
 	mu    sync.RWMutex
 	views map[string]*viewSlot
+	// handles are the topics' ViewHandles, one per topic asked for (a
+	// static fetch route's topic), kept while the client lives: eviction
+	// clears a handle's view, so an evicted view is not kept alive by it.
+	handles map[string]*ViewHandle
 	// handOvers carries caught-up views' partitions to handOverLoop.
 	handOvers chan handOverReq
 
@@ -115,6 +120,7 @@ func NewViews(opts ViewsOptions) (*Views, error) {
 		opts: opts, logger: logger, groupID: groupID,
 		live: live, admin: admin,
 		views:     map[string]*viewSlot{},
+		handles:   map[string]*ViewHandle{},
 		handOvers: make(chan handOverReq),
 		ctx:       ctx, cancel: cancel,
 	}
@@ -268,7 +274,7 @@ func (c *Views) makeRoomLocked() error {
 		if victim == "" {
 			return ErrTooManyViews
 		}
-		c.evictLocked(victim)
+		c.evictLocked(victim) // or held meanwhile: the next pass skips it
 	}
 }
 
@@ -298,10 +304,18 @@ func (c *Views) lruIdleLocked(minIdle time.Duration) string {
 	return victim
 }
 
-// evictLocked drops a view and stops reading its partitions.
-func (c *Views) evictLocked(topic string) {
+// evictLocked drops a view and stops reading its partitions, unless a
+// holder took it since it was chosen (a ViewHandle holds without the
+// client's lock); it reports whether it did.
+func (c *Views) evictLocked(topic string) bool {
 	s := c.views[topic]
+	if !s.view.retire() {
+		return false
+	}
 	delete(c.views, topic)
+	if h := c.handles[topic]; h != nil {
+		h.view.CompareAndSwap(s.view, nil)
+	}
 	parts := make([]kafka.TopicPartition, s.view.Partitions())
 	for p := range parts {
 		parts[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p)}
@@ -313,6 +327,7 @@ func (c *Views) evictLocked(topic string) {
 		c.logger.Warn("unassigning an evicted view", "topic", topic, "err", err)
 	}
 	c.logger.Debug("view evicted", "topic", topic)
+	return true
 }
 
 // followPartitions runs while the client lives: every PartitionCheck it
@@ -468,11 +483,51 @@ func (c *Views) holdReady(topic string) *View {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.views[topic]
-	if !ok || s.view == nil || !s.view.isReady() {
+	if !ok || s.view == nil || !s.view.isReady() || !s.view.tryHold() {
 		return nil
 	}
-	s.view.holders.Add(1)
 	return s.view
+}
+
+// ViewHandle holds the view of one topic for a caller that reads it request
+// after request (a fetch route of a static topic): it keeps the view it
+// last held, so that taking it again is one atomic add, with no look-up by
+// topic, no client lock and no readiness check (a view it keeps has caught
+// up). An evicted view is never held through it: the hold fails, and the
+// handle finds the topic's view again as HoldView does, opening it anew.
+type ViewHandle struct {
+	views *Views
+	topic string
+	view  atomic.Pointer[View] // the view last held; nil after its eviction
+}
+
+// Handle returns the handle of topic's view; every caller of a topic shares
+// one. It opens nothing until the first Hold.
+func (c *Views) Handle(topic string) *ViewHandle {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.handles[topic]
+	if h == nil {
+		h = &ViewHandle{views: c, topic: topic}
+		c.handles[topic] = h
+	}
+	return h
+}
+
+// Hold is Views.HoldView of the handle's topic: the view is held until the
+// caller calls its Release.
+func (h *ViewHandle) Hold(ctx context.Context, wait time.Duration) (*View, error) {
+	if v := h.view.Load(); v != nil && v.tryHold() {
+		return v, nil
+	}
+	v, err := h.views.HoldView(ctx, h.topic, wait)
+	if err != nil {
+		return nil, err
+	}
+	// Held, so not evicted before this store: the handle never keeps a
+	// view after the eviction that clears it.
+	h.view.Store(v)
+	return v, nil
 }
 
 // view opens or finds a view; pinned views (warmed static topics) are never

@@ -23,15 +23,16 @@ import (
 //
 // The caller (View) holds the lock: the store has none.
 type entryStore struct {
-	seed  maphash.Seed
-	table []uint64 // 0 = empty; else hash<<32 | number+1
-	count int      // entries
+	// What a look-up reads comes first (80 bytes).
+	seed   maphash.Seed
+	table  []uint64 // 0 = empty; else hash<<32 | number+1
+	pages  [][]entryRec
+	chunks []chunk
 
-	pages    [][]entryRec
+	count    int      // entries
 	next     uint32   // entry numbers handed out (free ones included)
 	freeNums []uint32 // numbers of removed entries, for reuse
 
-	chunks     []chunk
 	cur        int      // chunk items are appended to; -1 none yet
 	lastCap    int      // capacity of the last chunk opened for appending
 	freeChunks []uint32 // indexes of dropped chunks, for reuse
@@ -84,10 +85,12 @@ const (
 	itemNumBytes = 4
 )
 
-func newEntryStore() *entryStore {
-	s := &entryStore{seed: maphash.MakeSeed(), cur: -1, table: make([]uint64, 8)}
+// init makes s an empty store. A store lives inside its View, so that a
+// look-up reads on from the view's own cache lines instead of following a
+// pointer to another object.
+func (s *entryStore) init() {
+	*s = entryStore{seed: maphash.MakeSeed(), cur: -1, table: make([]uint64, 8)}
 	s.mem = int64(len(s.table) * 8)
-	return s
 }
 
 func (s *entryStore) rec(num uint32) *entryRec {
@@ -113,20 +116,22 @@ func (s *entryStore) find(key []byte, h uint32) (slot int, num uint32, ok bool) 
 	}
 }
 
-// findString is find for a string key.
-func (s *entryStore) findString(key string) (uint32, bool) {
+// get returns the entry of key. The key's slot, record and item are read
+// once each: the entry is decoded from the item whose key was compared.
+func (s *entryStore) get(key string) (Entry, bool) {
 	h := uint32(maphash.String(s.seed, key))
 	mask := len(s.table) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		sl := s.table[i]
 		if sl == 0 {
-			return 0, false
+			return Entry{}, false
 		}
-		if uint32(sl>>32) == h {
-			n := uint32(sl) - 1
-			if s.keyOf(n) == key {
-				return n, true
-			}
+		if uint32(sl>>32) != h {
+			continue
+		}
+		if r := s.rec(uint32(sl) - 1); s.keyAt(r.chunk, r.pos) == key {
+			it := s.item(r.chunk, r.pos)
+			return s.entryOf(&it), true
 		}
 	}
 }
@@ -182,18 +187,28 @@ func (s *entryStore) at(num uint32) item {
 // keyOf returns the key of entry num, aliasing its chunk.
 func (s *entryStore) keyOf(num uint32) string {
 	r := s.rec(num)
-	b := s.chunks[r.chunk].b[r.pos+itemNumBytes:]
-	kl, w := binary.Uvarint(b)
+	return s.keyAt(r.chunk, r.pos)
+}
+
+// keyAt returns the key of the item at pos of chunk c, aliasing the chunk.
+func (s *entryStore) keyAt(c, pos uint32) string {
+	b := s.chunks[c].b
+	kl, p := uvarint(b, int(pos)+itemNumBytes)
 	if kl == 0 {
 		return ""
 	}
-	return unsafe.String(&b[w], int(kl))
+	return unsafe.String(&b[p], int(kl))
 }
 
 // entry returns entry num; its key, value and headers alias the store's
 // read-only bytes.
 func (s *entryStore) entry(num uint32) Entry {
 	it := s.at(num)
+	return s.entryOf(&it)
+}
+
+// entryOf is the entry of a decoded item.
+func (s *entryStore) entryOf(it *item) Entry {
 	e := Entry{Partition: it.partition, Offset: it.offset, Timestamp: it.ts}
 	b := it.b
 	if it.kl > 0 {

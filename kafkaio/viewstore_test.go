@@ -97,7 +97,7 @@ func TestViewStoreMatchesAMap(t *testing.T) {
 			t.Fatalf("an entry taken earlier (key %q, offset %d) changed under its holder", h.e.Key, h.e.Offset)
 		}
 	}
-	s := v.entries
+	s := &v.entries
 	var live, dead, mem int64
 	for _, c := range s.chunks {
 		live += c.live

@@ -29,6 +29,13 @@ type ViewSource interface {
 	HoldView(ctx context.Context, topic string, wait time.Duration) (*kafkaio.View, error)
 }
 
+// viewHandles is a ViewSource that also gives a topic's handle
+// (kafkaio.Views does): a route of a static topic holds its view through
+// it, without the look-up by topic.
+type viewHandles interface {
+	Handle(topic string) *kafkaio.ViewHandle
+}
+
 // FetchRequest is what a fetch needs of an HTTP request.
 type FetchRequest struct {
 	Params      map[string]string // path parameters
@@ -55,6 +62,7 @@ func fetchRequest(req *capability.HTTPRequest) FetchRequest {
 type Fetch struct {
 	with   *config.With
 	source ViewSource
+	handle *kafkaio.ViewHandle // the static topic's, when source gives one
 
 	// cache holds rendered answers per selection (resolved filters), valid
 	// for one view version: a write renders each selection once, however
@@ -80,7 +88,20 @@ const maxCached = 4096
 
 // NewFetch compiles a fetch route.
 func NewFetch(with *config.With, source ViewSource) *Fetch {
-	return &Fetch{with: with, source: source, cache: map[string]*cached{}}
+	f := &Fetch{with: with, source: source, cache: map[string]*cached{}}
+	if hs, ok := source.(viewHandles); ok && with.Topic.Static() {
+		f.handle = hs.Handle(with.Topic.Raw)
+	}
+	return f
+}
+
+// hold holds the view of topic: through the route's handle when its topic
+// is static, else by topic.
+func (f *Fetch) hold(ctx context.Context, topic string, wait time.Duration) (*kafkaio.View, error) {
+	if f.handle != nil {
+		return f.handle.Hold(ctx, wait)
+	}
+	return f.source.HoldView(ctx, topic, wait)
 }
 
 // answer is the state of a selection in a view.
@@ -125,7 +146,7 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 	}
 	sel := f.selection(refs.Resolve)
 
-	view, err := f.source.HoldView(ctx, topic, req.Limits.KafkaTimeout)
+	view, err := f.hold(ctx, topic, req.Limits.KafkaTimeout)
 	if err != nil {
 		return f.viewFailure(ctx, err, topic)
 	}
@@ -391,9 +412,10 @@ func (f *Fetch) matching(out []kafkaio.Entry, view *kafkaio.View, sel selection)
 }
 
 func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
-	version := view.Version()
-	// Single-key look-ups are cheaper than the cache.
+	// Single-key look-ups are cheaper than the cache, and need no version.
+	var version uint64
 	if !sel.single() {
+		version = view.Version()
 		f.mu.Lock()
 		c, ok := f.cache[sel.id]
 		f.mu.Unlock()

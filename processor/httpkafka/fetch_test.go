@@ -437,3 +437,51 @@ func TestFetchDeleteAnswersWaitersAtOnce(t *testing.T) {
 		t.Fatalf("stale tag: %d %v, want 404 at once", r.Status, r.Headers)
 	}
 }
+
+// A fetch route of a static topic keeps its view between requests; when the
+// view is evicted (the view limits here: one view, another topic opened),
+// the next request opens it again and answers as before, writes made
+// meanwhile included.
+func TestFetchOfAnEvictedViewOpensItAgain(t *testing.T) {
+	f := newFixture(t, 1)
+	if err := f.broker.CreateTopics(embedded.Topic{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": f.broker.Addr()}, KafkaTimeout: 10 * time.Second,
+		MaxViews: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	f.put(0, "a", []byte("one"))
+	byKey := f.route(0, c)
+	before := get(byKey, map[string]string{"id": "a"})
+	if before.Status != 200 || string(before.Body) != "one" {
+		t.Fatalf("before the eviction: %d %q", before.Status, before.Body)
+	}
+
+	ctx := context.Background()
+	other, err := c.HoldView(ctx, "other", 10*time.Second)
+	if err != nil {
+		t.Fatalf("opening another view (evicting items): %v", err)
+	}
+	other.Release()
+	if st := c.Stats(); st.Views != 1 {
+		t.Fatalf("%d views, want 1: items evicted for other", st.Views)
+	}
+
+	after := get(byKey, map[string]string{"id": "a"})
+	if after.Status != 200 || string(after.Body) != "one" || header(after, "etag") != header(before, "etag") {
+		t.Fatalf("after the eviction: %d %q etag %s, want 200 one etag %s", after.Status, after.Body,
+			header(after, "etag"), header(before, "etag"))
+	}
+	f.put(0, "a", []byte("two"))
+	// The re-opened view follows the topic: a long poll on the old tag is
+	// answered with the write.
+	r := get(byKey, map[string]string{"id": "a"}, "if-none-match", header(before, "etag"), "prefer", "wait=10")
+	if r.Status != 200 || string(r.Body) != "two" {
+		t.Fatalf("a write after the view was opened again: %d %q, want 200 two", r.Status, r.Body)
+	}
+}

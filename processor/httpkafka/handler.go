@@ -64,6 +64,14 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 		return capability.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
 	}
+	if r.With.Capability == config.Fetch {
+		// A route compiled by an earlier request found its Kafka side then,
+		// and a route's Kafka side does not change (the clusters are fixed
+		// for the process): no need to look it up again.
+		if f, ok := h.fetches.Load(r.With); ok {
+			return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
+		}
+	}
 	kr, err := h.kafka.Route(req.Match.Binding, r)
 	switch {
 	case errors.Is(err, kafkaroute.ErrNotConnected):
@@ -74,10 +82,7 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 	}
 	switch r.With.Capability {
 	case config.Fetch:
-		f, ok := h.fetches.Load(r.With)
-		if !ok {
-			f, _ = h.fetches.LoadOrStore(r.With, NewFetch(r.With, kr.Cluster.Views))
-		}
+		f, _ := h.fetches.LoadOrStore(r.With, NewFetch(r.With, kr.Cluster.Views))
 		return f.(*Fetch).Serve(ctx, req.Drain, fetchRequest(req))
 	case config.Produce:
 		return h.produce(ctx, kr, req)
