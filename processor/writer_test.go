@@ -23,6 +23,7 @@ func TestImmediateHTTPHeaders(t *testing.T) {
 	for _, hs := range [][]route.Header{
 		nil,
 		{{Name: "content-type", Value: "application/json"}},
+		{{Name: "content-type", Value: long}},
 		{{Name: "content-type", Value: "application/json"}, {Name: "etag", Value: `"AAAAAAAAAAA.0.7"`}},
 		{{Name: "content-type", Value: long}, {Name: "etag", Value: long}},
 		{{Name: "set-cookie", Value: "a=1"}, {Name: "set-cookie", Value: "b=2"}, {Name: "x", Value: ""}},
@@ -70,6 +71,16 @@ func TestStatusLabel(t *testing.T) {
 	for _, code := range []int{0, 99, 100, 200, 404, 599, 600, 1000, -1} {
 		if got := statusLabel(code); got != strconv.Itoa(code) {
 			t.Errorf("statusLabel(%d) = %q", code, got)
+		}
+	}
+}
+
+// definedStatus answers as the enum's name map does, for every code.
+func TestDefinedStatus(t *testing.T) {
+	for code := -1; code <= 1000; code++ {
+		_, named := typev3.StatusCode_name[int32(code)]
+		if want := named && code >= 200 && code <= 599; definedStatus(code) != want {
+			t.Errorf("definedStatus(%d) = %v, want %v", code, !want, want)
 		}
 	}
 }
