@@ -67,6 +67,25 @@ func TestImmediateMsgSize(t *testing.T) {
 	}
 }
 
+// The answers' allocations stay in their size classes: an object of more
+// than 512 B with pointers carries an 8-byte header of the runtime's, so
+// immediateMsg takes the 768 B class only up to 760 B (else 896 B) and
+// immediateMsg1 the 576 B class up to 568 B (else 640 B).
+func TestImmediateMsgSizeClasses(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		size, most uintptr
+	}{
+		{"immediateMsg", unsafe.Sizeof(immediateMsg{}), 768 - 8},
+		{"immediateMsg1", unsafe.Sizeof(immediateMsg1{}), 576 - 8},
+		{"immediateBase", unsafe.Sizeof(immediateBase{}), 288},
+	} {
+		if c.size > c.most {
+			t.Errorf("%s is %d bytes, more than the %d of its size class", c.name, c.size, c.most)
+		}
+	}
+}
+
 func TestStatusLabel(t *testing.T) {
 	for _, code := range []int{0, 99, 100, 200, 404, 599, 600, 1000, -1} {
 		if got := statusLabel(code); got != strconv.Itoa(code) {
