@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 )
@@ -91,6 +92,12 @@ func TestFlightsLeadOneAtATime(t *testing.T) {
 // sees what the lead wrote; a wait after the finish returns at once without
 // a channel; a wait whose context ends returns its error.
 func TestFlightWaitAndFinish(t *testing.T) {
+	// The bubble lets the test wait until the waiting goroutine is blocked in
+	// Wait, so "it did not end before the lead finished" is checked, not raced.
+	synctest.Test(t, testFlightWaitAndFinish)
+}
+
+func testFlightWaitAndFinish(t *testing.T) {
 	var tab Flights
 	watch := func() *kafkaio.ReplyWatch { return &kafkaio.ReplyWatch{} }
 	k := FlightKey{Cluster: "c", ReplyTo: "r", CID: "k-1"}
@@ -113,6 +120,7 @@ func TestFlightWaitAndFinish(t *testing.T) {
 		}
 		waited <- err
 	}()
+	synctest.Wait()
 	select {
 	case err := <-waited:
 		t.Fatalf("the wait ended before the lead finished: %v", err)
