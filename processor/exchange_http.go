@@ -32,11 +32,12 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 
 	limit := x.snap.limits.MaxBody
 	var body []byte
+	size := 0 // the content-length: the body's buffer when it comes in several chunks
 	if v, ok := headers.Lookup("content-length"); ok {
 		if cl, err := strconv.ParseInt(v, 10, 64); err == nil && cl > limit {
 			return x.failAndLinger(tooLarge(limit))
 		} else if err == nil && cl > 0 {
-			body = make([]byte, 0, cl)
+			size = int(cl)
 		}
 	}
 	var trailers route.Headers
@@ -56,10 +57,23 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		case *extprocv3.ProcessingRequest_RequestBody:
 			ended = r.RequestBody.GetEndOfStream()
 			x.reqEnded = ended
-			if int64(len(body))+int64(len(r.RequestBody.GetBody())) > limit {
+			chunk := r.RequestBody.GetBody()
+			if int64(len(body))+int64(len(chunk)) > limit {
 				return x.failAndLinger(tooLarge(limit))
 			}
-			body = append(body, r.RequestBody.GetBody()...)
+			switch {
+			case len(chunk) == 0:
+			case body == nil && ended:
+				// The whole body in one chunk, as Envoy sends a small one:
+				// the message's own bytes (unmarshalling copied them out of
+				// gRPC's buffer), which nothing else holds or changes, so
+				// not copied again.
+				body = chunk
+			case body == nil:
+				body = append(make([]byte, 0, max(size, len(chunk))), chunk...)
+			default:
+				body = append(body, chunk...)
+			}
 		case *extprocv3.ProcessingRequest_RequestTrailers:
 			trailers = headerList(r.RequestTrailers.GetTrailers())
 			ended = true

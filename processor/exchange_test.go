@@ -128,13 +128,23 @@ func TestHTTPChunkedBody(t *testing.T) {
 			}, Body: []byte("created")}
 		})
 	})
-	for _, end := range []string{"eos", "trailers", "empty-eos"} {
+	for _, end := range []string{"eos", "trailers", "empty-eos", "one-chunk", "one-chunk-length", "length"} {
 		t.Run(end, func(t *testing.T) {
 			s := h.open()
-			s.headers(false, httpReq("POST", "/items?a=b", "content-type", "application/json")...)
-			s.body([]byte(`{"na`), false)
-			s.body([]byte(`me":`), false)
+			extra := []string{"content-type", "application/json"}
+			if strings.HasSuffix(end, "length") {
+				extra = append(extra, "content-length", "12")
+			}
+			s.headers(false, httpReq("POST", "/items?a=b", extra...)...)
+			if !strings.HasPrefix(end, "one-chunk") {
+				s.body([]byte(`{"na`), false)
+				s.body([]byte(`me":`), false)
+			}
 			switch end {
+			case "one-chunk", "one-chunk-length": // the body taken as it came
+				s.body([]byte(`{"name":"x"}`), true)
+			case "length": // the body gathered in a buffer of its length
+				s.body([]byte(`"x"}`), true)
 			case "eos":
 				s.body([]byte(`"x"}`), true)
 			case "trailers":

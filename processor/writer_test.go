@@ -23,6 +23,7 @@ func TestImmediateHTTPHeaders(t *testing.T) {
 	for _, hs := range [][]route.Header{
 		nil,
 		{{Name: "content-type", Value: "application/json"}},
+		{{Name: "content-type", Value: long}},
 		{{Name: "content-type", Value: "application/json"}, {Name: "etag", Value: `"AAAAAAAAAAA.0.7"`}},
 		{{Name: "content-type", Value: long}, {Name: "etag", Value: long}},
 		{{Name: "set-cookie", Value: "a=1"}, {Name: "set-cookie", Value: "b=2"}, {Name: "x", Value: ""}},
@@ -66,10 +67,39 @@ func TestImmediateMsgSize(t *testing.T) {
 	}
 }
 
+// The answers' allocations stay in their size classes: an object of more
+// than 512 B with pointers carries an 8-byte header of the runtime's, so
+// immediateMsg takes the 768 B class only up to 760 B (else 896 B) and
+// immediateMsg1 the 576 B class up to 568 B (else 640 B).
+func TestImmediateMsgSizeClasses(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		size, most uintptr
+	}{
+		{"immediateMsg", unsafe.Sizeof(immediateMsg{}), 768 - 8},
+		{"immediateMsg1", unsafe.Sizeof(immediateMsg1{}), 576 - 8},
+		{"immediateBase", unsafe.Sizeof(immediateBase{}), 288},
+	} {
+		if c.size > c.most {
+			t.Errorf("%s is %d bytes, more than the %d of its size class", c.name, c.size, c.most)
+		}
+	}
+}
+
 func TestStatusLabel(t *testing.T) {
 	for _, code := range []int{0, 99, 100, 200, 404, 599, 600, 1000, -1} {
 		if got := statusLabel(code); got != strconv.Itoa(code) {
 			t.Errorf("statusLabel(%d) = %q", code, got)
+		}
+	}
+}
+
+// definedStatus answers as the enum's name map does, for every code.
+func TestDefinedStatus(t *testing.T) {
+	for code := -1; code <= 1000; code++ {
+		_, named := typev3.StatusCode_name[int32(code)]
+		if want := named && code >= 200 && code <= 599; definedStatus(code) != want {
+			t.Errorf("definedStatus(%d) = %v, want %v", code, !want, want)
 		}
 	}
 }
