@@ -6,12 +6,12 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/cputime"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
@@ -162,12 +162,12 @@ func BenchmarkKeyIndexReadBack(b *testing.B) {
 	var cpu time.Duration
 	b.ResetTimer()
 	for range b.N {
-		before := processCPU(b)
+		before := cputime.Process()
 		x := testKeyIndex(b, br.Addr(), KeyIndexOptions{}, nil)
 		if err := x.Sync(ctx, "requests", cidHeader); err != nil {
 			b.Fatal(err)
 		}
-		cpu += processCPU(b) - before
+		cpu += cputime.Process() - before
 		if st := x.Stats(); st.Keys != n {
 			b.Fatalf("%d ids read back, want %d", st.Keys, n)
 		}
@@ -177,13 +177,4 @@ func BenchmarkKeyIndexReadBack(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/record")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/n, "cpu-ns/record")
-}
-
-// processCPU is the CPU time the process used so far (user + system).
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/cputime"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -94,25 +95,23 @@ func serveBench(b *testing.B, register func(grpc.ServiceRegistrar)) extprocv3.Ex
 }
 
 // roundTrip runs one request through client as Envoy does (headers, body,
-// the answer, then the stream reset) and returns the answer.
-func roundTrip(b *testing.B, client extprocv3.ExternalProcessorClient, h, body *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+// the answer, then the stream reset) and returns the answer. It returns
+// errors rather than failing b: RunParallel's goroutines may not call
+// b.Fatal.
+func roundTrip(client extprocv3.ExternalProcessorClient, h, body *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, err := client.Process(ctx)
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	if err := s.Send(h); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	if err := s.Send(body); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	r, err := s.Recv()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return r
+	return s.Recv()
 }
 
 // BenchmarkMachinery is the exchange machinery's own cost over the hop
@@ -140,7 +139,10 @@ func BenchmarkMachinery(b *testing.B) {
 		b.Fatal(err)
 	}
 	server := serveBench(b, srv.Register)
-	want := roundTrip(b, server, h, body)
+	want, err := roundTrip(server, h, body)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if want.GetImmediateResponse().GetStatus().GetCode() != 201 {
 		b.Fatalf("the server answered %v, want a 201 ImmediateResponse", want)
 	}
@@ -152,28 +154,33 @@ func BenchmarkMachinery(b *testing.B) {
 		client extprocv3.ExternalProcessorClient
 	}{{"server", server}, {"bare", bare}} {
 		b.Run(bc.name, func(b *testing.B) {
-			if got := roundTrip(b, bc.client, h, body); !proto.Equal(got, want) {
-				b.Fatalf("%s answered %v, want %v", bc.name, got, want)
+			if got, err := roundTrip(bc.client, h, body); err != nil || !proto.Equal(got, want) {
+				b.Fatalf("%s answered %v (%v), want %v", bc.name, got, err, want)
 			}
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for b.Loop() {
-				roundTrip(b, bc.client, h, body)
+				if _, err := roundTrip(bc.client, h, body); err != nil {
+					b.Fatal(err)
+				}
 			}
 			// CPU time moves less than wall time on a shared machine.
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 		// 64 in flight, as the load generator's request-reply scenario runs.
 		b.Run(bc.name+"-64", func(b *testing.B) {
 			b.SetParallelism(64 / runtime.GOMAXPROCS(0))
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					roundTrip(b, bc.client, h, body)
+					if _, err := roundTrip(bc.client, h, body); err != nil {
+						b.Error(err)
+						return
+					}
 				}
 			})
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 	waitIdle(b, srv)

@@ -15,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/cputime"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
@@ -396,7 +397,7 @@ func sampleUsage(gc bool) usage {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return usage{Mallocs: ms.Mallocs, Bytes: ms.TotalAlloc, CPU: cpuTime()}
+	return usage{Mallocs: ms.Mallocs, Bytes: ms.TotalAlloc, CPU: cputime.Process()}
 }
 
 // memory is a sample of a process after a full collection.
