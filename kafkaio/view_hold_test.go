@@ -15,7 +15,7 @@ func TestViewHoldAndEvictionExcludeEachOther(t *testing.T) {
 		v := newView("items", [16]byte{1}, 1, time.Millisecond)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		errs := make(chan string, 8)
+		errs := make(chan string, 4)
 		for range 4 {
 			wg.Go(func() {
 				<-start
@@ -28,6 +28,8 @@ func TestViewHoldAndEvictionExcludeEachOther(t *testing.T) {
 					}
 					if v.hold.Load()&holdEvicted != 0 {
 						errs <- "the view was evicted while held"
+						v.Release()
+						return // one error per holder: errs never fills
 					}
 					v.Release()
 				}
