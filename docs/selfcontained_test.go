@@ -100,6 +100,14 @@ func TestSelfContainedCheckCatchesCitations(t *testing.T) {
 			t.Errorf("wrongly caught (%s): %s", why, line)
 		}
 	}
+	if why := repo.checkLine("processor/x.go", "\t// the reason: docs/design.md#no-such-heading", ""); why == "" {
+		t.Error("not caught: a link from Go to a missing heading")
+	}
+	for _, line := range []string{"\t// see docs/design.md#drain", "\tmd := tc.md // a field, not a file"} {
+		if why := repo.checkLine("processor/x.go", line, ""); why != "" {
+			t.Errorf("wrongly caught (%s): %s", why, line)
+		}
+	}
 	if why := repo.checkLine("processor/x.go", "§6.6: what the broker said", "// RFC 9457"); why != "" {
 		t.Errorf("a section continued from the line above: %s", why)
 	}
