@@ -356,9 +356,9 @@ func kindOf(typ config.BindingType) string {
 	return "HTTP"
 }
 
-// routeFailure turns a matching error into its answer: a guard that turned
-// the only matching route away is 401 or 403 (what clients expect, not
-// Zilla's 404), a path whose routes refuse the method 405, no route 404 /
+// routeFailure turns a matching error into its answer: no route taken, one
+// skipped for its guard, is 401 or 403 (what clients expect, not Zilla's
+// 404); a path whose routes refuse the method is 405; no route is 404 /
 // UNIMPLEMENTED (docs/design.md#routes-and-guards).
 func routeFailure(err error, what string) *failure {
 	var ge *route.GuardError
