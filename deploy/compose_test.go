@@ -234,7 +234,8 @@ func TestImagesPinned(t *testing.T) {
 }
 
 // Envoy must be a version with StreamedImmediateResponse and the fix for
-// CVE-2026-47207 (DESIGN §4).
+// CVE-2026-47207 in the ext_proc filter, both in 1.37.5
+// (docs/design.md#the-envoy-contract).
 func TestEnvoyVersion(t *testing.T) {
 	s := loadStack(t)
 	image := s.compose.Services[envoySvc].Image

@@ -20,10 +20,10 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// The hostile-input audit (DESIGN §6.6): every row of the error table for
-// both bindings, through the emulator with real clients, each answer
-// checked for its status and a specific detail (problem+json) or
-// grpc-message. SECURITY.md lists each input with the test that shows it.
+// The hostile-input audit: every row of the error table (docs/reliability.md)
+// for both bindings, through the emulator with real clients, each answer
+// checked for its status and a specific detail (problem+json) or grpc-message.
+// SECURITY.md lists each input with the test that shows it.
 //
 // The broker of these tests creates topics on metadata requests
 // (kfake.AllowAutoTopicCreation), as a careless production cluster does: a
@@ -156,7 +156,9 @@ func auditSeen(t *testing.T, e *env, path string) {
 	t.Fatalf("GET %s: the view never read the record", path)
 }
 
-// TestAuditErrorTableHTTP walks DESIGN §6.6 for http-kafka.
+// TestAuditErrorTableHTTP walks the error table for http-kafka: the
+// processor's answers of docs/reliability.md that malformed or hostile
+// input can cause.
 func TestAuditErrorTableHTTP(t *testing.T) {
 	e := startAudit(t)
 
@@ -275,7 +277,9 @@ func auditFrame(flag byte, msg []byte) []byte {
 	return append([]byte{flag, byte(len(msg) >> 24), byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
 
-// TestAuditErrorTableGRPC walks DESIGN §6.6 for grpc-kafka.
+// TestAuditErrorTableGRPC walks the error table for grpc-kafka: the
+// processor's answers of docs/reliability.md that malformed or hostile
+// input can cause.
 func TestAuditErrorTableGRPC(t *testing.T) {
 	e := startAudit(t)
 	user := func(name string) []string { return []string{"x-user", name} }
@@ -424,12 +428,12 @@ guards:
 limits: { kafka-timeout: 4s }
 `
 
-// TestAuditKafkaFaults: the rows of DESIGN §6.6 where Kafka fails, for both
-// bindings — a record enqueued but not acknowledged within
-// limits.kafka-timeout (504 / UNAVAILABLE, "may or may not"), then the
-// broker gone: records not enqueued and views that cannot start (503 +
-// retry-after / UNAVAILABLE). Each answer comes within the Kafka timeout.
-// (TestProduceBrokerFaults shows that every 2xx was written and no 503.)
+// TestAuditKafkaFaults: the rows of the error table where Kafka fails, for both
+// bindings — a record enqueued but not acknowledged within limits.kafka-timeout
+// (504 / UNAVAILABLE, "may or may not"), then the broker gone: records not
+// enqueued and views that cannot start (503 + retry-after / UNAVAILABLE). Each
+// answer comes within the Kafka timeout. (TestProduceBrokerFaults shows that
+// every 2xx was written and no 503.)
 func TestAuditKafkaFaults(t *testing.T) {
 	var sw *switchedListener
 	var logs auditLog
@@ -540,12 +544,12 @@ func TestAuditKafkaFaults(t *testing.T) {
 	})
 }
 
-// TestAuditHeaderDenyList: request headers that are credentials, belong to
-// the connection or to Envoy, or are meant for the processor never reach a
-// Kafka record (DESIGN §6.3, §6.5), read back with a librdkafka consumer:
-// through the emulator (HTTP/1.1 and h2c, hop-by-hop headers as a raw
-// HTTP/1.1 client sends them), from an ext_proc peer that forwards every
-// header (an Envoy that strips nothing), and as gRPC metadata.
+// TestAuditHeaderDenyList: request headers that are credentials, belong to the
+// connection or to Envoy, or are meant for the processor never reach a Kafka
+// record (docs/design.md#http-kafka-produce), read back with a librdkafka
+// consumer: through the emulator (HTTP/1.1 and h2c, hop-by-hop headers as a raw
+// HTTP/1.1 client sends them), from an ext_proc peer that forwards every header
+// (an Envoy that strips nothing), and as gRPC metadata.
 func TestAuditHeaderDenyList(t *testing.T) {
 	e := startAudit(t)
 	denied := []string{

@@ -7,7 +7,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/buildinfo"
 )
 
-// Must show 3: /metrics names the running build.
+// /metrics names the running build.
 func TestBuildInfoMetric(t *testing.T) {
 	e := startEnv(t, fmt.Sprintf(secureConfig, yamlMap(nil)), withAdmin)
 	bi := buildinfo.Read()

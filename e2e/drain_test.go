@@ -47,11 +47,11 @@ bindings:
 limits: { reply-timeout: 60s, max-wait: 60s }
 `
 
-// Drain (DESIGN §8): with a long poll, a fetch stream, and a sync and an
-// async produce waiting for replies, a shutdown answers the long poll with
-// its current state, the async request with 202 + location, ends the
-// stream UNAVAILABLE, lets the sync request finish within the grace period,
-// and returns within it; every acknowledged record is in Kafka.
+// Drain (docs/design.md#drain): with a long poll, a fetch stream, and a sync
+// and an async produce waiting for replies, a shutdown answers the long poll
+// with its current state, the async request with 202 + location, ends the
+// stream UNAVAILABLE, lets the sync request finish within the grace period, and
+// returns within it; every acknowledged record is in Kafka.
 func TestDrainEndsEveryKindOfWaitAsDesigned(t *testing.T) {
 	tr := newTestResponder()
 	e := startEnv(t, drainConfig, withResponder(tr, "orders"))

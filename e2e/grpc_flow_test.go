@@ -68,7 +68,7 @@ func startFlow(t *testing.T) (*env, *grpckafka.Handler) {
 	return e, h
 }
 
-// Must show 1: a quiet stream outlives the HCM stream_idle_timeout (the
+// A quiet stream outlives the HCM stream_idle_timeout (the
 // gRPC route's idle_timeout applies to it), with the options' field number
 // and metadata name; on drain the stream ends UNAVAILABLE.
 func TestGRPCFetchQuietStreamCustomFieldAndDrain(t *testing.T) {
@@ -119,7 +119,7 @@ func TestGRPCFetchQuietStreamCustomFieldAndDrain(t *testing.T) {
 	<-done
 }
 
-// Must show 3: a stream whose reader stops is ended RESOURCE_EXHAUSTED once
+// A stream whose reader stops is ended RESOURCE_EXHAUSTED once
 // more than limits.stream-lag-budget records behind; the processor never
 // queued records for it (the frames the reader finds when it reads again
 // are those that were in flight), the ring stays within its bound, and the

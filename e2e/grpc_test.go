@@ -97,7 +97,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// Must show 1: the exact bytes of the reliability field for {p0:1}; the
+// The exact bytes of the reliability field for {p0:1}; the
 // shipped Fanout proto reads it as an unknown field; `meta:*` headers of the
 // first history record are the response metadata.
 func TestGRPCFetchReliabilityFieldBytes(t *testing.T) {
@@ -132,7 +132,7 @@ func TestGRPCFetchReliabilityFieldBytes(t *testing.T) {
 	}
 }
 
-// Must show 1: resume with every encoding of the id delivers exactly the
+// Resume with every encoding of the id delivers exactly the
 // records after it (a record written afterwards comes next, nothing
 // before it); an id beyond the end of the log restarts from the earliest.
 func TestGRPCFetchResumeEveryEncoding(t *testing.T) {
@@ -173,7 +173,7 @@ func TestGRPCFetchResumeEveryEncoding(t *testing.T) {
 	}
 }
 
-// Must show 1: resuming while records are produced continuously loses
+// Resuming while records are produced continuously loses
 // nothing and repeats nothing.
 func TestGRPCFetchResumeUnderContinuousProduction(t *testing.T) {
 	e, _ := startGRPC(t)
@@ -224,7 +224,7 @@ func TestGRPCFetchResumeUnderContinuousProduction(t *testing.T) {
 	}
 }
 
-// Must show 1: on a compacted topic the history is the view (current values
+// On a compacted topic the history is the view (current values
 // in partition and offset order, tombstones removing keys) and resume after
 // any message gives exactly the rest of the view, then live updates.
 func TestGRPCFetchCompactedResume(t *testing.T) {
@@ -274,7 +274,7 @@ func TestGRPCFetchFilters(t *testing.T) {
 	}
 }
 
-// Must show 1: UNIMPLEMENTED without a route or with a metadata mismatch;
+// UNIMPLEMENTED without a route or with a metadata mismatch;
 // INVALID_ARGUMENT for a non-empty fetch request and a malformed id.
 func TestGRPCFetchRefusals(t *testing.T) {
 	e, _ := startGRPC(t)
@@ -309,7 +309,7 @@ func TestGRPCFetchRefusals(t *testing.T) {
 	}
 }
 
-// Must show 1: every call shape of the echo route, with the records it
+// Every call shape of the echo route, with the records it
 // wrote read back: one per message, then the null-value record, keyed by
 // the correlation id, with the overrides, correlation headers and `meta:*`
 // request metadata (minus transport and credential headers).
@@ -432,7 +432,7 @@ func TestGRPCProduceCallShapes(t *testing.T) {
 	}
 }
 
-// Must show 1: the terminal reply's gateway:status and gateway:message are
+// The terminal reply's gateway:status and gateway:message are
 // the call's status (the message percent-encoded on the wire, decoded by the
 // client); no reply within limits.reply-timeout is DEADLINE_EXCEEDED, and so
 // is a grpc-timeout that elapses first.
@@ -475,7 +475,7 @@ func TestGRPCProduceStatusAndTimeouts(t *testing.T) {
 	pollUntil(t, "silent requests", func() bool { return len(e.readTopic("silent-requests")) == 4 })
 }
 
-// Must show 1: a replay (same idempotency key) attaches to the stored reply
+// A replay (same idempotency key) attaches to the stored reply
 // and produces nothing, whether the reply is complete or still partial.
 func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 	e, h := startGRPC(t)
@@ -593,7 +593,7 @@ func TestGRPCProduceOneway(t *testing.T) {
 	}
 }
 
-// Must show 2: 1,000 fetch streams on one topic each receive every record of
+// 1,000 fetch streams on one topic each receive every record of
 // a 1,000-record burst, in order per partition. Reports the delivery time
 // and allocations per delivered record per stream (whole process: broker,
 // emulator, processor and clients; the processor's own path is measured in

@@ -158,7 +158,7 @@ func idemShapes(host string) []idemShape {
 	}
 }
 
-// Must show 1: for every produce shape, the same idempotency key sent twice
+// For every produce shape, the same idempotency key sent twice
 // in a row, twice at once, to two replicas, and to a replica before and
 // after its restart writes one request's records, and every answer is the
 // first one.
@@ -282,7 +282,7 @@ func counter(t *testing.T, p *stack.Processor, name string) float64 {
 	return 0
 }
 
-// Must show 4: after limits.idempotency-window a replay of every kind and
+// After limits.idempotency-window a replay of every kind and
 // a follow-up on an async location answer that the result expired, and
 // write nothing; after twice the window the key is forgotten and a request
 // with it is new. The replicas that see the window pass run their key
@@ -355,7 +355,7 @@ func TestIdempotencyWindowExpiry(t *testing.T) {
 	}
 }
 
-// Must show 4: the key index remembers at most limits.idempotency-keys ids;
+// The key index remembers at most limits.idempotency-keys ids;
 // the oldest go first, counted, and a retry of an evicted key writes again.
 func TestIdempotencyKeysBound(t *testing.T) {
 	e := startEnv(t, strings.Replace(idemConfig, "idempotency-window: 10m", "idempotency-window: 10m, idempotency-keys: 3", 1))

@@ -37,13 +37,13 @@ bindings:
 limits: { kafka-timeout: 5s }
 `
 
-// Broker faults (DESIGN §6.6): a record never handed to a broker is a 503
-// (retry-after; retrying is safe), one handed over but not acknowledged is
-// a 504 (outcome unknown), both within limits.kafka-timeout; after the
-// broker is back, every request answered 2xx has its record once and no
-// request answered 503 has one. A broker that holds a produce request past
-// librdkafka's request timeout and then writes it is the case where a
-// re-sent batch would be written twice: see heldProduce.
+// Broker faults (docs/reliability.md): a record never handed to a broker is a
+// 503 (retry-after; retrying is safe), one handed over but not acknowledged is
+// a 504 (outcome unknown), both within limits.kafka-timeout; after the broker
+// is back, every request answered 2xx has its record once and no request
+// answered 503 has one. A broker that holds a produce request past librdkafka's
+// request timeout and then writes it is the case where a re-sent batch would be
+// written twice: see heldProduce.
 func TestProduceBrokerFaults(t *testing.T) {
 	var ln *switchedListener
 	logs := newLogEvents(t)

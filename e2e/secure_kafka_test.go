@@ -171,7 +171,7 @@ func secureBroker(p *pki, c secureCase) func(*stack.DevOptions) {
 	}
 }
 
-// Must show 1: a fetch, a produce with reply and a gRPC stream work through
+// A fetch, a produce with reply and a gRPC stream work through
 // every secured broker: TLS with client certificates, SASL PLAIN, and TLS
 // with SCRAM-SHA-256 and SCRAM-SHA-512.
 func TestSecureKafkaEndToEnd(t *testing.T) {
@@ -233,7 +233,7 @@ func (l *syncLog) String() string {
 	return l.buf.String()
 }
 
-// Must show 1: wrong credentials and a broker certificate from an untrusted
+// Wrong credentials and a broker certificate from an untrusted
 // CA each give a named startup error in the log and a failing /readyz whose
 // reason names the cause.
 func TestSecureKafkaRefusedAtStartup(t *testing.T) {

@@ -162,7 +162,7 @@ func TestStaleTagOnDeletedItemAnswersAtOnce(t *testing.T) {
 	}
 }
 
-// Must show 3: 1,000 waiters on one key; the key is deleted; every waiter
+// 1,000 waiters on one key; the key is deleted; every waiter
 // is answered 404. The figure (from the tombstone's acknowledgement to the
 // last answer) is logged against the 1 s target; the test fails only at a
 // generous bound, so a loaded machine does not make it flaky (BENCHMARKS.md).

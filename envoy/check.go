@@ -251,9 +251,9 @@ func (c *checker) checkMode(where string, pm *extprocv3.ProcessingMode) {
 		c.problem("%s: response_body_mode FULL_DUPLEX_STREAMED requires response_trailer_mode SEND (got %s); Envoy rejects the filter otherwise", where, got["response_trailer_mode"])
 		fdsNeedsSend["response_trailer_mode"] = true
 	}
-	// The only mode the processor implements (DESIGN §4): it answers request
-	// headers locally, takes the body as full-duplex chunks and never sees
-	// the response.
+	// The only mode the processor implements
+	// (docs/design.md#the-envoy-contract): it answers request headers locally,
+	// takes the body as full-duplex chunks and never sees the response.
 	supported := []struct{ field, want string }{
 		{"request_header_mode", "SEND"},
 		{"request_body_mode", "FULL_DUPLEX_STREAMED"},

@@ -116,8 +116,9 @@ const (
 	modeCodeStream
 )
 
-// failure is an answer the exchange makes itself (DESIGN §6.6), rendered as
-// problem+json for HTTP and as a status for gRPC.
+// failure is an answer the exchange makes itself, rendered as problem+json
+// for HTTP and as a status for gRPC (docs/reliability.md lists every answer
+// and what it says about the request's records).
 type failure struct {
 	http    int
 	grpc    codes.Code
@@ -355,7 +356,10 @@ func kindOf(typ config.BindingType) string {
 	return "HTTP"
 }
 
-// routeFailure turns a matching error into the answer of DESIGN §6.1.
+// routeFailure turns a matching error into its answer: no route taken, one
+// skipped for its guard, is 401 or 403 (what clients expect, not Zilla's
+// 404); a path whose routes refuse the method is 405; no route is 404 /
+// UNIMPLEMENTED (docs/design.md#routes-and-guards).
 func routeFailure(err error, what string) *failure {
 	var ge *route.GuardError
 	var me *route.MethodError

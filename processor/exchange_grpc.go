@@ -134,7 +134,7 @@ func (c *call) serve(headers route.Headers) error {
 // trailers that end it.
 func (c *call) receive(msg *extprocv3.ProcessingRequest, headers route.Headers) *failure {
 	if !c.open {
-		return nil // after end_of_stream (Envoy issue #46237) or trailers: ignored
+		return nil // after end_of_stream (which Envoy may repeat, envoyproxy/envoy#46237) or trailers: ignored
 	}
 	var chunk []byte
 	eos := false

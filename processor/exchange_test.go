@@ -369,7 +369,7 @@ func TestBodyAfterEndOfStreamIgnored(t *testing.T) {
 	s := h.open()
 	s.headers(false, httpReq("POST", "/items")...)
 	s.body([]byte("x"), true)
-	s.body([]byte("x"), true) // Envoy issue #46237: a duplicate final chunk
+	s.body([]byte("x"), true) // a duplicate final chunk, as Envoy may send (envoyproxy/envoy#46237)
 	if ir := s.immediate(); ir.GetStatus().GetCode() != 204 {
 		t.Fatal(ir)
 	}

@@ -1,7 +1,8 @@
 // Package processor is kafka-ext-proc's Envoy external processor: a gRPC
 // envoy.service.ext_proc.v3.ExternalProcessor whose every Process stream is
-// one HTTP or gRPC request, answered with a locally synthesized response
-// (DESIGN §3).
+// one HTTP or gRPC request, answered with a locally synthesized response:
+// Kafka is the backend, no upstream sits behind Envoy for these routes
+// (docs/design.md#the-product).
 //
 // One exchange runs per Process stream: Recv is drained (by the exchange's
 // goroutine, or a reader goroutine while it must wait for more), a

@@ -22,7 +22,7 @@ import (
 )
 
 // maxChunk is the largest body_response the processor sends; larger bodies
-// are streamed in pieces of this size (DESIGN §3), which keeps each ext_proc
+// are streamed in pieces of this size, which keeps each ext_proc
 // message well below gRPC's message limits on Envoy's side.
 const maxChunk = 256 << 10
 
@@ -270,8 +270,9 @@ func (w *writer) grpcHeaders(md []route.Header) error {
 
 // finishGRPC sends the terminal answer of a gRPC exchange and closes the
 // call to the handler: trailers after streamed headers; before them, a
-// success still streams (headers, then trailers: DESIGN §3) and an error is
-// an ImmediateResponse with grpc_status (Envoy turns it into a trailers-only
+// success still streams (headers, then trailers: an ImmediateResponse can
+// only be a trailers-only reply, with no message) and an error is an
+// ImmediateResponse with grpc_status (Envoy turns it into a trailers-only
 // reply whose grpc-message is the percent-encoded body).
 func (w *writer) finishGRPC(st capability.Status) error {
 	w.mu.Lock()

@@ -8,7 +8,7 @@ import (
 
 // gRPC calls through a grpc-kafka produce route arrive as one record per
 // request message and a null-value record when the client half-closes, all
-// with the call's correlation id (spec §1.2 produce; DESIGN §6.5). The
+// with the call's correlation id (docs/design.md#grpc-kafka-produce). The
 // gateway answers the call with the reply records of that id: each record
 // with a value is a response message, and a null-value record ends the call
 // with gateway:status (0 = OK) and gateway:message.

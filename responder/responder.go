@@ -1,6 +1,7 @@
 // Package responder is a small Kafka service for demos, examples and tests:
-// the counterpart that produce routes with reply-to expect (spec §1.1
-// produce 3–4). It reads request records from a topic, hands each to a
+// the counterpart that produce routes with reply-to expect: the consumer of the
+// requests topic that answers each request on its reply-to topic with the same
+// correlation id. It reads request records from a topic, hands each to a
 // handler, and writes the handler's reply records to the request's reply-to
 // topic, keyed by correlation id (so every reply of one request lands in
 // one partition, in order) and carrying the correlation header.

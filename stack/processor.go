@@ -314,10 +314,10 @@ func (p *Processor) reload(cfg *config.Config) error {
 	return nil
 }
 
-// Shutdown drains (DESIGN §8): health turns NOT_SERVING and the process
-// keeps serving for the drain delay, so Envoy moves traffic away first; then
-// long waits are told to finish (long polls answer with their current state,
-// pending async produces with 202, fetch streams end UNAVAILABLE), open
+// Shutdown drains (docs/design.md#drain): health turns NOT_SERVING and the
+// process keeps serving for the drain delay, so Envoy moves traffic away first;
+// then long waits are told to finish (long polls answer with their current
+// state, pending async produces with 202, fetch streams end UNAVAILABLE), open
 // exchanges get until ctx ends, and producers flush what they hold.
 func (p *Processor) Shutdown(ctx context.Context) {
 	p.closeOnce.Do(func() {

@@ -24,7 +24,7 @@ func bannerAddr(t *testing.T, banner, re string) string {
 	return m[1]
 }
 
-// Must show 4: with --data, records written before a restart are served
+// With --data, records written before a restart are served
 // after it.
 func TestDevDataKeptAcrossRestart(t *testing.T) {
 	dir := t.TempDir()

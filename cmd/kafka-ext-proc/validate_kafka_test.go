@@ -27,7 +27,7 @@ const validateKafkaYAML = `bindings:
         with: { capability: produce, topic: events }
 `
 
-// Must show 2: validate has librdkafka check the properties, without a
+// The validate command has librdkafka check the properties, without a
 // broker, and points at each refused value.
 func TestValidateRefusesLibrdkafkaProperties(t *testing.T) {
 	dir := t.TempDir()

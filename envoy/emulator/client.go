@@ -79,7 +79,7 @@ func NewClusterClient(settings envoy.Settings, endpoints []grpc.ClientConnInterf
 	// ours: TestRoundRobinEndpoints
 	c.rr.Store(rand.Uint64())
 	// :authority of the Process call is envoy_grpc.authority, else the
-	// cluster name (reference §1 [code]).
+	// cluster name ([code]).
 	// [rule process-stream-authority] One Process stream per request; its
 	// :authority is envoy_grpc.authority, else the cluster name; the
 	// route's grpc_initial_metadata is merged over the filter's.
@@ -282,13 +282,13 @@ func (c *Client) Start(ctx context.Context, req Request) *Exchange {
 	first := &extprocv3.ProcessingRequest{
 		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 			Headers: req.Headers.proto(),
-			// end_of_stream = no body and no trailers (reference §2.1 [code]).
+			// end_of_stream = no body and no trailers ([code]).
 			EndOfStream: req.EndOfStream,
 		}},
 		// metadata_context is always set, possibly empty; the emulator has
-		// no jwt_authn, so forwarding namespaces are always empty (§1 [code]).
+		// no jwt_authn, so forwarding namespaces are always empty ([code]).
 		MetadataContext: &corev3.Metadata{},
-		// protocol_config only in the first message (§1 [code]).
+		// protocol_config only in the first message ([code]).
 		ProtocolConfig: &extprocv3.ProtocolConfiguration{
 			RequestBodyMode:  extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
 			ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE,
@@ -320,9 +320,9 @@ func (c *Client) initialMetadata(route *envoy.Route) metadata.MD {
 }
 
 // Body sends one request body chunk as it arrives: in FULL_DUPLEX_STREAMED
-// every chunk goes out at once, before and during the answer, with no
-// message timer, until processing is complete (reference §2.7, §4.8
-// [code][test]). eos marks the chunk that ended the request.
+// every chunk goes out at once, before and during the answer, with no message
+// timer, until processing is complete ([code][test]). eos marks the chunk that
+// ended the request.
 //
 // [rule fds-chunks-at-once] In FULL_DUPLEX_STREAMED every request body
 // chunk goes to the processor as it arrives, before the header reply and
@@ -338,7 +338,7 @@ func (x *Exchange) Body(chunk []byte, eos bool) error {
 }
 
 // Trailers sends request_trailers; with FDS the trailer mode is SEND and
-// they are sent only when the request really has trailers (§2.8 [api]).
+// they are sent only when the request really has trailers ([api]).
 func (x *Exchange) Trailers(trailers Headers) error {
 	x.mu.Lock()
 	x.hadTrailers = true
@@ -353,7 +353,7 @@ func (x *Exchange) send(m *extprocv3.ProcessingRequest) error {
 	skip := x.complete || x.stream == nil
 	x.mu.Unlock()
 	if skip {
-		// After processing is complete request data is dropped (§4.8 [code]).
+		// After processing is complete request data is dropped ([code]).
 		return nil
 	}
 	m.MetadataContext = &corev3.Metadata{}
@@ -388,7 +388,7 @@ func (x *Exchange) Next(ctx context.Context) (Action, error) {
 }
 
 // Close ends the exchange like Filter::onDestroy: the Process stream is
-// cancelled (RST, never a half-close: reference §1 [code]) and nothing
+// cancelled (RST, never a half-close [code]) and nothing
 // more is sent or accepted. It waits for the receive loop to stop.
 //
 // [rule close-is-reset] Envoy never half-closes the Process stream: once
@@ -481,7 +481,7 @@ func (x *Exchange) onStreamEnd(err error) {
 		return
 	}
 	// onGrpcError, fail-closed: status_on_error, or a reset once the local
-	// response started (§7 [code][test]).
+	// response started ([code][test]).
 	// [rule stream-error-status-on-error] A failed Process stream
 	// (non-OK status, unreachable processor) before response headers:
 	// a local reply with status_on_error (default 500) and no body; gRPC
@@ -517,7 +517,7 @@ func (x *Exchange) fail(details string) {
 
 // spurious handles an out-of-state reply: fail-closed (runtime
 // ext_proc_fail_close_spurious_resp defaults to true), always a reset after
-// the local response started (§7, §4.8 [code][test]). Called with mu held.
+// the local response started ([code][test]). Called with mu held.
 //
 // [rule spurious-reply-fails-closed] A reply that does not fit the state
 // (a body reply before the header reply, a response-direction reply, an
@@ -532,18 +532,18 @@ func (x *Exchange) spurious(why string) {
 }
 
 // onResponse applies one ProcessingResponse in arrival order, like
-// Filter::onReceiveMessage (§10.6, §10.10). Called with mu held.
+// Filter::onReceiveMessage. Called with mu held.
 func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 	if x.complete {
 		// After processing_complete_ later responses are ignored; this is
 		// also why packed unexpected responses after the first cannot do
-		// harm (CVE-2026-47207 fix) (§10.10 [code]).
+		// harm (CVE-2026-47207 fix) ([code]).
 		x.log.Debug("ignoring ext_proc response after processing complete")
 		return
 	}
 	if resp.GetOverrideMessageTimeout() != nil {
 		// Envoy ignores every other field of such a message; with FDS no
-		// timer runs, so it has no effect at all (§5.2 [code]).
+		// timer runs, so it has no effect at all ([code]).
 		// [rule override-message-timeout-ignored] A message carrying
 		// override_message_timeout is consumed whole: its other fields are
 		// ignored, and in FULL_DUPLEX_STREAMED no timer runs to change.
@@ -552,8 +552,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		// ours: TestMisbehavingOverrideMessageTimeoutIgnored
 		return
 	}
-	// mode_override is ignored when a configured body mode is FDS (§6.5
-	// [code]).
+	// mode_override is ignored when a configured body mode is FDS [code].
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestHeaders:
 		if x.localStarted {
@@ -562,7 +561,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		}
 		// HeadersCallback -> the request continues to the router, which
 		// answers at once (direct_response, no healthy upstream, 404);
-		// header mutations apply to the request headers (§2.7 [code]).
+		// header mutations apply to the request headers ([code]).
 		// [rule header-reply-continues] A request_headers reply lets the
 		// request continue, with its mutations, to the route; the stream
 		// closes since nothing more is sent (response processing skipped).
@@ -579,13 +578,13 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		// In FDS a body reply is valid only after the header reply (which
 		// ends the exchange here) and never during a local response:
-		// before the header reply -> 500, during one -> reset (§2.7, §4.8
-		// [test ServerSendOutOfOrderResponseDuplexStreamed,
+		// before the header reply -> 500, during one -> reset ([test
+		// ServerSendOutOfOrderResponseDuplexStreamed,
 		// InvalidBodyMessageAfterLocalResponseStarted]).
 		x.spurious("request_body reply")
 	case *extprocv3.ProcessingResponse_RequestTrailers:
 		if x.localStarted {
-			x.spurious("request_trailers reply during a local response") // §4.8 [code]
+			x.spurious("request_trailers reply during a local response") // [code]
 			return
 		}
 		// [rule trailers-reply-first] In FULL_DUPLEX_STREAMED a
@@ -606,7 +605,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		}
 		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_trailers before request_headers"})
 	case *extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody, *extprocv3.ProcessingResponse_ResponseTrailers:
-		// Response processing is skipped, the encoding state is Idle (§2.9).
+		// Response processing is skipped, the encoding state is Idle.
 		x.spurious("response-direction reply")
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		x.onImmediate(r.ImmediateResponse)
@@ -614,7 +613,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		x.onStreamed(r.StreamedImmediateResponse)
 	default:
 		// Empty ProcessingResponse (or only fields Envoy does not act on):
-		// "unhandled message" -> spurious (§10.6 [code]).
+		// "unhandled message" -> spurious ([code]).
 		// [rule standalone-mode-override] A ProcessingResponse with only
 		// mode_override is an unhandled message in <= 1.39: status_on_error.
 		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onReceiveMessage
@@ -630,7 +629,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 }
 
 // onImmediate is the kImmediateResponse case: processing completes, the
-// stream is closed at once, then sendLocalReply (§3 [code]).
+// stream is closed at once, then sendLocalReply ([code]).
 //
 // [rule immediate-response] An ImmediateResponse closes the Process stream
 // at once and becomes a local reply: its status (200 when unset or below
@@ -641,7 +640,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 func (x *Exchange) onImmediate(ir *extprocv3.ImmediateResponse) {
 	x.closeStream()
 	if x.localStarted {
-		// sendLocalReply after headers were sent resets the stream (§3 [code]).
+		// sendLocalReply after headers were sent resets the stream ([code]).
 		x.emit(Action{Kind: ActionReset, Details: "immediate response after local response headers"})
 		return
 	}
@@ -682,7 +681,7 @@ func (x *Exchange) onImmediate(ir *extprocv3.ImmediateResponse) {
 	})})
 }
 
-// onStreamed is the StreamedImmediateResponse case (§4 [code][test]).
+// onStreamed is the StreamedImmediateResponse case ([code][test]).
 func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 	switch r := s.GetResponse().(type) {
 	case *extprocv3.StreamedImmediateResponse_HeadersResponse:
@@ -724,7 +723,7 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 		}
 		code, err := strconv.Atoi(statusText)
 		if err != nil || code < 200 || code > 999 {
-			// :status must be an integer >= 200 (§4.3 [code]).
+			// :status must be an integer >= 200 ([code]).
 			x.fail("invalid_:status_in_streamed_headers_response")
 			return
 		}
@@ -739,7 +738,7 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 			x.spurious("local response body received before headers")
 			return
 		}
-		// Bytes verbatim; Envoy adds no framing (§4.5 [code]).
+		// Bytes verbatim; Envoy adds no framing ([code]).
 		// [rule streamed-body-and-trailers] Streamed body bytes go out
 		// verbatim (no framing added), each re-arming the stream idle timer
 		// even when empty; trailers always end the answer (HTTP/1 drops them
@@ -757,7 +756,7 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 			x.spurious("local response trailers received before headers")
 			return
 		}
-		// Trailers always end the response (§4.6 [code]).
+		// Trailers always end the response ([code]).
 		x.closeStream()
 		x.emit(Action{Kind: ActionTrailers, Headers: withoutPseudo(protoToHeaders(r.TrailersResponse))})
 	default:
@@ -776,7 +775,7 @@ func (x *Exchange) onStreamed(s *extprocv3.StreamedImmediateResponse) {
 // ext_proc: a direct_response route's status and inline body, "no healthy upstream" 503 for a cluster route (the
 // emulator has no upstreams; envoy.yaml's placeholder cluster has no
 // endpoints), or 404 without a route. Route timeouts are armed only when
-// the router forwards upstream, which never happens here (§5.4).
+// the router forwards upstream, which never happens here.
 func (c *Client) routeReply(route *envoy.Route, grpc, head bool) LocalReply {
 	in := replyInput{grpc: grpc, head: head}
 	switch {

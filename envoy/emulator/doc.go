@@ -22,9 +22,9 @@
 //     of the Process stream). DownstreamHeaders builds a Request's headers
 //     from an *http.Request as the HCM does.
 //
-// Every emulated rule cites a section (§n) of the project's Envoy ext_proc
-// reference (envoy-ext-proc.md, read from Envoy's source) and says whether
-// it is verified in Envoy's source or tests ([code], [test], [api]). The
+// The emulated rules were read in Envoy's source (a 1.39.0-dev tree), and
+// its comment says where it was verified: [code] in Envoy's C++ source,
+// [test] in an Envoy test, [api] in the API's proto documentation. The
 // rules a processor's behaviour depends on carry a mark of four comment
 // lines, "[rule id] what Envoy does", "source: file Function",
 // "envoy-test: Envoy's test or none" and "ours: our test";

@@ -54,7 +54,7 @@ func TestNewRefusesSettingsItDoesNotEmulate(t *testing.T) {
 	}
 }
 
-// §10.1-2: one Process stream per request, :authority = cluster name,
+// One Process stream per request, :authority = cluster name,
 // initial metadata (route over filter); headers as RawValue, lower case,
 // repeated entries, pseudo-headers, x-request-id, x-forwarded-proto,
 // end_of_stream, protocol_config, metadata_context.
@@ -241,9 +241,9 @@ func TestUpgradeH2CIsStripped(t *testing.T) {
 	}
 }
 
-// Upgrade (other than h2c) is refused with 403 by the HCM, without
-// contacting the processor (DESIGN §4); so is HTTP/1.0 (426). CONNECT is
-// not refused: TestConnectReachesProcessor.
+// Upgrade (other than h2c) is refused with 403 by the HCM, without contacting
+// the processor (envoy.yaml has no upgrade_configs); so is HTTP/1.0 (426).
+// CONNECT is not refused: TestConnectReachesProcessor.
 func TestUpgradeRefused(t *testing.T) {
 	paths := make(chan string, 16)
 	p := startProcessor(t, func(ps *procStream) error {

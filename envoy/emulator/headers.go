@@ -71,7 +71,7 @@ func (h *Headers) removeFrom(key string, from int) {
 
 // proto encodes the list as Envoy's MutationUtils::headersToProto does:
 // every entry as HeaderValue{key, raw_value}; value is never filled
-// (reference §1 [code][test]).
+// ([code][test]).
 func (h Headers) proto() *corev3.HeaderMap {
 	m := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(h))}
 	for _, e := range h {
@@ -120,7 +120,7 @@ var inlineRequestHeaders = map[string]bool{
 // the ext_proc filter: pseudo-headers :authority (HTTP/1.1 Host), :path,
 // :method, :scheme first, then the regular headers with lower-case keys,
 // hop-by-hop headers removed, x-forwarded-proto added when absent and
-// x-request-id generated when absent (reference §1 [code][test]; the
+// x-request-id generated when absent ([code][test]; the
 // defaults use_remote_address=false and generate_request_id=true are
 // assumed), repeated inline headers joined. Regular headers are sorted by
 // key, values in arrival order:
@@ -215,7 +215,7 @@ func newRequestID() string {
 
 // isGRPCContentType is Grpc::Common::hasGrpcContentType: exactly
 // application/grpc or application/grpc+... (grpc-web is not gRPC)
-// (reference §3 [code]).
+// ([code]).
 func isGRPCContentType(ct string) bool {
 	const g = "application/grpc"
 	return strings.HasPrefix(ct, g) && (len(ct) == len(g) || ct[len(g)] == '+')
@@ -238,7 +238,7 @@ func isGRPCRequest(h Headers) bool {
 
 // Mutation checking follows Filters::Common::MutationRules::Checker with
 // the default (empty) HeaderMutationRules, which is what our envoy.yaml
-// configures (reference §1 [code]): host, :authority, :method, :scheme and
+// configures ([code]): host, :authority, :method, :scheme and
 // x-envoy-* may not be changed; no ":" header and not host may be removed;
 // appending to a ":" header is refused; refusals are silently ignored
 // (disallow_is_error unset).
@@ -332,7 +332,7 @@ func headerValueValid(v string) bool {
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations with the
 // default checker: removals first, then sets; only raw_value is read (a
-// HeaderValue carrying only `value` sets an empty value, reference §1
+// HeaderValue carrying only `value` sets an empty value
 // [code]); only the deprecated `append` BoolValue is honoured; setting both
 // value and raw_value or an invalid name/value is an error that stops the
 // remaining mutations [code]. Header count and size limits are not
@@ -386,8 +386,7 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *Headers) error {
 // protoToHeaders is MutationUtils::protoToHeaders as used for
 // StreamedImmediateResponse headers and trailers: raw_value only, each
 // entry through the checker (refused or invalid entries are dropped), and
-// setCopy, so duplicate keys collapse to the last value (reference §4.3
-// [code]).
+// setCopy, so duplicate keys collapse to the last value [code].
 func protoToHeaders(m *corev3.HeaderMap) Headers {
 	var h Headers
 	for _, hv := range m.GetHeaders() {

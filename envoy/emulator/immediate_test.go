@@ -34,7 +34,7 @@ func answerAfterEOS(resp *extprocv3.ProcessingResponse, ends chan<- error) func(
 	}
 }
 
-// §3 / §10.7: ImmediateResponse -> local reply for HTTP clients, on
+// ImmediateResponse -> local reply for HTTP clients, on
 // HTTP/1.1 and h2c; then the Process stream is cancelled, not half-closed.
 func TestImmediateResponseHTTP(t *testing.T) {
 	//lint:ignore SA1019 Envoy's ext_proc reads only the deprecated append field.
@@ -129,7 +129,7 @@ func invoke(t *testing.T, addr string) error {
 	return conn.Invoke(ctx, "/pkg.Svc/Method", wrapperspb.String("req"), &out)
 }
 
-// §3.2 / §10.7: gRPC requests get a trailers-only reply; grpc-status
+// GRPC requests get a trailers-only reply; grpc-status
 // precedence mutation > grpc_status > HTTP mapping; grpc-message is the
 // percent-encoded body. A real grpc-go client sees the code and the decoded
 // message.
@@ -194,7 +194,7 @@ func TestImmediateResponseGRPCIsTrailersOnly(t *testing.T) {
 	}
 }
 
-// §7 / §10.9: the processor closes the stream with OK before answering ->
+// The processor closes the stream with OK before answering ->
 // the request continues to its route: the direct_response 503 for HTTP,
 // "no healthy upstream" (503 -> UNAVAILABLE) on the gRPC placeholder
 // route. A CONTINUE header reply does the same.
@@ -225,7 +225,7 @@ func TestProcessorLetsRequestThrough(t *testing.T) {
 	}
 }
 
-// §7 / §10.9: a non-OK close or an unreachable processor -> status_on_error
+// A non-OK close or an unreachable processor -> status_on_error
 // (503 in envoy.yaml: gRPC UNAVAILABLE), empty body.
 func TestProcessorErrorIsStatusOnError(t *testing.T) {
 	failing := startProcessor(t, func(ps *procStream) error {

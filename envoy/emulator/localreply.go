@@ -36,7 +36,7 @@ type replyInput struct {
 }
 
 // buildLocalReply is Http::Utility::prepareLocalReply/encodeLocalReply
-// (reference §3 [code]), without an HCM local_reply_config (our envoy.yaml
+// ([code]), without an HCM local_reply_config (our envoy.yaml
 // has none).
 func buildLocalReply(in replyInput) LocalReply {
 	h := Headers{{":status", strconv.Itoa(in.code)}}
@@ -114,8 +114,7 @@ func withoutPseudo(h Headers) Headers {
 	return out
 }
 
-// httpToGRPCStatus is Grpc::Utility::httpToGrpcStatus (reference §3.4
-// [code]).
+// httpToGRPCStatus is Grpc::Utility::httpToGrpcStatus [code].
 //
 // [rule http-to-grpc-status] HTTP statuses map to gRPC codes: 400
 // INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED,
@@ -142,7 +141,7 @@ func httpToGRPCStatus(code int) codes.Code {
 
 // percentEncode is Envoy's PercentEncoding::encode for grpc-message: bytes
 // below 0x20, from 0x7E ('~') up, and '%' become %XX in upper-case hex
-// (reference §3.2 [code]).
+// ([code]).
 func percentEncode(b []byte) string {
 	const hex = "0123456789ABCDEF"
 	var sb strings.Builder

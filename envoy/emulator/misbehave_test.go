@@ -18,7 +18,9 @@ import (
 )
 
 // The misbehaving-processor suite: each case asserts what Envoy does when
-// the processor breaks the protocol (reference §7, §10.6, §4.8).
+// the processor breaks the protocol: a reply that does not fit the
+// filter's state, a failed or early-closed stream, a reply during a
+// streamed answer.
 
 func get(t *testing.T, addr string) (int, http.Header, string) {
 	t.Helper()
@@ -136,7 +138,7 @@ func TestMisbehavingReplyDuringStreamedAnswer(t *testing.T) {
 }
 
 // Value instead of RawValue: Envoy reads raw_value only, so the header is
-// set with an empty value (reference §1 [code]).
+// set with an empty value ([code]).
 func TestMisbehavingValueInsteadOfRawValue(t *testing.T) {
 	t.Run("ImmediateResponse header", func(t *testing.T) {
 		mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-foo", Value: "bar"}}}}
@@ -189,7 +191,7 @@ func TestMisbehavingValueInsteadOfRawValue(t *testing.T) {
 }
 
 // gRPC ImmediateResponse without grpc_status: the HTTP status is mapped,
-// so 200 and 500 become UNKNOWN (§3.4 [code]).
+// so 200 and 500 become UNKNOWN ([code]).
 func TestMisbehavingGRPCImmediateWithoutGRPCStatus(t *testing.T) {
 	for code, want := range map[int]codes.Code{200: codes.Unknown, 500: codes.Unknown, 503: codes.Unavailable, 504: codes.Unavailable} {
 		p := startProcessor(t, sendAll(immediate(code, "", nil, nil)))
@@ -223,7 +225,7 @@ func TestMisbehavingStreamedStatus(t *testing.T) {
 }
 
 // override_message_timeout: the whole message is ignored (no timer in
-// FDS, §5.2 [code]); the real answer that follows works.
+// FDS [code]); the real answer that follows works.
 func TestMisbehavingOverrideMessageTimeoutIgnored(t *testing.T) {
 	override := &extprocv3.ProcessingResponse{OverrideMessageTimeout: durationpb.New(time.Second),
 		Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{Body: []byte("ignored")}}}

@@ -129,11 +129,11 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// The response is complete: Envoy closes (resets) the Process stream
-	// at once (§4.7, §3 [code]).
+	// at once ([code]).
 	x.Close()
 	if !d.requestComplete {
 		// A complete response with the request still incomplete: the HCM
-		// resets the downstream stream (§4.8 [test
+		// resets the downstream stream ([test
 		// FinishLocalResponseWithIncomplereRequestWithBodyDuplex]).
 		d.resetAfterResponse()
 	}
@@ -221,7 +221,7 @@ func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time
 		d.pumpDone = nil
 		if err != nil {
 			// Downstream reset or disconnect: Envoy destroys the stream and
-			// its filter, which cancels the Process stream (§10.11 [code]).
+			// its filter, which cancels the Process stream ([code]).
 			d.log.Debug("downstream request failed", "err", err)
 			panic(http.ErrAbortHandler)
 		}
@@ -256,7 +256,7 @@ func (d *downstream) step(acts <-chan Action, timerC <-chan time.Time, idle time
 		return true
 	case <-d.r.Context().Done():
 		// The client went away; the deferred Close cancels the Process
-		// stream (§10.11 [code]).
+		// stream ([code]).
 		// [rule client-gone-cancels] A client that resets or disconnects
 		// destroys the filter, which resets the Process stream.
 		// source: source/extensions/filters/http/ext_proc/ext_proc.cc Filter::onDestroy
@@ -285,7 +285,7 @@ func (d *downstream) apply(a Action) bool {
 			return true
 		}
 		d.chunked = d.h1 && d.r.ProtoAtLeast(1, 1) && !d.head && d.w.Header().Get("Content-Length") == "" && bodyAllowed(a.Status)
-		// Headers go downstream at once (§4.4 [code]).
+		// Headers go downstream at once ([code]).
 		d.flush()
 		return false
 	case ActionBody:
@@ -299,7 +299,7 @@ func (d *downstream) apply(a Action) bool {
 	case ActionTrailers:
 		if d.h1 {
 			// HTTP/1.1 drops trailers unless enable_trailers is set, which
-			// Settings cannot express (§4.11 [code]).
+			// Settings cannot express ([code]).
 			return true
 		}
 		hdr := d.w.Header()
@@ -374,7 +374,7 @@ func (d *downstream) noContentLengthIfEmpty() {
 // is what a gRPC trailers-only reply needs.
 func (d *downstream) writeReply(rep LocalReply) {
 	if d.started {
-		// sendLocalReply after response headers: reset (§3 [code]).
+		// sendLocalReply after response headers: reset ([code]).
 		d.reset()
 	}
 	d.setHeaders(rep.Headers)
@@ -432,7 +432,7 @@ func (d *downstream) writeStatusAbove999(rep LocalReply) {
 }
 
 // reset resets the downstream stream: RST_STREAM on HTTP/2, a connection
-// close on HTTP/1 (§7 [code]). It never returns.
+// close on HTTP/1 ([code]). It never returns.
 //
 // [rule reset-internal-error] A reset of a response not yet ended is
 // RST_STREAM(INTERNAL_ERROR) on HTTP/2 (Envoy >= 1.37; NO_ERROR before)
@@ -450,7 +450,7 @@ func (d *downstream) reset() {
 }
 
 // resetAfterResponse ends a complete response whose request is still
-// incomplete (§4.8): net/http sends RST_STREAM(NO_ERROR) when the handler
+// incomplete: net/http sends RST_STREAM(NO_ERROR) when the handler
 // returns with the request open.
 //
 // [rule complete-response-incomplete-request] A complete response while
@@ -481,8 +481,8 @@ func (d *downstream) resetAfterResponse() {
 }
 
 // pump reads the request body and hands every chunk to the filter as it
-// arrives (§2.7 [code]). The last chunk carries end_of_stream, or
-// request_trailers follow when the request has trailers (§2.10 [code]).
+// arrives ([code]). The last chunk carries end_of_stream, or
+// request_trailers follow when the request has trailers ([code]).
 // net/http only surfaces request trailers a client declared in a Trailer
 // header; the end of an HTTP/2 body may come as a separate empty chunk.
 func (d *downstream) pump(x *Exchange) {
@@ -556,7 +556,7 @@ func (d *downstream) stopPump() {
 
 // idleTimeout is the stream's idle timeout: a route's idle_timeout
 // overrides the HCM stream_idle_timeout, but only for `route:` actions
-// (direct_response routes have no RouteAction) (§5.4 [code]).
+// (direct_response routes have no RouteAction) ([code]).
 func (e *Emulator) idleTimeout(route *envoy.Route) time.Duration {
 	if route != nil && route.Cluster != "" && route.IdleTimeout > 0 {
 		return route.IdleTimeout

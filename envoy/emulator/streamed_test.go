@@ -24,7 +24,7 @@ func bodyOf(m *extprocv3.ProcessingRequest) (string, bool, bool) {
 	return string(b.GetBody()), b.GetEndOfStream(), b != nil
 }
 
-// §2.7 / §4.8 / §10.4 / §10.8: every chunk goes to the processor as it
+// Every chunk goes to the processor as it
 // arrives, before the processor has answered anything (no message timer:
 // message_timeout is 1ms in these settings) and while a streamed local
 // response runs; headers and body bytes reach the client at once.
@@ -113,7 +113,7 @@ func TestFDSChunksBeforeAndDuringStreamedAnswer(t *testing.T) {
 	}
 }
 
-// §4.11 / §10.8: a gRPC success as StreamedImmediateResponse: framed
+// A gRPC success as StreamedImmediateResponse: framed
 // messages and trailers; a real grpc-go bidi client gets every message and
 // the status, while its own messages keep flowing to the processor.
 func TestStreamedImmediateResponseGRPC(t *testing.T) {
@@ -191,7 +191,7 @@ func TestStreamedImmediateResponseGRPC(t *testing.T) {
 	}
 }
 
-// §4.8 / §10.8: the local response completes while the request is still
+// The local response completes while the request is still
 // incomplete -> the downstream stream is reset after the response
 // (HTTP/2: RST_STREAM after END_STREAM); with a complete request, none.
 func TestStreamedResponseResetsIncompleteRequestH2(t *testing.T) {
@@ -295,7 +295,7 @@ func TestIncompleteRequestClosesHTTP1Connection(t *testing.T) {
 	}
 }
 
-// §5.4 / §10: stream_idle_timeout before any response: 504 when the
+// stream_idle_timeout before any response: 504 when the
 // request is complete, 408 when not; a route idle_timeout overrides the
 // HCM's for `route:` routes; the Process stream is cancelled.
 func TestStreamIdleTimeoutBeforeResponse(t *testing.T) {
@@ -385,7 +385,7 @@ func TestStreamIdleTimeoutBeforeResponse(t *testing.T) {
 	})
 }
 
-// §5.4: after response headers the idle timeout resets the stream; every
+// After response headers the idle timeout resets the stream; every
 // response event (even an empty body_response: FilterManager::encodeData)
 // re-arms it.
 func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
@@ -435,7 +435,7 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 	})
 }
 
-// §10.11: a client that goes away cancels the Process stream (never a
+// A client that goes away cancels the Process stream (never a
 // half-close), on h2c and HTTP/1.1.
 func TestClientDisconnectCancelsProcessStream(t *testing.T) {
 	for _, proto := range []string{"h2c", "HTTP/1.1"} {

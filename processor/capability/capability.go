@@ -49,7 +49,8 @@ type HTTPRequest struct {
 	Match *route.Match
 	// Limits of the configuration the exchange started with.
 	Limits config.Limits
-	// Drain is done when the process drains; long waits end then (DESIGN §8).
+	// Drain is done when the process drains; long waits end then,
+	// answering with what they have (docs/design.md#drain).
 	Drain context.Context
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Fetch streams (DESIGN §6.4, spec §1.2 fetch, §4.3).
+// Fetch streams (docs/design.md#grpc-kafka-fetch-streams).
 //
 //   - The request is one empty message (google.protobuf.Empty); anything
 //     else is INVALID_ARGUMENT. A client that half-closes without a message

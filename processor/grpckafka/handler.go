@@ -1,5 +1,6 @@
-// Package grpckafka answers calls matched to grpc-kafka routes (DESIGN §6.4,
-// §6.5): fetch streams and correlated produce.
+// Package grpckafka answers calls matched to grpc-kafka routes: fetch streams
+// and correlated produce (docs/design.md#grpc-kafka-fetch-streams,
+// docs/design.md#grpc-kafka-produce).
 //
 // Fetch (fetch.go): a server stream of the topic's records, history then
 // live until the client cancels, each message carrying its message id in

@@ -21,7 +21,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Produce calls (DESIGN §6.5, spec §1.2 produce, §4.4). Every call shape
+// Produce calls (docs/design.md#grpc-kafka-produce). Every call shape
 // (unary, client, server and bidi streaming) maps alike:
 //
 //   - Each request message becomes one record: value = the message without
@@ -66,9 +66,9 @@ import (
 //     and OK. A keyed call writes only the messages after those the log
 //     holds of its correlation id, one call per id at a time per replica.
 //
-// Errors (DESIGN §6.6): a record not enqueued, or not acknowledged within
-// limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry
-// safe); a broker rejection is RESOURCE_EXHAUSTED (too large),
+// Errors (docs/reliability.md): a record not enqueued, or not acknowledged
+// within limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the
+// retry safe); a broker rejection is RESOURCE_EXHAUSTED (too large),
 // PERMISSION_DENIED (ACL) or INTERNAL, with the broker's reason.
 
 func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
@@ -510,7 +510,8 @@ func terminalStatus(r *kafkaio.Record, statusName, messageName string) capabilit
 	return st
 }
 
-// produceStatus maps a failed produce (DESIGN §6.6).
+// produceStatus maps a failed produce to the status that says whether the
+// record was written, not written or may have been (docs/reliability.md).
 func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryHint) capability.Status {
 	var refused *refusedError
 	if errors.As(err, &refused) {

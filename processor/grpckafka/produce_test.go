@@ -16,8 +16,10 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// The digest is the reference implementation's (zilla-behaviour.md §5.3),
-// verified against its spec script, when no guard is involved.
+// The digest is Zilla's (the reference implementation: md5 over the service,
+// method and reply-to header names and values, then the override values, no
+// separators), and this vector is the one of Zilla's own unary produce test
+// script, when no guard is involved: a Zilla responder sees the same ids.
 func TestCorrelationIDMatchesTheReference(t *testing.T) {
 	names := config.CorrelationHeaders{Service: "zilla:service", Method: "zilla:method", ReplyTo: "zilla:reply-to", CorrelationID: "zilla:correlation-id"}
 	got := correlationID("59410e57-3e0f-4b61-9328-f645a7968ac8", names, "example.EchoService", "EchoUnary", "responses",

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// Message ids and the reliability field of grpc-kafka fetch streams (DESIGN
-// §6.4; reference implementation: zilla-behaviour.md §4.2, §4.3).
+// Message ids and the reliability field of grpc-kafka fetch streams
+// (docs/design.md#grpc-kafka-fetch-streams).
 //
 // A message id is the position of a stream: for every partition of the topic,
 // the next offset to deliver. Its bytes are
@@ -18,8 +18,8 @@ import (
 //	zigzag varint  partition count
 //	repeat count:  zigzag varint partition, zigzag varint next offset
 //
-// with zig-zag LEB128 varints, as the reference implementation writes them,
-// so ids issued by either resume on the other. A stream appends the id of a
+// with zig-zag LEB128 varints, as Zilla (the reference implementation)
+// writes them, so ids issued by either resume on the other. A stream appends the id of a
 // message to the message itself as an unknown protobuf field: the tag
 // (field << 3 | 2), a plain varint length, then the id bytes. A client
 // captures the field's bytes and sends them back, base64-encoded, in the

@@ -13,8 +13,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Vectors of the reference implementation (zilla-behaviour.md §2.4, §4.2):
-// the same layout serves its ETags and its gRPC message ids.
+// Vectors of Zilla's encoding (the reference implementation: values from
+// its test scripts and examples, the rest computed to its layout). The same
+// layout serves its ETags and its gRPC message ids; matching it byte for
+// byte is what lets ids either issues resume on the other.
 func TestMessageIDVectors(t *testing.T) {
 	for _, tc := range []struct {
 		next []int64

@@ -186,10 +186,11 @@ func HTTPStatus(c codes.Code) int {
 	}
 }
 
-// CodeFromHTTP is the gRPC code a client concludes from an HTTP status that came
-// without a grpc-status (gRPC's http-grpc-status-mapping.md). Envoy applies the
-// same table to a local reply for a gRPC request that has no grpc_status, which
-// is why the processor always sets grpc_status itself.
+// CodeFromHTTP is the gRPC code a client concludes from an HTTP status that
+// came without a grpc-status (gRPC's table:
+// https://github.com/grpc/grpc/blob/master/doc/http-grpc-status-mapping.md).
+// Envoy applies the same table to a local reply for a gRPC request that has
+// no grpc_status, which is why the processor always sets grpc_status itself.
 func CodeFromHTTP(status int) codes.Code {
 	switch status {
 	case http.StatusBadRequest:

@@ -30,7 +30,7 @@ func TestEncodeMessage(t *testing.T) {
 		"plain text ok":      "plain text ok",
 		"100% sure":          "100%25 sure",
 		"line\nbreak":        "line%0Abreak",
-		"tilde~ stays":       "tilde~ stays", // 0x7E is in the unencoded range of the spec
+		"tilde~ stays":       "tilde~ stays", // 0x7E is in gRPC's unencoded range (0x20-0x7E, % excepted)
 		"caf\u00e9":          "caf%C3%A9",
 		"\x7f":               "%7F",
 		"topic \"items\": 5": "topic \"items\": 5",

@@ -14,7 +14,7 @@ import (
 // the token (signature, issuer, audience, exp/nbf) and wrote its payload to
 // its dynamic metadata under the provider's payload_in_metadata name;
 // ext_proc forwards that namespace. Nothing is verified again: the ext_proc
-// port trusts its peer (DESIGN §4).
+// port trusts its peer (docs/design.md#the-processors-port-trusts-its-peer).
 type envoyJWTGuard struct {
 	provider      string
 	rolesClaim    string

@@ -1,5 +1,6 @@
-// Package guard verifies the credentials of guarded routes (DESIGN §6.1): it
-// implements route.GuardChecker for every guard of a configuration.
+// Package guard verifies the credentials of guarded routes
+// (docs/design.md#routes-and-guards): it implements route.GuardChecker for
+// every guard of a configuration.
 //
 // A `jwt` guard verifies `authorization: Bearer <token>` itself with
 // go-jose: the signature against the configured JWKS, with only the
@@ -10,7 +11,8 @@
 // Envoy's jwt_authn filter verified and forwarded in the ext_proc
 // metadata_context (namespace envoy.filters.http.jwt_authn, key = the
 // provider's payload_in_metadata name): the ext_proc port trusts its peer
-// (DESIGN §4), so that port must be reachable by Envoy alone.
+// (docs/design.md#the-processors-port-trusts-its-peer), so that port must be
+// reachable by Envoy alone.
 //
 // Both establish an identity (the `sub` claim, or the configured one: a
 // non-empty string, required) and roles (the `scope` claim as a

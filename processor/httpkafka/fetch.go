@@ -183,11 +183,12 @@ func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capab
 	return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
 }
 
-// answerOrWait answers from the view, or, while the answer is what the
-// client has (its if-none-match, or, without a tag, a missing record it
-// waits for), waits for a change until deadline, ctx or drain. A client with a tag
-// that no longer matches is answered at once, a 404 too: the record it had
-// was deleted (spec fetch rule 6). preference-applied is sent only on an
+// answerOrWait answers from the view, or, while the answer is what the client
+// has (its if-none-match, or, without a tag, a missing record it waits for),
+// waits for a change until deadline, ctx or drain. A client with a tag that no
+// longer matches is answered at once, a 404 too: the record it had was deleted,
+// and a change that would alter the answer reaches every waiter at once
+// (docs/design.md#http-kafka-fetch). preference-applied is sent only on an
 // answer that waited.
 func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel selection, inm httphdr.IfNoneMatch,
 	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {

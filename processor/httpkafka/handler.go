@@ -1,6 +1,6 @@
-// Package httpkafka answers requests matched to http-kafka routes (DESIGN §6.2,
-// §6.3): fetch from views of compacted topics, and produce with correlated
-// replies.
+// Package httpkafka answers requests matched to http-kafka routes: fetch from
+// views of compacted topics, and produce with correlated replies
+// (docs/design.md#http-kafka-fetch, docs/design.md#http-kafka-produce).
 package httpkafka
 
 import (

@@ -19,18 +19,18 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Produce routes (DESIGN §6.3, spec §1.1 produce, §4.2).
+// Produce routes (docs/design.md#http-kafka-produce).
 //
-// A route without reply-to is oneway: the request becomes one record
-// (value = body, key from with.key, headers = content-type and the
-// overrides; DELETE writes a tombstone) and, once the broker acknowledged it
-// under the route's acks, the answer is 204 No Content — as the reference
-// implementation answers, and because for the CRUD shape (spec §2.5) the
-// write is the whole effect. With acks: none the broker sends nothing back,
-// so there 204 means "handed to the broker". A request with an idempotency
-// key also carries its correlation id (onewayCorrelation) and is written
-// only if the log holds no record with it (kafkaroute.Claim): its retry,
-// through any replica, answers 204 again without writing.
+// A route without reply-to is oneway: the request becomes one record (value =
+// body, key from with.key, headers = content-type and the overrides; DELETE
+// writes a tombstone) and, once the broker acknowledged it under the route's
+// acks, the answer is 204 No Content — as the reference implementation answers,
+// and because for the CRUD shape (docs/design.md#route-shapes) the write is the
+// whole effect. With acks: none the broker sends nothing back, so there 204
+// means "handed to the broker". A request with an idempotency key also carries
+// its correlation id (onewayCorrelation) and is written only if the log holds
+// no record with it (kafkaroute.Claim): its retry, through any replica, answers
+// 204 again without writing.
 //
 // A route with reply-to is request-reply: the record carries the request
 // headers, reply-to and a correlation id (see correlation), and the answer
@@ -587,7 +587,8 @@ func gone() *capability.HTTPResponse {
 	return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled")
 }
 
-// produceFailure maps what kept a record from Kafka (DESIGN §6.6).
+// produceFailure maps what kept a record from Kafka to the answer that says
+// whether it was written, not written or may have been (docs/reliability.md).
 func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *capability.HTTPResponse {
 	var rejected *kafkaio.RejectedError
 	var expired *kafkaroute.ExpiredError

@@ -64,7 +64,8 @@ func ifMatchForward(v string) (string, bool) {
 // first half hashes the request, the second the caller's identity.
 const cidHashLen = 32
 
-// correlation accumulates the correlation id of a request (DESIGN §6.3):
+// correlation accumulates the correlation id of a request
+// (docs/design.md#http-kafka-produce):
 //
 //	<idempotency key or UUID>-<hex md5 of the request, 8 bytes><hex md5 of the identity, 8 bytes>
 //
@@ -198,11 +199,12 @@ func followUpAllowed(cid string, ids map[string]route.Identity) bool {
 }
 
 // requestHeaders builds the headers of a request record with a reply-to
-// (DESIGN §6.3): the request headers minus the deny-list, with if-match
-// reduced to its record part, then reply-to, the overrides and the
-// correlation id (appended by the caller once computed). Request headers
-// named like one the binding injects are dropped so a client cannot forge
-// them. It feeds the correlation hash as it goes.
+// (docs/design.md#http-kafka-produce): the request headers minus the deny-list
+// (credentials and Envoy's internals), with if-match reduced to its record
+// part, then reply-to, the overrides and the correlation id (appended by the
+// caller once computed). Request headers named like one the binding injects are
+// dropped so a client cannot forge them. It feeds the correlation hash as it
+// goes.
 func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Identity,
 	replyToName, replyTo, cidName string, overrides []kafkaio.Header) []kafkaio.Header {
 	out := make([]kafkaio.Header, 0, len(in)+len(overrides)+2)

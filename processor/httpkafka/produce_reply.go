@@ -14,8 +14,8 @@ import (
 )
 
 // replyResponse turns the first reply record of a request into its HTTP
-// response (DESIGN §6.3). The responder is trusted with the status, headers
-// and body it chose, not with the response's framing:
+// response (docs/design.md#http-kafka-produce). The responder is trusted with
+// the status, headers and body it chose, not with the response's framing:
 //   - `:status` must be 200–599 (else 502); a reply without one is a 200,
 //     as the reference implementation answers;
 //   - pseudo-headers, hop-by-hop headers, content-length, the binding's

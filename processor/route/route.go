@@ -1,5 +1,5 @@
 // Package route builds the processor's routing table from a configuration and
-// matches requests against it (DESIGN §6.1).
+// matches requests against it (docs/design.md#routes-and-guards).
 //
 // A Table is immutable once built: the processor swaps whole tables on reload,
 // and an exchange keeps the table it started with. Matching allocates only for
@@ -15,7 +15,8 @@
 // for a produce, so a CORS preflight (OPTIONS) never writes. A route without
 // `when` is a condition without method or path. A request whose path some
 // route matches, but not its method, fails with a *MethodError (405).
-// Path templates (DESIGN §6.1, §6.7):
+// Path templates (a parameter within one segment, the query ignored: routing
+// is predictable, unlike Zilla's; docs/design.md#routes-and-guards):
 //
 //   - A template matches the path without its query string (SplitPath).
 //   - Literal parts compare byte for byte with the path as sent, still

@@ -59,7 +59,8 @@ func get(method, p string) *HTTPRequest {
 	return &HTTPRequest{Method: method, Path: pth}
 }
 
-// crud is spec §2.5 shape 2 plus the correlated shape 1.
+// crud is the CRUD route shape plus the correlated request-reply shape
+// (docs/design.md#route-shapes).
 func crud(t testing.TB) *Binding {
 	return httpTable(t,
 		&config.Route{When: []config.Condition{{Method: "POST", Path: path(t, "/items")}}, With: produce("items-requests")},

@@ -1,6 +1,6 @@
 // Package tlsconf builds the TLS configuration of the processor's ext_proc
 // port. The port trusts its peer — request headers and the jwt_authn payload
-// Envoy forwards decide who the caller is (DESIGN §4) — so beyond listening
+// Envoy forwards decide who the caller is — so beyond listening
 // on loopback only, it can require TLS and, with a client CA, a client
 // certificate (mTLS) that only Envoy holds.
 package tlsconf
