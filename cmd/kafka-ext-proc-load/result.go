@@ -253,9 +253,9 @@ func formatValue(v any) string {
 
 func formatFloat(f float64) string {
 	switch a := math.Abs(f); {
-	case a >= 100 || a == 0:
+	case a >= 1000 || a == 0:
 		return fmt.Sprintf("%.0f", f)
-	case a >= 10:
+	case a >= 10: // allocations per request, to the tenth that tells a change
 		return fmt.Sprintf("%.1f", f)
 	case a >= 1:
 		return fmt.Sprintf("%.2f", f)
