@@ -159,7 +159,7 @@ func (e *env) captureReplies(ctx context.Context, reqs []replyRequest) (map[stri
 // worker the path names and returns the processor's answer for it (checked
 // byte for byte before the rounds, see checkMachinery). So gateway ÷
 // machinery isolates the route's own work (for request-reply: the record's
-// headers and correlation id, the flight table, the kafkaio producer, the
+// headers and correlation id, the flight table, the processor's producer, the
 // reply index) and machinery ÷ hop is the most gateway ÷ hop can reach with
 // the exchange machinery as it is.
 //

@@ -375,7 +375,7 @@ func (e *env) gatewayRR(s *side, reqs []replyRequest) rrSide {
 
 // rawRR is the raw librdkafka round trip, written as a service calling
 // another over Kafka would: one shared producer with the processor's
-// settings for the route's acks (kafkaio.producerConfig for leader_only:
+// settings for the route's acks (those of its producer for leader_only:
 // acks=1, max.in.flight 1, linger.ms 1, murmur2_random, delivery reports
 // without fields), one consumer assigned every partition of its reply
 // topic from the end, and a map of correlation id → channel the consumer
@@ -418,7 +418,7 @@ func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
 			r.prod.Close()
 		}
 	}()
-	// The processor's consumer settings (kafkaio.consumerConfig): an
+	// The processor's consumer settings: an
 	// assignment-only group, no commits, fetch.wait.max.ms 100.
 	r.cons, err = kafka.NewConsumer(&kafka.ConfigMap{
 		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,

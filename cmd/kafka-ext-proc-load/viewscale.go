@@ -329,7 +329,7 @@ func mapFloor(ctx context.Context, broker string, n int, raw time.Duration, live
 }
 
 // rawReadToEnd reads topic from its start to the end of every partition
-// with the processor's consumer settings (kafkaio's consumerConfig:
+// with the processor's consumer settings (its Kafka consumers':
 // assignment only, partition EOF events, fetch.wait.max.ms 100), as a view
 // catching up does, and returns how long it took; it fails unless it read n
 // records. keep, if not nil, is given each record's key and value.
