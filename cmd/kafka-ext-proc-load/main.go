@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -142,7 +143,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models, or all (every one but view-scale, idle-routes and models)")
+	var names, notInAll []string
+	for _, sc := range scenarios() {
+		names = append(names, sc.name)
+		if !sc.inAll {
+			notInAll = append(notInAll, sc.name)
+		}
+	}
+	scenario := fs.String("scenario", scenarioAll, fmt.Sprintf("%s, or all (every one but %s)", strings.Join(names, ", "), strings.Join(notInAll, ", ")))
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -189,7 +197,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 	}
 	if len(o.scenarios) == 0 {
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models or all", *scenario)
+		return nil, fmt.Errorf("-scenario %q: want %s or all", *scenario, strings.Join(names, ", "))
 	}
 	if o.idleProfile != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
