@@ -5,14 +5,12 @@ import (
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 )
 
 // The request counter sees a client's requests by kind and leaves them to
 // the broker, which answers them as before.
 func TestCountRequestsSeesMetadataAndAnswers(t *testing.T) {
-	broker, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), Topics: []embedded.Topic{{Name: "counted"}}})
+	broker, err := startBroker(slog.New(slog.DiscardHandler), brokerTopic{Name: "counted"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/bufpool"
 )
 
-// gRPC fan-out (BENCHMARKS.md target 4): N streams of the Fanout fetch route on
-// one topic, records written at R records/s for D, each record carrying its
-// sequence number and the time of its produce call. Every stream must
+// gRPC fan-out: N streams of the Fanout fetch route on one topic, records
+// written at R records/s for D, each record carrying its sequence number and
+// the time of its produce call. Every stream must
 // receive every record; lag is the receive time minus the produce-call
 // time. A raw librdkafka consumer reads the same records in the same run.
 //
@@ -191,69 +191,19 @@ func (s *fanStream) run(ctx context.Context, c *emulator.Client, req emulator.Re
 	}
 }
 
-// fanoutResult is the outcome of the grpc-fanout scenario.
-type fanoutResult struct {
-	Scenario    string  `json:"scenario"`
-	Split       bool    `json:"split"`
-	Conns       int     `json:"conns"`
-	Streams     int     `json:"streams"`
-	Rate        int     `json:"target_records_per_s"`
-	Seconds     float64 `json:"write_seconds_planned"`
-	RecordBytes int     `json:"record_bytes"`
-	// RegisterSeconds is the time until every stream had its response
-	// headers and the processor's stream gauge counted them all.
-	RegisterSeconds float64 `json:"register_seconds"`
-	// Written records, in WriteSeconds (the writer's own pace: its rate
-	// falls short of Rate when it cannot keep up).
-	Written          int64   `json:"written"`
-	WriteSeconds     float64 `json:"write_seconds"`
-	WrittenPerSecond float64 `json:"written_per_s"`
-	// Per stream: every stream must receive every written record once;
-	// the run fails otherwise.
-	DeliveredMin    int64 `json:"delivered_min_per_stream"`
-	DeliveredMax    int64 `json:"delivered_max_per_stream"`
-	StreamsComplete int   `json:"streams_complete"`
-	// Delivered is summed over the streams; DeliveredPerSecond over the
-	// time from the first write to the last delivery.
-	Delivered          int64   `json:"delivered"`
-	DeliveredPerSecond float64 `json:"delivered_per_s"`
-	// Lag is receive time − produce-call time over every record of every
-	// stream; WorstStreamP99Ms is the highest p99 of one stream.
-	Lag              latency `json:"lag"`
-	WorstStreamP99Ms float64 `json:"worst_stream_p99_ms"`
-	// Raw is one librdkafka consumer reading the same topic in the same
-	// run, in the client process.
-	Raw         latency `json:"raw_lag"`
-	LagP50Ratio float64 `json:"lag_p50_ratio"`
-	LagP99Ratio float64 `json:"lag_p99_ratio"`
-	TargetP99Ms float64 `json:"target_lag_p99_ms"`
-	// CPU used from the first write to the last delivery, in cores (CPU
-	// seconds per second): the client process (clients, writer, raw
-	// consumer; in-process also the servers) and, with -split, the server
-	// process. Two cores are all there is.
-	ClientCores float64 `json:"client_cores"`
-	ServerCores float64 `json:"server_cores,omitempty"`
-	// MachineCores is what the whole machine kept busy meanwhile (every
-	// process, other tenants' too; Linux only) out of MachineCPUs.
-	MachineCores float64 `json:"machine_cores,omitempty"`
-	MachineCPUs  int     `json:"machine_cpus"`
-	// Per delivered record (stream × record): allocations and CPU of every
-	// process, and of the server process alone (-split).
-	All    perRequest  `json:"all_per_record"`
-	Server *perRequest `json:"server_per_record,omitempty"`
-}
-
-func (fanoutResult) isResult() {}
-
 // runFanout opens the streams, writes the records and checks that every
 // stream received every one of them.
-func runFanout(ctx context.Context, e *env, o *options) (result, error) {
+func runFanout(ctx context.Context, e *env, o *options) (*Result, error) {
 	n := uint64(o.fanRate) * uint64(o.fanDuration/time.Millisecond) / 1000
 	if n == 0 {
 		return nil, fmt.Errorf("-rate %d for -fanout-duration %v writes no record", o.fanRate, o.fanDuration)
 	}
-	res := fanoutResult{Scenario: scenarioFanout, Split: e.split, Conns: o.conns, Streams: o.streams, Rate: o.fanRate,
-		Seconds: o.fanDuration.Seconds(), RecordBytes: o.recordSize, TargetP99Ms: 500}
+	res := newResult(scenarioFanout, e.split)
+	res.param("conns", o.conns)
+	res.param("streams", o.streams)
+	res.param("target_records_per_s", o.fanRate)
+	res.param("write_seconds_planned", o.fanDuration.Seconds())
+	res.param("record_bytes", o.recordSize)
 
 	if err := e.srv.moreRoutes(ctx); err != nil {
 		return nil, err
@@ -299,7 +249,9 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	if err := awaitStreams(ctx, e, o, streams); err != nil {
 		return nil, err
 	}
-	res.RegisterSeconds = time.Since(start).Seconds()
+	// Until every stream had its response headers and the processor's
+	// stream gauge counted them all.
+	res.figure("register_seconds", time.Since(start).Seconds())
 
 	srvBefore, split, err := e.srv.usage(ctx, true)
 	if err != nil {
@@ -312,40 +264,19 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Written = int64(written)
-	res.WriteSeconds = time.Since(t0).Seconds()
-	res.WrittenPerSecond = float64(written) / res.WriteSeconds
+	// The writer's own pace: short of the rate when it cannot keep up.
+	writeSeconds := time.Since(t0).Seconds()
+	res.figure("written", int64(written))
+	res.figure("write_seconds", writeSeconds)
+	res.figure("written_per_s", float64(written)/writeSeconds)
 
-	// Every record to every stream (and to the raw consumer), bounded.
-	dctx, dcancel := context.WithTimeout(ctx, fanoutDrain)
-	defer dcancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		done := raw.t.got.Load() == int64(n)
-		for _, s := range streams {
-			if s.t.got.Load() < int64(n) && !s.ended.Load() {
-				done = false
-				break
-			}
-		}
-		if done {
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-dctx.Done():
-		}
-		if dctx.Err() != nil {
-			break
-		}
-	}
+	awaitDeliveries(ctx, raw, streams, int64(n))
 	elapsed := time.Since(t0)
 	all := sampleUsage(false).sub(before)
+	machineCores := 0.0
 	if busy1, total1, ok := machineTicks(); ok && machineOK && total1 > total0 {
-		res.MachineCores = float64(busy1-busy0) / float64(total1-total0) * float64(runtime.NumCPU())
+		machineCores = float64(busy1-busy0) / float64(total1-total0) * float64(runtime.NumCPU())
 	}
-	res.MachineCPUs = runtime.NumCPU()
 	srvAfter, _, err := e.srv.usage(ctx, false)
 	if err != nil {
 		return nil, err
@@ -354,55 +285,111 @@ func runFanout(ctx context.Context, e *env, o *options) (result, error) {
 	wg.Wait()
 	raw.close()
 
-	var merged hist
-	res.DeliveredMin = int64(n)
-	var firstErr error
-	var broken, dups, bad int64
-	for _, s := range streams {
-		got := s.t.got.Load()
-		res.Delivered += got
-		res.DeliveredMin = min(res.DeliveredMin, got)
-		res.DeliveredMax = max(res.DeliveredMax, got)
-		if got == int64(n) {
-			res.StreamsComplete++
-		}
-		if s.err != nil {
-			broken++
-			if firstErr == nil {
-				firstErr = s.err
-			}
-		}
-		dups += s.t.dups
-		bad += s.t.bad
-		merged.merge(&s.t.lat)
-		res.WorstStreamP99Ms = max(res.WorstStreamP99Ms, s.t.lat.quantileMs(99))
-	}
-	res.DeliveredPerSecond = float64(res.Delivered) / elapsed.Seconds()
-	res.Lag = merged.summary()
-	res.Raw = raw.t.lat.summary()
-	res.LagP50Ratio = ratio(res.Lag.P50Ms, res.Raw.P50Ms)
-	res.LagP99Ratio = ratio(res.Lag.P99Ms, res.Raw.P99Ms)
-	res.ClientCores = (all.CPU).Seconds() / elapsed.Seconds()
-	if split {
-		srv := srvAfter.sub(srvBefore)
-		res.ServerCores = srv.CPU.Seconds() / elapsed.Seconds()
-		s := perReq(srv, res.Delivered)
-		res.Server = &s
-		all = all.add(srv)
-	}
-	res.All = perReq(all, res.Delivered)
+	d := tallyDeliveries(streams, int64(n))
 	switch {
-	case broken > 0:
-		return nil, fmt.Errorf("%d of %d streams ended before they were closed; first: %w", broken, len(streams), firstErr)
-	case dups > 0 || bad > 0:
-		return nil, fmt.Errorf("the streams received %d duplicate and %d unreadable records", dups, bad)
-	case res.StreamsComplete < len(streams):
+	case d.broken > 0:
+		return nil, fmt.Errorf("%d of %d streams ended before they were closed; first: %w", d.broken, len(streams), d.firstErr)
+	case d.dups > 0 || d.bad > 0:
+		return nil, fmt.Errorf("the streams received %d duplicate and %d unreadable records", d.dups, d.bad)
+	case d.Complete < len(streams):
 		return nil, fmt.Errorf("%d of %d streams missed records within %v of the last write: delivered %d to %d of %d per stream (lag so far p50 %.1f ms, p99 %.1f ms)",
-			len(streams)-res.StreamsComplete, len(streams), fanoutDrain, res.DeliveredMin, res.DeliveredMax, n, res.Lag.P50Ms, res.Lag.P99Ms)
+			len(streams)-d.Complete, len(streams), fanoutDrain, d.Min, d.Max, n, d.lag.quantileMs(50), d.lag.quantileMs(99))
 	case raw.t.got.Load() != int64(n) || raw.t.dups > 0 || raw.t.bad > 0:
 		return nil, fmt.Errorf("the raw consumer received %d of %d records (%d duplicates, %d unreadable)", raw.t.got.Load(), n, raw.t.dups, raw.t.bad)
 	}
+	// Per stream every written record, once; lag is receive time −
+	// produce-call time over every record of every stream, and raw_lag the
+	// same for one librdkafka consumer of the topic in the client process.
+	res.figures("", d)
+	res.figure("delivered_per_s", float64(d.Delivered)/elapsed.Seconds())
+	lag, rawLag := d.lag.summary(), raw.t.lat.summary()
+	res.figures("lag", lag)
+	res.target("lag_p99_ms", "≤ 500")
+	res.figures("raw_lag", rawLag)
+	// Cores (CPU seconds per second) from the first write to the last
+	// delivery: the client process (clients, writer, raw consumer;
+	// in-process also the servers), the server process (-split) and the
+	// whole machine (every tenant; Linux only), of machine_cpus.
+	res.figure("client_cores", all.CPU.Seconds()/elapsed.Seconds())
+	if split {
+		srv := srvAfter.sub(srvBefore)
+		res.figure("server_cores", srv.CPU.Seconds()/elapsed.Seconds())
+		res.figures("server_per_record", perReq(srv, d.Delivered))
+		all = all.add(srv)
+	}
+	if machineCores > 0 {
+		res.figure("machine_cores", machineCores)
+	}
+	res.figure("machine_cpus", runtime.NumCPU())
+	// Per delivered record (stream × record), every process.
+	res.figures("all_per_record", perReq(all, d.Delivered))
+	res.ratio("lag_p50_ratio", ratio(lag.P50Ms, rawLag.P50Ms), "median lag, the streams ÷ a raw librdkafka consumer", "")
+	res.ratio("lag_p99_ratio", ratio(lag.P99Ms, rawLag.P99Ms), "p99 lag, the streams ÷ a raw librdkafka consumer", "")
 	return res, nil
+}
+
+// awaitDeliveries waits, at most fanoutDrain, until the raw consumer and
+// every stream still open received all n records.
+func awaitDeliveries(ctx context.Context, raw *rawTail, streams []*fanStream, n int64) {
+	ctx, cancel := context.WithTimeout(ctx, fanoutDrain)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done := raw.t.got.Load() == n
+		for _, s := range streams {
+			if s.t.got.Load() < n && !s.ended.Load() {
+				done = false
+				break
+			}
+		}
+		if done {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// deliveries is what the streams received, of n records each.
+type deliveries struct {
+	Delivered        int64   `json:"delivered"` // over every stream
+	Min              int64   `json:"delivered_min_per_stream"`
+	Max              int64   `json:"delivered_max_per_stream"`
+	Complete         int     `json:"streams_complete"`
+	WorstStreamP99Ms float64 `json:"worst_stream_p99_ms"`
+
+	lag       hist // every record of every stream
+	broken    int  // streams that ended before they were closed
+	firstErr  error
+	dups, bad int64
+}
+
+func tallyDeliveries(streams []*fanStream, n int64) deliveries {
+	d := deliveries{Min: n}
+	for _, s := range streams {
+		got := s.t.got.Load()
+		d.Delivered += got
+		d.Min = min(d.Min, got)
+		d.Max = max(d.Max, got)
+		if got == n {
+			d.Complete++
+		}
+		if s.err != nil {
+			d.broken++
+			if d.firstErr == nil {
+				d.firstErr = s.err
+			}
+		}
+		d.dups += s.t.dups
+		d.bad += s.t.bad
+		d.lag.merge(&s.t.lat)
+		d.WorstStreamP99Ms = max(d.WorstStreamP99Ms, s.t.lat.quantileMs(99))
+	}
+	return d
 }
 
 // awaitStreams waits (bounded by -register-timeout) until every stream has

@@ -159,7 +159,7 @@ func (e *env) captureReplies(ctx context.Context, reqs []replyRequest) (map[stri
 // worker the path names and returns the processor's answer for it (checked
 // byte for byte before the rounds, see checkMachinery). So gateway ÷
 // machinery isolates the route's own work (for request-reply: the record's
-// headers and correlation id, the flight table, the kafkaio producer, the
+// headers and correlation id, the flight table, the processor's producer, the
 // reply index) and machinery ÷ hop is the most gateway ÷ hop can reach with
 // the exchange machinery as it is.
 //
@@ -266,27 +266,15 @@ func (e *env) checkMachinery(ctx context.Context, addr string, r replyRequest, w
 	return nil
 }
 
-// machineryRatios are the machinery baseline's ratios at replyConcurrency
-// in flight, the same in both scenarios that have it.
-type machineryRatios struct {
-	// OwnRatio is the gateway's rate ÷ the machinery baseline's: what the
-	// route's own work leaves (1 if it cost no more than the raw work).
-	OwnRatio float64 `json:"machinery_own_ratio"`
-	// CeilingRatio is the machinery baseline's rate ÷ the hop's: the most
-	// gateway ÷ hop can reach with the exchange machinery as it is.
-	CeilingRatio float64 `json:"machinery_ceiling_ratio"`
-	// OwnCPURatio and CeilingCPURatio are the same by CPU per request over
-	// every process, inverted (baseline ÷ subject), so that on saturated
-	// cores each tends to its rate ratio while moving less between runs.
-	OwnCPURatio     float64 `json:"machinery_own_cpu_ratio"`
-	CeilingCPURatio float64 `json:"machinery_ceiling_cpu_ratio"`
-}
-
-func newMachineryRatios(gateway, hop, mach rrFigures) machineryRatios {
-	return machineryRatios{
-		OwnRatio:        ratio(gateway.PerSecond, mach.PerSecond),
-		CeilingRatio:    ratio(mach.PerSecond, hop.PerSecond),
-		OwnCPURatio:     ratio(mach.All.CPUus, gateway.All.CPUus),
-		CeilingCPURatio: ratio(hop.All.CPUus, mach.All.CPUus),
-	}
+// addMachineryRatios adds the machinery baseline's ratios at
+// replyConcurrency in flight, the same in both scenarios that have it. The
+// CPU ratios are inverted (baseline ÷ subject), so that on saturated cores
+// each tends to its rate ratio while moving less between runs.
+func addMachineryRatios(res *Result, gateway, hop, mach rrFigures) {
+	res.ratio("machinery_own_ratio", ratio(gateway.PerSecond, mach.PerSecond),
+		"requests per second, gateway ÷ machinery baseline: what the route's own work leaves (1 if it cost no more than the raw work)", "")
+	res.ratio("machinery_ceiling_ratio", ratio(mach.PerSecond, hop.PerSecond),
+		"requests per second, machinery baseline ÷ hop baseline: the most gateway ÷ hop can reach with the exchange machinery as it is", "")
+	res.ratio("machinery_own_cpu_ratio", ratio(mach.All.CPUus, gateway.All.CPUus), "CPU per request, machinery baseline ÷ gateway", "")
+	res.ratio("machinery_ceiling_cpu_ratio", ratio(hop.All.CPUus, mach.All.CPUus), "CPU per request, hop baseline ÷ machinery baseline", "")
 }

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 )
 
 // The idle-routes baseline: what the processor cannot avoid while its views
 // idle. A view has to be read by a Kafka consumer assigned to its
 // partitions; one raw librdkafka consumer with the live consumer's settings
-// (kafkaio.LiveConsumerConfig: fetch wait, statistics, log channel, …),
+// (liveConsumerConfig: fetch wait, statistics, log channel, …),
 // assigned to every topic's partition at its end and polling, is that floor.
 // Its idle CPU, with the broker's answers to it, is measured in the same run
 // as the processor's, so idle_ratio compares like with like.
@@ -65,7 +64,7 @@ func measureRawIdle(ctx context.Context, broker string, reqs *requestCounts, ext
 	props := map[string]string{"bootstrap.servers": broker}
 	maps.Copy(props, extra)
 	others := librdkafkaThreadIDs()
-	cons, err := kafka.NewConsumer(kafkaio.LiveConsumerConfig(props, kafkaio.DefaultKafkaTimeout, "bench-idle-raw"))
+	cons, err := kafka.NewConsumer(liveConsumerConfig(props, "bench-idle-raw"))
 	if err != nil {
 		return rawIdle{}, fmt.Errorf("the idle-routes baseline consumer: %w", err)
 	}

@@ -13,12 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// Many quiet routes (issue 20, target 4): -routes fetch routes, each on a
+// Many quiet routes: -routes fetch routes, each on a
 // topic of its own holding one record, and no traffic. The scenario starts
 // a broker with those topics in this process, measures this process's CPU
 // for -idle with the broker alone (the baseline: the broker, and the shared
@@ -27,7 +26,7 @@ import (
 // the processor's idle cost, with the broker's answers to its consumers.
 // Between the two it measures the baseline (idlebaseline.go): one raw
 // consumer with the live consumer's settings on the same partitions, what
-// the processor cannot avoid; IdleRatio is the processor's cost over it.
+// the processor cannot avoid; idle_ratio is the processor's cost over it.
 // Memory per route is the Go heap and stacks the processor added, over the
 // routes. Then one GET to each route, against as many GETs of one route,
 // after as many unmeasured GETs of that route warm the connections (else the
@@ -54,106 +53,19 @@ func idleRoutesYAML(n int, props map[string]string) string {
 	return b.String()
 }
 
-// idleRoutesResult is the outcome of the idle-routes scenario.
-type idleRoutesResult struct {
-	Scenario     string  `json:"scenario"`
-	Routes       int     `json:"routes"`
-	FetchWaitMS  int64   `json:"fetch_wait_ms,omitempty"` // -fetch-wait, when given
-	IdleSeconds  float64 `json:"idle_seconds"`
-	ReadySeconds float64 `json:"ready_seconds"` // processor start to every view ready
-	// Cores of this process while idle: before the processor started
-	// (BaselineCores) and with it (WithProcessorCores); IdleCores is the
-	// difference (target ≤ 0.01, 1 % of a core).
-	BaselineCores      float64 `json:"baseline_cores"`
-	WithProcessorCores float64 `json:"with_processor_cores"`
-	IdleCores          float64 `json:"idle_cores"`
-	// LibrdkafkaCores is the part of WithProcessorCores spent in the
-	// processor's librdkafka threads (its Kafka clients' C side, which the
-	// Go profiler does not see; those of clients that lived before it, the
-	// shared servers', left out); the rest of IdleCores is Go code: the
-	// processor's and the embedded broker's answers to its clients, told
-	// apart by -idleprofile. Absent where /proc is not.
-	LibrdkafkaCores *float64 `json:"librdkafka_cores,omitempty"`
-	// LibrdkafkaThreads is LibrdkafkaCores by thread name (rdk:main,
-	// rdk:broker…; the processor's clients summed), and RawLibrdkafkaThreads
-	// the baseline consumer's.
-	LibrdkafkaThreads    map[string]float64 `json:"librdkafka_threads,omitempty"`
-	RawLibrdkafkaThreads map[string]float64 `json:"raw_librdkafka_threads,omitempty"`
-	// LibrdkafkaThreadCounts and RawLibrdkafkaThreadCounts are how many of
-	// those threads of each name lived at the window's end: one rdk:main
-	// per librdkafka client, so the processor's clients alive, and the
-	// baseline's (1).
-	LibrdkafkaThreadCounts    map[string]int `json:"librdkafka_thread_counts,omitempty"`
-	RawLibrdkafkaThreadCounts map[string]int `json:"raw_librdkafka_thread_counts,omitempty"`
-	// BrokerRequests and RawBrokerRequests are the requests the broker
-	// answered in the processor's window and in the baseline's, by kind.
-	BrokerRequests    map[string]int64 `json:"broker_requests,omitempty"`
-	RawBrokerRequests map[string]int64 `json:"raw_broker_requests,omitempty"`
-	// RawConsumerCores is the baseline's idle cost (this process's cores
-	// with the raw consumer, less BaselineCores), RawLibrdkafkaCores its
-	// librdkafka threads' part, and IdleRatio IdleCores ÷ RawConsumerCores:
-	// how far the processor's idle cost is above the floor a consumer of
-	// those partitions sets.
-	RawConsumerCores   float64  `json:"raw_consumer_cores"`
-	RawLibrdkafkaCores *float64 `json:"raw_librdkafka_cores,omitempty"`
-	IdleRatio          float64  `json:"idle_ratio"`
-	// Go heap and stacks the processor added, per route, and goroutines.
-	HeapPerRoute       float64 `json:"heap_bytes_per_route"`
-	StacksPerRoute     float64 `json:"stack_bytes_per_route"`
-	GoroutinesPerRoute float64 `json:"goroutines_per_route"`
-	// One GET to each route, and as many to one route, -clients at a
-	// time: RouteRatio is the first rate ÷ the second (target: 1).
-	// The one route's rate is over -route-rounds passes; AgainRoutesPerSecond
-	// is as many passes of one more GET to each route, and AgainRouteRatio
-	// its rate ÷ the one route's: the first pass is a route's first
-	// request, these are not.
-	AllRoutesPerSecond   float64 `json:"all_routes_req_per_s"`
-	OneRoutePerSecond    float64 `json:"one_route_req_per_s"`
-	AgainRoutesPerSecond float64 `json:"again_routes_req_per_s"`
-	RouteRatio           float64 `json:"route_ratio"`
-	AgainRouteRatio      float64 `json:"again_route_ratio"`
-	// The same passes by this process's CPU per GET (processor,
-	// clients and broker), which other work on the machine disturbs less
-	// than rates over passes this short; RouteCPURatio is the one route's
-	// CPU per GET ÷ the first pass's (1: a route's first request costs no
-	// more), AgainRouteCPURatio the same for the second pass.
-	AllRoutesCPUMicros   float64 `json:"all_routes_cpu_us_per_req"`
-	OneRouteCPUMicros    float64 `json:"one_route_cpu_us_per_req"`
-	AgainRoutesCPUMicros float64 `json:"again_routes_cpu_us_per_req"`
-	RouteCPURatio        float64 `json:"route_cpu_ratio"`
-	AgainRouteCPURatio   float64 `json:"again_route_cpu_ratio"`
-	// The ceiling, in the same rounds: the no-op server answering each
-	// route's path with the answer the processor sent for it (per-route
-	// state and no other work). NoopAgainRouteCPURatio is its one route's
-	// CPU per GET ÷ its each route's, beside AgainRouteCPURatio;
-	// OneRouteNoopCPURatio and EachRouteNoopCPURatio are the no-op's CPU
-	// per GET ÷ the processor's, one route and each route; and
-	// AgainRouteVsNoopRatio is AgainRouteCPURatio ÷ NoopAgainRouteCPURatio:
-	// 1 when going from one route to many costs the processor no more, in
-	// proportion, than it costs a server that only holds per-route answers.
-	NoopOneRouteCPUMicros    float64 `json:"noop_one_route_cpu_us_per_req"`
-	NoopAgainRoutesCPUMicros float64 `json:"noop_again_routes_cpu_us_per_req"`
-	NoopAgainRouteCPURatio   float64 `json:"noop_again_route_cpu_ratio"`
-	OneRouteNoopCPURatio     float64 `json:"one_route_noop_cpu_ratio"`
-	EachRouteNoopCPURatio    float64 `json:"each_route_noop_cpu_ratio"`
-	AgainRouteVsNoopRatio    float64 `json:"again_route_vs_noop_ratio"`
-	// Allocations per GET of this process in those rounds.
-	OneRouteAllocs        float64 `json:"one_route_allocs_per_req"`
-	AgainRoutesAllocs     float64 `json:"again_routes_allocs_per_req"`
-	NoopOneRouteAllocs    float64 `json:"noop_one_route_allocs_per_req"`
-	NoopAgainRoutesAllocs float64 `json:"noop_again_routes_allocs_per_req"`
-}
-
-func (idleRoutesResult) isResult() {}
-
-func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
-	res := idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: o.routes, IdleSeconds: o.idle.Seconds(), FetchWaitMS: o.fetchWait.Milliseconds()}
-	topics := make([]embedded.Topic, o.routes)
+func runIdleRoutes(ctx context.Context, e *env, o *options) (*Result, error) {
+	res := newResult(scenarioIdleRoutes, false)
+	res.param("routes", o.routes)
+	if o.fetchWait > 0 {
+		res.param("fetch_wait_ms", o.fetchWait.Milliseconds())
+	}
+	res.param("idle_seconds", o.idle.Seconds())
+	topics := make([]brokerTopic, o.routes)
 	for i := range topics {
-		topics[i] = embedded.Topic{Name: idleTopic(i)}
+		topics[i] = brokerTopic{Name: idleTopic(i)}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	broker, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Logger: quiet, Topics: topics})
+	broker, err := startBroker(quiet, topics...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +84,10 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 		return nil, fmt.Errorf("the idle-routes configuration: %w", err)
 	}
 
-	if res.BaselineCores, err = idleCores(ctx, o.idle); err != nil {
+	// This process's cores while idle before the processor started: the
+	// broker, and the shared servers every scenario starts.
+	baseline, err := idleCores(ctx, o.idle)
+	if err != nil {
 		return nil, err
 	}
 	names := make([]string, len(topics))
@@ -183,9 +98,6 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.RawConsumerCores = raw.cores - res.BaselineCores
-	res.RawLibrdkafkaCores = raw.librdkafka
-	res.RawLibrdkafkaThreads, res.RawLibrdkafkaThreadCounts, res.RawBrokerRequests = raw.threads, raw.threadCounts, raw.requests
 	before := sampleMemory()
 	others := librdkafkaThreadIDs()
 	t0 := time.Now()
@@ -197,17 +109,18 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 	if err := awaitGauge(ctx, proc, viewsReadyGauge, int64(o.routes), 10*time.Minute); err != nil {
 		return nil, err
 	}
-	res.ReadySeconds = time.Since(t0).Seconds()
+	res.figure("ready_seconds", time.Since(t0).Seconds()) // the processor's start to every view ready
 	after := sampleMemory()
 	n := float64(o.routes)
-	res.HeapPerRoute = (float64(after.Heap) - float64(before.Heap)) / n
-	res.StacksPerRoute = (float64(after.Stacks) - float64(before.Stacks)) / n
-	res.GoroutinesPerRoute = (float64(after.Goroutines) - float64(before.Goroutines)) / n
-	if err := measureIdleWithProcessor(ctx, o, reqs, others, &res); err != nil {
+	with, err := measureIdleWithProcessor(ctx, o, reqs, others)
+	if err != nil {
 		return nil, err
 	}
-	res.IdleCores = res.WithProcessorCores - res.BaselineCores
-	res.IdleRatio = ratio(res.IdleCores, res.RawConsumerCores)
+	addIdleFigures(res, baseline, with, raw)
+	// Go heap and stacks the processor added, per route, and goroutines.
+	res.figure("heap_bytes_per_route", (float64(after.Heap)-float64(before.Heap))/n)
+	res.figure("stack_bytes_per_route", (float64(after.Stacks)-float64(before.Stacks))/n)
+	res.figure("goroutines_per_route", (float64(after.Goroutines)-float64(before.Goroutines))/n)
 
 	s, err := e.dial("idle-routes processor", proc.Addr(), o.conns)
 	if err != nil {
@@ -281,25 +194,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (result, error) {
 			used[i] = used[i].add(sampleUsage(false).sub(u0))
 		}
 	}
-	rounds := time.Duration(o.routeRounds)
-	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
-	gets := int64(o.routeRounds) * int64(o.routes)
-	res.AllRoutesCPUMicros = perGET(cpuFirst)
-	res.OneRouteCPUMicros, res.AgainRoutesCPUMicros = perGET(used[0].CPU/rounds), perGET(used[1].CPU/rounds)
-	res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros = perGET(used[2].CPU/rounds), perGET(used[3].CPU/rounds)
-	res.OneRouteAllocs, res.AgainRoutesAllocs = perReq(used[0], gets).Allocs, perReq(used[1], gets).Allocs
-	res.NoopOneRouteAllocs, res.NoopAgainRoutesAllocs = perReq(used[2], gets).Allocs, perReq(used[3], gets).Allocs
-	res.RouteCPURatio = ratio(res.OneRouteCPUMicros, res.AllRoutesCPUMicros)
-	res.AgainRouteCPURatio = ratio(res.OneRouteCPUMicros, res.AgainRoutesCPUMicros)
-	res.NoopAgainRouteCPURatio = ratio(res.NoopOneRouteCPUMicros, res.NoopAgainRoutesCPUMicros)
-	res.OneRouteNoopCPURatio = ratio(res.NoopOneRouteCPUMicros, res.OneRouteCPUMicros)
-	res.EachRouteNoopCPURatio = ratio(res.NoopAgainRoutesCPUMicros, res.AgainRoutesCPUMicros)
-	res.AgainRouteVsNoopRatio = ratio(res.AgainRouteCPURatio, res.NoopAgainRouteCPURatio)
-	res.AllRoutesPerSecond = n / tookFirst.Seconds()
-	res.OneRoutePerSecond = n / (took[0] / rounds).Seconds()
-	res.AgainRoutesPerSecond = n / (took[1] / rounds).Seconds()
-	res.RouteRatio = ratio(res.AllRoutesPerSecond, res.OneRoutePerSecond)
-	res.AgainRouteRatio = ratio(res.AgainRoutesPerSecond, res.OneRoutePerSecond)
+	addRouteFigures(res, n, o.routeRounds, tookFirst, cpuFirst, took, used)
 	if o.routeProf != "" {
 		for _, p := range []struct {
 			name string
@@ -348,17 +243,17 @@ func profileRoutePasses(ctx context.Context, o *options, prefix string, s *side,
 	return nil
 }
 
-// measureIdleWithProcessor fills WithProcessorCores and LibrdkafkaCores,
+// measureIdleWithProcessor measures the idle process with the processor,
 // under the -idleprofile CPU profile if one is asked for.
-func measureIdleWithProcessor(ctx context.Context, o *options, reqs *requestCounts, others map[string]bool, res *idleRoutesResult) (err error) {
+func measureIdleWithProcessor(ctx context.Context, o *options, reqs *requestCounts, others map[string]bool) (_ rawIdle, err error) {
 	if o.idleProfile != "" {
 		f, err := os.Create(o.idleProfile)
 		if err != nil {
-			return err
+			return rawIdle{}, err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
-			return err
+			return rawIdle{}, err
 		}
 		defer func() {
 			pprof.StopCPUProfile()
@@ -367,13 +262,76 @@ func measureIdleWithProcessor(ctx context.Context, o *options, reqs *requestCoun
 			}
 		}()
 	}
-	m, err := measureIdle(ctx, o.idle, reqs, others)
-	if err != nil {
-		return err
+	return measureIdle(ctx, o.idle, reqs, others)
+}
+
+// addIdleFigures adds the idle window's figures: this process's cores
+// before the processor started (baseline), with it, and with the raw
+// consumer instead (the floor a consumer of those partitions sets).
+func addIdleFigures(res *Result, baseline float64, with, raw rawIdle) {
+	res.figure("baseline_cores", baseline)
+	res.figure("with_processor_cores", with.cores)
+	idle := with.cores - baseline
+	res.figure("idle_cores", idle)
+	res.target("idle_cores", "≤ 0.01")
+	rawCores := raw.cores - baseline
+	res.figure("raw_consumer_cores", rawCores)
+	// The librdkafka threads' part (their C side, which the Go profiler
+	// does not see; the clients that lived before, the shared servers',
+	// left out), by thread name, and how many of each name lived at the
+	// window's end: one rdk:main per client. The rest is Go code, the
+	// processor's and the broker's answers to its clients, which
+	// -idleprofile tells apart. Absent where /proc is not.
+	for _, m := range []struct {
+		prefix string
+		idle   rawIdle
+	}{{"", with}, {"raw_", raw}} {
+		if m.idle.librdkafka != nil {
+			res.figure(m.prefix+"librdkafka_cores", *m.idle.librdkafka)
+			res.figure(m.prefix+"librdkafka_threads", m.idle.threads)
+			res.figure(m.prefix+"librdkafka_thread_counts", m.idle.threadCounts)
+		}
+		// The requests the broker answered in the window, by kind.
+		res.figure(m.prefix+"broker_requests", m.idle.requests)
 	}
-	res.WithProcessorCores, res.LibrdkafkaCores, res.LibrdkafkaThreads = m.cores, m.librdkafka, m.threads
-	res.LibrdkafkaThreadCounts, res.BrokerRequests = m.threadCounts, m.requests
-	return nil
+	res.ratio("idle_ratio", ratio(idle, rawCores), "idle cores, the processor's ÷ a raw consumer of the same partitions", "")
+}
+
+// addRouteFigures adds the passes' figures: the first GET to each route
+// (first), then routeRounds passes of as many GETs to one route and of one
+// more GET to each route, on the processor and on the no-op server
+// (took and used: processor one route, each route, no-op one route, each
+// route). By CPU per GET of this process (processor, clients and broker),
+// which other work on the machine disturbs less than rates over passes
+// this short.
+func addRouteFigures(res *Result, n float64, routeRounds int, tookFirst, cpuFirst time.Duration, took [4]time.Duration, used [4]usage) {
+	rounds := time.Duration(routeRounds)
+	perGET := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	gets := int64(routeRounds) * int64(n)
+	all, one, again := n/tookFirst.Seconds(), n/(took[0]/rounds).Seconds(), n/(took[1]/rounds).Seconds()
+	res.figure("all_routes_req_per_s", all)
+	res.figure("one_route_req_per_s", one)
+	res.figure("again_routes_req_per_s", again)
+	cpuAll, cpuOne, cpuAgain := perGET(cpuFirst), perGET(used[0].CPU/rounds), perGET(used[1].CPU/rounds)
+	noopOne, noopAgain := perGET(used[2].CPU/rounds), perGET(used[3].CPU/rounds)
+	res.figure("all_routes_cpu_us_per_req", cpuAll)
+	res.figure("one_route_cpu_us_per_req", cpuOne)
+	res.figure("again_routes_cpu_us_per_req", cpuAgain)
+	res.figure("noop_one_route_cpu_us_per_req", noopOne)
+	res.figure("noop_again_routes_cpu_us_per_req", noopAgain)
+	res.figure("one_route_allocs_per_req", perReq(used[0], gets).Allocs)
+	res.figure("again_routes_allocs_per_req", perReq(used[1], gets).Allocs)
+	res.figure("noop_one_route_allocs_per_req", perReq(used[2], gets).Allocs)
+	res.figure("noop_again_routes_allocs_per_req", perReq(used[3], gets).Allocs)
+	res.ratio("route_ratio", ratio(all, one), "GETs per second, the first to each route ÷ as many to one route", "1")
+	res.ratio("again_route_ratio", ratio(again, one), "GETs per second, one more to each route ÷ as many to one route", "")
+	res.ratio("route_cpu_ratio", ratio(cpuOne, cpuAll), "CPU per GET, one route ÷ the first to each route (1: a route's first request costs no more)", "")
+	res.ratio("again_route_cpu_ratio", ratio(cpuOne, cpuAgain), "CPU per GET, one route ÷ one more to each route", "")
+	res.ratio("noop_again_route_cpu_ratio", ratio(noopOne, noopAgain), "the no-op's CPU per GET, one route ÷ each route", "")
+	res.ratio("one_route_noop_cpu_ratio", ratio(noopOne, cpuOne), "CPU per GET to one route, no-op ÷ processor", "")
+	res.ratio("each_route_noop_cpu_ratio", ratio(noopAgain, cpuAgain), "CPU per GET to each route, no-op ÷ processor", "")
+	res.ratio("again_route_vs_noop_ratio", ratio(ratio(cpuOne, cpuAgain), ratio(noopOne, noopAgain)),
+		"again_route_cpu_ratio ÷ noop_again_route_cpu_ratio (1: many routes cost the processor no more than the no-op)", "")
 }
 
 // idleCores is the cores this process kept busy over d. It first returns

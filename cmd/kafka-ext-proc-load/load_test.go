@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,104 +63,96 @@ func testScenarios(t *testing.T, split bool) {
 		}
 	}
 	raw := bytes.Clone(out.Bytes())
-	got := map[string]json.RawMessage{}
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		var head struct{ Scenario string }
-		if err := json.Unmarshal(sc.Bytes(), &head); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		got[head.Scenario] = append(json.RawMessage(nil), sc.Bytes()...)
-	}
+	got := parseOutputs(t, out.Bytes())
 	for _, s := range []string{scenarioSingle, scenarioMerged} {
-		var r fetchResult
-		if err := json.Unmarshal(got[s], &r); err != nil {
-			t.Fatalf("%s: %v (output %q)", s, err, out.String())
-		}
-		for name, side := range map[string]rate{"processor": r.Processor, "no-op": r.Noop} {
-			if side.Requests <= 0 || side.Errors != 0 || side.PerSecond <= 0 || side.All.Allocs <= 0 || len(side.RoundPerSecond) != 2 {
-				t.Errorf("%s %s: %+v", s, name, side)
+		r := got.of(t, s)
+		for _, side := range []string{"processor", "noop"} {
+			if r.num(t, side+"_requests") <= 0 || r.num(t, side+"_errors") != 0 || r.num(t, side+"_req_per_s") <= 0 ||
+				r.num(t, side+"_all_allocs_per_req") <= 0 || len(r.list(t, side+"_round_req_per_s")) != 2 {
+				t.Errorf("%s %s: %v", s, side, r)
 			}
-			if split != (side.Server != nil) || split && (side.Server.Allocs <= 0 || side.Server.Allocs >= side.All.Allocs) {
-				t.Errorf("%s %s (split %v): server share %+v of %+v", s, name, split, side.Server, side.All)
+			if split != r.has(side+"_server_allocs_per_req") ||
+				split && (r.num(t, side+"_server_allocs_per_req") <= 0 || r.num(t, side+"_server_allocs_per_req") >= r.num(t, side+"_all_allocs_per_req")) {
+				t.Errorf("%s %s (split %v): server share of %v", s, side, split, r)
 			}
 		}
-		if r.Ratio <= 0 || r.AllocRatio <= 0 || r.NetAllocRatio <= 0 || r.Background.Allocs < 0 || split && r.ServerAllocRatio <= 0 {
-			t.Errorf("%s: %+v", s, r)
+		if r.num(t, "ratio") <= 0 || r.num(t, "alloc_ratio") <= 0 || r.num(t, "net_alloc_ratio") <= 0 || r.num(t, "background_allocs_per_s") < 0 ||
+			split && r.num(t, "server_alloc_ratio") <= 0 {
+			t.Errorf("%s: %v", s, r)
 		}
-	}
-	var lp longPollResult
-	if err := json.Unmarshal(got[scenarioLongPoll], &lp); err != nil {
-		t.Fatalf("longpoll: %v (output %q)", err, out.String())
 	}
 	// Every waiter was answered 200 with the new value (the scenario fails
 	// otherwise); the figures must be those of 50 waiters.
-	for name, f := range map[string]waitFigures{"processor": lp.Processor, "no-op": lp.Noop} {
-		if f.Waiters != 50 || f.WakeMaxMs <= 0 || f.WakeMinMs > f.WakeP50Ms || f.WakeP50Ms > f.WakeP99Ms || f.WakeP99Ms > f.WakeMaxMs ||
-			f.All.Goroutines < 1 || f.All.Bytes <= 0 {
-			t.Errorf("longpoll %s: %+v", name, f)
+	lp := got.of(t, scenarioLongPoll)
+	for _, side := range []string{"processor", "noop"} {
+		min, p50, p99, max := lp.num(t, side+"_wake_min_ms"), lp.num(t, side+"_wake_p50_ms"), lp.num(t, side+"_wake_p99_ms"), lp.num(t, side+"_wake_max_ms")
+		if lp.num(t, side+"_waiters") != 50 || max <= 0 || min > p50 || p50 > p99 || p99 > max ||
+			lp.num(t, side+"_all_goroutines_per_waiter") < 1 || lp.num(t, side+"_all_bytes_per_waiter") <= 0 {
+			t.Errorf("longpoll %s: %v", side, lp)
 		}
 		// Each held stream holds memory in the server process. Not
 		// necessarily a goroutine of its own: its handler may run on one of
 		// the server's gRPC stream workers, started before the first waiter.
-		if split != (f.Server != nil) || split && f.Server.Bytes <= 0 {
-			t.Errorf("longpoll %s (split %v): server share %+v", name, split, f.Server)
+		if split != lp.has(side+"_server_bytes_per_waiter") || split && lp.num(t, side+"_server_bytes_per_waiter") <= 0 {
+			t.Errorf("longpoll %s (split %v): server share of %v", side, split, lp)
 		}
 	}
-	if lp.WakeRatio <= 0 || lp.MemRatio <= 0 || split && (lp.ServerMemRatio <= 0 || lp.ServerHeapRatio <= 0) {
-		t.Errorf("longpoll: %+v", lp)
+	if lp.num(t, "wake_ratio") <= 0 || lp.num(t, "mem_ratio") <= 0 || split && (lp.num(t, "server_mem_ratio") <= 0 || lp.num(t, "server_heap_ratio") <= 0) {
+		t.Errorf("longpoll: %v", lp)
 	}
 	// Every answer was 201 with the responder's reply (the scenario fails
 	// otherwise).
-	var rr requestReplyResult
-	if err := json.Unmarshal(got[scenarioRequestReply], &rr); err != nil {
-		t.Fatalf("request-reply: %v (output %q)", err, out.String())
-	}
-	for name, f := range map[string]rrFigures{"gateway 1": rr.GatewayOne, "raw 1": rr.RawOne, "gateway n": rr.GatewayMany, "raw n": rr.RawMany,
-		"hop 1": rr.HopOne, "hop n": rr.HopMany, "machinery 1": rr.MachineryOne, "machinery n": rr.MachineryMany} {
-		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 ||
-			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
-			t.Errorf("request-reply %s: %+v", name, f)
-		}
-	}
-	if rr.LatencyRatio <= 0 || rr.RateRatio <= 0 || rr.HopRateRatio <= 0 || rr.HopCeilingRatio <= 0 || rr.ReplyBytes <= rr.BodyBytes ||
-		rr.OwnRatio <= 0 || rr.CeilingRatio <= 0 || rr.OwnCPURatio <= 0 || rr.CeilingCPURatio <= 0 {
-		t.Errorf("request-reply: %+v", rr)
+	rr := got.of(t, scenarioRequestReply)
+	checkRRFigures(t, rr, false)
+	if rr.num(t, "latency_ratio") <= 0 || rr.num(t, "rate_ratio") <= 0 || rr.num(t, "hop_rate_ratio") <= 0 || rr.num(t, "hop_ceiling_ratio") <= 0 ||
+		rr.num(t, "reply_bytes") <= rr.num(t, "body_bytes") ||
+		rr.num(t, "machinery_own_ratio") <= 0 || rr.num(t, "machinery_ceiling_ratio") <= 0 ||
+		rr.num(t, "machinery_own_cpu_ratio") <= 0 || rr.num(t, "machinery_ceiling_cpu_ratio") <= 0 {
+		t.Errorf("request-reply: %v", rr)
 	}
 	// Its own five headers, or the processor's: the request headers the
 	// emulator sends (more than five) with reply-to and the correlation id.
-	if !split && rr.RawHeaders != 5 || split && rr.RawHeaders <= 5 {
-		t.Errorf("request-reply (split %v): the raw loop's records carry %d headers", split, rr.RawHeaders)
+	if h := rr.num(t, "raw_headers"); !split && h != 5 || split && h <= 5 {
+		t.Errorf("request-reply (split %v): the raw loop's records carry %v headers", split, h)
 	}
 	// Every answer was 204 (the scenario fails otherwise).
-	var ow onewayResult
-	if err := json.Unmarshal(got[scenarioOneway], &ow); err != nil {
-		t.Fatalf("produce-oneway: %v (output %q)", err, out.String())
-	}
-	for name, f := range map[string]rrFigures{"gateway 1": ow.GatewayOne, "raw 1": ow.RawOne, "hop 1": ow.HopOne,
-		"gateway n": ow.GatewayMany, "raw n": ow.RawMany, "hop n": ow.HopMany, "machinery 1": ow.MachineryOne, "machinery n": ow.MachineryMany} {
-		if f.Requests <= 0 || f.Errors != 0 || f.PerSecond <= 0 || len(f.RoundPerSecond) != 2 || f.All.CPUus <= 0 ||
-			f.Latency.Samples != uint64(f.Requests) || f.Latency.P50Ms <= 0 || f.Latency.P50Ms > f.Latency.P99Ms || f.Latency.P99Ms > f.Latency.MaxMs {
-			t.Errorf("produce-oneway %s: %+v", name, f)
-		}
-	}
-	if ow.HopRateRatio <= 0 || ow.HopCeilingRatio <= 0 || ow.RateRatio <= 0 || ow.LatencyRatio <= 0 || ow.HopCPURatio <= 0 ||
-		ow.OwnRatio <= 0 || ow.CeilingRatio <= 0 || ow.OwnCPURatio <= 0 || ow.CeilingCPURatio <= 0 ||
-		ow.Concurrency != replyConcurrency || ow.BodyBytes <= 0 || ow.RawHeaders != 1 {
-		t.Errorf("produce-oneway: %+v", ow)
+	ow := got.of(t, scenarioOneway)
+	checkRRFigures(t, ow, true)
+	if ow.num(t, "hop_rate_ratio") <= 0 || ow.num(t, "hop_ceiling_ratio") <= 0 || ow.num(t, "rate_ratio") <= 0 || ow.num(t, "latency_ratio") <= 0 ||
+		ow.num(t, "hop_cpu_ratio") <= 0 ||
+		ow.num(t, "machinery_own_ratio") <= 0 || ow.num(t, "machinery_ceiling_ratio") <= 0 ||
+		ow.num(t, "machinery_own_cpu_ratio") <= 0 || ow.num(t, "machinery_ceiling_cpu_ratio") <= 0 ||
+		ow.num(t, "concurrency") != replyConcurrency || ow.num(t, "body_bytes") <= 0 || ow.num(t, "raw_headers") != 1 {
+		t.Errorf("produce-oneway: %v", ow)
 	}
 	// Every record reached every stream once (the scenario fails
 	// otherwise): 20 streams × 100 records.
-	var fo fanoutResult
-	if err := json.Unmarshal(got[scenarioFanout], &fo); err != nil {
-		t.Fatalf("grpc-fanout: %v (output %q)", err, out.String())
-	}
-	if fo.Streams != 20 || fo.Written != 100 || fo.DeliveredMin != 100 || fo.StreamsComplete != 20 || fo.Delivered != 2000 ||
-		fo.Lag.Samples != 2000 || fo.Raw.Samples != 100 || fo.Lag.P50Ms <= 0 || fo.Lag.P99Ms > fo.Lag.MaxMs || fo.LagP99Ratio <= 0 ||
-		fo.ClientCores <= 0 || split != (fo.Server != nil) || split && fo.ServerCores <= 0 {
-		t.Errorf("grpc-fanout: %+v", fo)
+	fo := got.of(t, scenarioFanout)
+	if fo.num(t, "streams") != 20 || fo.num(t, "written") != 100 || fo.num(t, "delivered_min_per_stream") != 100 ||
+		fo.num(t, "streams_complete") != 20 || fo.num(t, "delivered") != 2000 ||
+		fo.num(t, "lag_samples") != 2000 || fo.num(t, "raw_lag_samples") != 100 || fo.num(t, "lag_p50_ms") <= 0 ||
+		fo.num(t, "lag_p99_ms") > fo.num(t, "lag_max_ms") || fo.num(t, "lag_p99_ratio") <= 0 ||
+		fo.num(t, "client_cores") <= 0 || split != fo.has("server_per_record_allocs_per_req") || split && fo.num(t, "server_cores") <= 0 {
+		t.Errorf("grpc-fanout: %v", fo)
 	}
 	checkMedians(t, raw, split)
+}
+
+// checkRRFigures checks the figures of every target of the request-reply
+// or oneway scenario at both concurrencies (the oneway's CPU too).
+func checkRRFigures(t *testing.T, r output, cpu bool) {
+	t.Helper()
+	for _, target := range []string{"gateway", "raw", "hop", "machinery"} {
+		for _, level := range []string{"1", "n"} {
+			f := target + "_" + level + "_"
+			p50, p99, max := r.num(t, f+"latency_p50_ms"), r.num(t, f+"latency_p99_ms"), r.num(t, f+"latency_max_ms")
+			if r.num(t, f+"requests") <= 0 || r.num(t, f+"errors") != 0 || r.num(t, f+"req_per_s") <= 0 || len(r.list(t, f+"round_req_per_s")) != 2 ||
+				cpu && r.num(t, f+"all_cpu_us_per_req") <= 0 ||
+				r.num(t, f+"latency_samples") != r.num(t, f+"requests") || p50 <= 0 || p50 > p99 || p99 > max {
+				t.Errorf("%s %s%s: %v", r["scenario"], target, level, r)
+			}
+		}
+	}
 }
 
 // TestViewScale runs the view-scale scenario small, as a user would.
@@ -174,26 +167,24 @@ func TestViewScale(t *testing.T) {
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	var r viewScaleResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v (output %q)", err, out.String())
-	}
-	if r.Keys != 3000 || r.SmallKeys != 50 || r.Partitions != 4 || r.RawSeconds <= 0 || r.ReadySeconds <= 0 || r.LoadRatio <= 0 ||
-		r.LiveBytes != 3000*int64(len("k1500")+r.ValueBytes) || r.HeapPerKey == 0 || r.MemRatio == 0 ||
-		r.MapSeconds <= 0 || r.MapRatio <= 0 || r.MapOverheadPerKey == 0 {
-		t.Errorf("view-scale: %+v", r)
+	r := parseOutputs(t, out.Bytes()).of(t, scenarioViewScale)
+	if r.num(t, "keys") != 3000 || r.num(t, "small_keys") != 50 || r.num(t, "partitions") != 4 || r.num(t, "raw_seconds") <= 0 ||
+		r.num(t, "ready_seconds") <= 0 || r.num(t, "load_ratio") <= 0 ||
+		r.num(t, "live_bytes") != 3000*float64(len("k1500"))+3000*r.num(t, "value_bytes") || r.num(t, "heap_bytes_per_key") == 0 || r.num(t, "mem_ratio") == 0 ||
+		r.num(t, "map_seconds") <= 0 || r.num(t, "map_load_ratio") <= 0 || r.num(t, "map_overhead_bytes_per_key") == 0 {
+		t.Errorf("view-scale: %v", r)
 	}
 	// Every GET was answered 200 with the key's value (the scenario fails
 	// otherwise).
-	for name, g := range map[string]rate{"big": r.BigGet, "small": r.SmallGet} {
-		if g.Requests <= 0 || g.Errors != 0 || len(g.RoundPerSecond) != 2 {
-			t.Errorf("view-scale %s GETs: %+v", name, g)
+	for _, g := range []string{"big_get", "small_get"} {
+		if r.num(t, g+"_requests") <= 0 || r.num(t, g+"_errors") != 0 || len(r.list(t, g+"_round_req_per_s")) != 2 {
+			t.Errorf("view-scale %s: %v", g, r)
 		}
 	}
 	// Every waiter was answered 200 with the new value (the scenario fails
 	// otherwise).
-	if r.GetRatio <= 0 || r.BigWakeMs <= 0 || r.SmallWakeMs <= 0 || r.WakeRatio <= 0 {
-		t.Errorf("view-scale: %+v", r)
+	if r.num(t, "get_ratio") <= 0 || r.num(t, "big_wake_ms") <= 0 || r.num(t, "small_wake_ms") <= 0 || r.num(t, "wake_ratio") <= 0 {
+		t.Errorf("view-scale: %v", r)
 	}
 }
 
@@ -211,39 +202,40 @@ func TestIdleRoutes(t *testing.T) {
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	var r idleRoutesResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v (output %q)", err, out.String())
-	}
+	r := parseOutputs(t, out.Bytes()).of(t, scenarioIdleRoutes)
 	// Every GET was answered 200 with the route's record (the scenario
 	// fails otherwise).
-	if r.Routes != 20 || r.FetchWaitMS != 2000 || r.ReadySeconds <= 0 || r.BaselineCores <= 0 || r.WithProcessorCores <= 0 || r.HeapPerRoute == 0 ||
-		r.AllRoutesPerSecond <= 0 || r.OneRoutePerSecond <= 0 || r.RouteRatio <= 0 ||
-		r.AgainRoutesPerSecond <= 0 || r.AgainRouteRatio <= 0 || r.IdleRatio == 0 ||
-		r.AllRoutesCPUMicros <= 0 || r.OneRouteCPUMicros <= 0 || r.RouteCPURatio <= 0 || r.AgainRouteCPURatio <= 0 ||
-		r.NoopOneRouteCPUMicros <= 0 || r.NoopAgainRoutesCPUMicros <= 0 || r.NoopAgainRouteCPURatio <= 0 ||
-		r.OneRouteNoopCPURatio <= 0 || r.EachRouteNoopCPURatio <= 0 || r.AgainRouteVsNoopRatio <= 0 ||
-		r.OneRouteAllocs <= 0 || r.AgainRoutesAllocs <= 0 || r.NoopOneRouteAllocs <= 0 || r.NoopAgainRoutesAllocs <= 0 {
-		t.Errorf("idle-routes: %+v", r)
+	for _, name := range []string{"ready_seconds", "baseline_cores", "with_processor_cores",
+		"all_routes_req_per_s", "one_route_req_per_s", "route_ratio", "again_routes_req_per_s", "again_route_ratio",
+		"all_routes_cpu_us_per_req", "one_route_cpu_us_per_req", "route_cpu_ratio", "again_route_cpu_ratio",
+		"noop_one_route_cpu_us_per_req", "noop_again_routes_cpu_us_per_req", "noop_again_route_cpu_ratio",
+		"one_route_noop_cpu_ratio", "each_route_noop_cpu_ratio", "again_route_vs_noop_ratio",
+		"one_route_allocs_per_req", "again_routes_allocs_per_req", "noop_one_route_allocs_per_req", "noop_again_routes_allocs_per_req"} {
+		if r.num(t, name) <= 0 {
+			t.Errorf("idle-routes: %s %v, want > 0", name, r[name])
+		}
+	}
+	if r.num(t, "routes") != 20 || r.num(t, "fetch_wait_ms") != 2000 || r.num(t, "heap_bytes_per_route") == 0 || r.num(t, "idle_ratio") == 0 {
+		t.Errorf("idle-routes: %v", r)
 	}
 	// The librdkafka share is read from /proc: where there is one, the
 	// processor's clients have live rdk: threads throughout the window.
 	if _, err := os.Stat("/proc/self/task"); err == nil {
-		if r.LibrdkafkaCores == nil || *r.LibrdkafkaCores < 0 || *r.LibrdkafkaCores > r.WithProcessorCores {
-			t.Errorf("librdkafka_cores %v, want 0..%v", r.LibrdkafkaCores, r.WithProcessorCores)
+		if c := r.num(t, "librdkafka_cores"); c < 0 || c > r.num(t, "with_processor_cores") {
+			t.Errorf("librdkafka_cores %v, want 0..%v", c, r.num(t, "with_processor_cores"))
 		}
 		// The baseline consumer's threads ran throughout its window too
 		// (in 200 ms they may not reach the /proc clock's 10 ms tick).
-		if r.RawLibrdkafkaCores == nil || *r.RawLibrdkafkaCores < 0 {
-			t.Errorf("raw_librdkafka_cores %v, want ≥ 0", r.RawLibrdkafkaCores)
+		if c := r.num(t, "raw_librdkafka_cores"); c < 0 {
+			t.Errorf("raw_librdkafka_cores %v, want ≥ 0", c)
 		}
 		// The counts leave out the clients that lived before (the shared
 		// servers'): the baseline is one client, the processor at least one.
-		if n := r.RawLibrdkafkaThreadCounts["rdk:main"]; n != 1 {
-			t.Errorf("raw_librdkafka_thread_counts %v: %d rdk:main, want 1", r.RawLibrdkafkaThreadCounts, n)
+		if n := r.obj(t, "raw_librdkafka_thread_counts")["rdk:main"]; n != 1.0 {
+			t.Errorf("raw_librdkafka_thread_counts %v: %v rdk:main, want 1", r["raw_librdkafka_thread_counts"], n)
 		}
-		if n := r.LibrdkafkaThreadCounts["rdk:main"]; n < 1 {
-			t.Errorf("librdkafka_thread_counts %v: %d rdk:main, want at least 1", r.LibrdkafkaThreadCounts, n)
+		if n, _ := r.obj(t, "librdkafka_thread_counts")["rdk:main"].(float64); n < 1 {
+			t.Errorf("librdkafka_thread_counts %v: %v rdk:main, want at least 1", r["librdkafka_thread_counts"], n)
 		}
 	}
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
@@ -289,13 +281,36 @@ func checkMedians(t *testing.T, jsonl []byte, split bool) {
 	if len(med) != 6 {
 		t.Fatalf("medians.jq: %d scenarios, want 6:\n%s", len(med), b)
 	}
+	// Some of the figures BENCHMARKS.md reads, in each mode.
+	want := map[string][]string{
+		scenarioSingle:       {"ratio", "alloc_ratio", "net_cpu_ratio", "processor_all_allocs_per_req", "noop_req_per_s", "background_cpu_ms_per_s"},
+		scenarioMerged:       {"ratio", "cpu_ratio", "processor_req_per_s"},
+		scenarioLongPoll:     {"wake_ratio", "mem_ratio", "processor_wake_max_ms", "noop_wake_max_ms", "processor_all_bytes_per_waiter", "ack_ms"},
+		scenarioRequestReply: {"latency_ratio", "rate_ratio", "hop_rate_ratio", "machinery_own_ratio", "gateway_1_latency_p50_ms", "raw_n_req_per_s", "raw_headers"},
+		scenarioOneway:       {"hop_rate_ratio", "hop_cpu_ratio", "machinery_ceiling_cpu_ratio", "hop_n_all_cpu_us_per_req"},
+		scenarioFanout:       {"lag_p99_ratio", "lag_p99_ms", "raw_lag_p99_ms", "worst_stream_p99_ms", "delivered_min_per_stream", "all_per_record_cpu_us_per_req"},
+	}
+	if split {
+		want[scenarioSingle] = append(want[scenarioSingle], "server_alloc_ratio", "processor_server_cpu_us_per_req")
+		want[scenarioLongPoll] = append(want[scenarioLongPoll], "server_mem_ratio", "processor_server_bytes_per_waiter")
+		want[scenarioFanout] = append(want[scenarioFanout], "server_cores", "server_per_record_allocs_per_req")
+	}
 	for _, m := range med {
 		for k, v := range m {
-			// Only server-side figures are absent in-process.
-			if v == nil && (split || !strings.Contains(k, "server")) {
+			if v == nil {
 				t.Errorf("medians.jq: %s %s is null", m["scenario"], k)
 			}
 		}
+		s, _ := m["scenario"].(string)
+		for _, k := range want[s] {
+			if _, ok := m[k]; !ok {
+				t.Errorf("medians.jq: %s has no %s", s, k)
+			}
+		}
+		delete(want, s)
+	}
+	if len(want) > 0 {
+		t.Errorf("medians.jq: no medians of %v", want)
 	}
 }
 
@@ -308,45 +323,124 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The text report names every figure the JSON has.
-func TestTextReport(t *testing.T) {
-	var b bytes.Buffer
-	srv := &perRequest{Allocs: 7}
-	err := report(&b, false, fetchResult{Scenario: scenarioSingle, Split: true, Clients: 1, Conns: 1, Rounds: 1, Duration: "1s",
-		Noop:      rate{PerSecond: 10, RoundPerSecond: []float64{10}, Server: srv},
-		Processor: rate{PerSecond: 6, RoundPerSecond: []float64{6}, Server: srv}, Ratio: 0.6, Target: 0.6, ServerAllocRatio: 1.5})
-	if err != nil {
+// The text report names every value the -json object has, with its
+// target; a measurement not taken in the run is in neither.
+func TestReport(t *testing.T) {
+	r := newResult(scenarioSingle, true)
+	r.param("clients", 1)
+	r.param("duration_per_round", "1s")
+	r.figures("processor", rate{Requests: 6, PerSecond: 6, RoundPerSecond: []float64{6, 5.5}, Server: &perRequest{Allocs: 7}})
+	r.figures("noop", rate{Requests: 10, PerSecond: 10, RoundPerSecond: []float64{10}})
+	r.figure("broker_requests", map[string]int64{"Fetch": 3, "Metadata": 1})
+	r.target("processor_req_per_s", "≥ 5")
+	r.ratio("ratio", 0.6, "requests per second, processor ÷ no-op", "≥ 0.6")
+	var text, js bytes.Buffer
+	if err := report(&text, false, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&b, false, longPollResult{Scenario: scenarioLongPoll, Processor: waitFigures{Waiters: 3}}); err != nil {
+	if err := report(&js, true, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(&b, false, requestReplyResult{Scenario: scenarioRequestReply, Concurrency: 64, RawHeaders: 11, LatencyRatio: 1.5, TargetLatency: 2, RateRatio: 0.4, TargetRate: 0.5}); err != nil {
-		t.Fatal(err)
+	obj := parseOutputs(t, js.Bytes()).of(t, scenarioSingle)
+	if len(obj) < 10 {
+		t.Fatalf("-json has %d values: %s", len(obj), js.String())
 	}
-	if err := report(&b, false, onewayResult{Scenario: scenarioOneway, Concurrency: 64, HopRateRatio: 0.85, TargetHopRate: 0.9, HopCeilingRatio: 0.3,
-		machineryRatios: machineryRatios{OwnRatio: 0.87, CeilingRatio: 0.93, OwnCPURatio: 0.86, CeilingCPURatio: 0.91}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := report(&b, false, viewScaleResult{Scenario: scenarioViewScale, Keys: 9, LoadRatio: 1.25, OverheadPerKey: 70, WakeRatio: 1.5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := report(&b, false, idleRoutesResult{Scenario: scenarioIdleRoutes, Routes: 8, IdleCores: 0.005, RouteRatio: 0.97, IdleRatio: 1.75, AgainRouteRatio: 0.99, EachRouteNoopCPURatio: 0.83, AgainRouteVsNoopRatio: 0.96}); err != nil {
-		t.Fatal(err)
-	}
-	if err := report(&b, false, fanoutResult{Scenario: scenarioFanout, Streams: 7, Split: true, Lag: latency{P99Ms: 12}, TargetP99Ms: 500, Server: &perRequest{Allocs: 2}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"fetch-single:", "no-op", "processor", "0.60 × the no-op rate", "server alone:     7.0 allocs/req",
-		"allocations 1.50 × (issue 9 target ≤ 2)", "longpoll: 3 waiters", "upper bound",
-		"request-reply:", "median round trip 1.50 × the raw loop's (issue 9 target ≤ 2)", "with 64 in flight 0.40 ×",
-		"request records carry 11 headers", "produce-oneway:", "view-scale: 9 keys", "1.25 × (issue 20 target ≤ 1.5)", "70 B over the key and value", "small view 0.0 ms: 1.50 ×", "idle-routes: 8 fetch routes", "0.50 % its own (issue 20 target ≤ 1 %)", "0.97 ×", "is 1.75 × it", "0.99 ×", "0.83 × each route", "over the no-op's: 0.96 ×", "0.85 × the hop baseline's (issue 20 target ≥ 0.9), which reaches 0.30 ×",
-		"0.87 × the machinery baseline's", "which reaches 0.93 × the hop's (the ceiling); by CPU per request 0.86 and 0.91",
-		"grpc-fanout: 7 streams", "p99 12.0", "target p99 ≤ 500 ms", "server alone 2.00 allocs"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, b.String())
+	for name := range obj {
+		// The header line says the scenario and where the servers ran.
+		if name != "targets" && name != "scenario" && name != "split" && !strings.Contains(text.String(), name) {
+			t.Errorf("the text report lacks %s:\n%s", name, text.String())
 		}
 	}
+	if obj.num(t, "processor_server_allocs_per_req") != 7 || obj.has("noop_server_allocs_per_req") || strings.Contains(text.String(), "noop_server") {
+		t.Errorf("the processor's server share, and none of the no-op's: %s\n%s", js.String(), text.String())
+	}
+	if tg := obj.obj(t, "targets"); len(tg) != 2 || tg["ratio"] != "≥ 0.6" || tg["processor_req_per_s"] != "≥ 5" {
+		t.Errorf("targets %v", tg)
+	}
+	for _, want := range []string{"fetch-single (servers in a child process): clients 1, duration_per_round 1s\n",
+		"processor_round_req_per_s  ", "6.00 / 5.50\n", "broker_requests  ", "Fetch 3, Metadata 1\n",
+		"0.60 ×  requests per second, processor ÷ no-op (target ≥ 0.6)\n", "6.00 (target ≥ 5)\n"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// Two values of one name, or a target of nothing, are refused.
+	r.figure("ratio", 1.0)
+	if err := report(&bytes.Buffer{}, true, r); err == nil {
+		t.Error("two values named ratio: no error")
+	}
+	r = newResult(scenarioSingle, false)
+	r.target("nothing", "1")
+	if err := report(&bytes.Buffer{}, false, r); err == nil {
+		t.Error("a target of nothing: no error")
+	}
+}
+
+// output is one scenario's -json object.
+type output map[string]any
+
+// outputs are the -json objects of a run, by scenario.
+type outputs map[string]output
+
+func parseOutputs(t *testing.T, b []byte) outputs {
+	t.Helper()
+	got := outputs{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var o output
+		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		name, _ := o["scenario"].(string)
+		got[name] = o
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func (g outputs) of(t *testing.T, scenario string) output {
+	t.Helper()
+	o, ok := g[scenario]
+	if !ok {
+		t.Fatalf("no output of %s", scenario)
+	}
+	return o
+}
+
+func (o output) has(name string) bool { _, ok := o[name]; return ok }
+
+// num is the number named name; a missing value or another type fails the
+// test, and is NaN, which no comparison holds for.
+func (o output) num(t *testing.T, name string) float64 {
+	t.Helper()
+	v, ok := o[name].(float64)
+	if !ok {
+		t.Errorf("%v: %s is %v, want a number", o["scenario"], name, o[name])
+		return math.NaN()
+	}
+	return v
+}
+
+func (o output) list(t *testing.T, name string) []any {
+	t.Helper()
+	v, ok := o[name].([]any)
+	if !ok {
+		t.Errorf("%v: %s is %v, want a list", o["scenario"], name, o[name])
+	}
+	return v
+}
+
+func (o output) obj(t *testing.T, name string) map[string]any {
+	t.Helper()
+	v, ok := o[name].(map[string]any)
+	if !ok {
+		t.Errorf("%v: %s is %v, want an object", o["scenario"], name, o[name])
+	}
+	return v
 }
 
 func TestFlagsRefuseOutOfBounds(t *testing.T) {
@@ -515,12 +609,9 @@ func TestWakeProfiles(t *testing.T) {
 			t.Errorf("wake profile of %s: %v", s, err)
 		}
 	}
-	var lp longPollResult
-	if err := json.Unmarshal(out.Bytes(), &lp); err != nil {
-		t.Fatal(err)
-	}
+	lp := parseOutputs(t, out.Bytes()).of(t, scenarioLongPoll)
 	// Every answer allocates in the server (its answer at least).
-	if lp.Processor.WakeAllocs < 1 || lp.Noop.WakeAllocs < 1 {
-		t.Errorf("wake-up allocations per waiter: processor %.1f, no-op %.1f", lp.Processor.WakeAllocs, lp.Noop.WakeAllocs)
+	if p, n := lp.num(t, "processor_server_wake_allocs_per_waiter"), lp.num(t, "noop_server_wake_allocs_per_waiter"); p < 1 || n < 1 {
+		t.Errorf("wake-up allocations per waiter: processor %.1f, no-op %.1f", p, n)
 	}
 }

@@ -65,41 +65,10 @@ type waitFigures struct {
 	WakeAllocs float64 `json:"server_wake_allocs_per_waiter,omitempty"`
 }
 
-// longPollResult is the outcome of the longpoll scenario.
-type longPollResult struct {
-	Scenario  string      `json:"scenario"`
-	Split     bool        `json:"split"`
-	Conns     int         `json:"conns"`
-	Processor waitFigures `json:"processor"`
-	Noop      waitFigures `json:"noop"`
-	// AckMs is the time from the produce call to the broker's
-	// acknowledgement of the write that wakes the processor's waiters.
-	AckMs float64 `json:"ack_ms"`
-	// WakeRatio is the processor's wake-up max ÷ the no-op's.
-	WakeRatio float64 `json:"wake_ratio"`
-	// MemRatio is the processor's bytes per waiter ÷ the no-op's held
-	// stream, over every process; ExtraBytesPerWaiter is their difference:
-	// what a waiter costs beyond an open ext_proc stream.
-	MemRatio            float64 `json:"mem_ratio"`
-	ExtraBytesPerWaiter float64 `json:"extra_bytes_per_waiter"`
-	// ServerMemRatio is MemRatio in the server process alone (-split only),
-	// ServerHeapRatio and ServerStackRatio its heap and stack parts.
-	ServerMemRatio   float64 `json:"server_mem_ratio,omitempty"`
-	ServerHeapRatio  float64 `json:"server_heap_ratio,omitempty"`
-	ServerStackRatio float64 `json:"server_stack_ratio,omitempty"`
-	// ServerWakeCPURatio is the processor's wake-up CPU per waiter ÷ the
-	// no-op's (-split only).
-	ServerWakeCPURatio float64 `json:"server_wake_cpu_ratio,omitempty"`
-	TargetWakeMs       float64 `json:"target_wake_max_ms"`
-	TargetBytes        float64 `json:"target_bytes_per_waiter"`
-}
-
-func (longPollResult) isResult() {}
-
 // runLongPoll holds N long polls on one key of the no-op server and
 // answers them with a release, then does the same against the processor,
 // answered by one write.
-func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
+func runLongPoll(ctx context.Context, e *env, o *options) (*Result, error) {
 	const key = "longpoll"
 	path := "/items/" + key
 	v1, v2 := jsonValue(key, 1, o.valueSize), jsonValue(key, 2, o.valueSize)
@@ -128,8 +97,6 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	req := newRequest(e.procSide.client(0), path, "if-none-match", etag, "prefer", "wait="+strconv.Itoa(longPollWait))
 
-	res := longPollResult{Scenario: scenarioLongPoll, Split: e.split, Conns: o.conns, TargetWakeMs: 1000, TargetBytes: 16 << 10}
-
 	// With -split the no-op server runs in a fresh process of its own, as
 	// the processor's waiters start in a process that held no waiters
 	// before: the runtime keeps a finished goroutine's descriptor (heap) for
@@ -155,7 +122,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 		_ = noopSrv.stopNoop(ctx)
 		return nil, err
 	}
-	res.Noop, err = e.holdWaiters(ctx, o, "noop", noopSrv, noopSide, req,
+	noop, err := e.holdWaiters(ctx, o, "noop", noopSrv, noopSide, req,
 		func() (int64, error) { return noopSrv.heldNoop(ctx) }, "streams the no-op server holds",
 		func() (time.Time, error) { t0 := time.Now(); return t0, noopSrv.releaseNoop(ctx) },
 		func(r reply) error {
@@ -173,7 +140,7 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	}
 
 	var acked time.Duration
-	res.Processor, err = e.holdWaiters(ctx, o, "processor", e.srv, e.procSide, req,
+	proc, err := e.holdWaiters(ctx, o, "processor", e.srv, e.procSide, req,
 		func() (int64, error) { return e.srv.gauge(ctx, waitersGauge) }, "the processor's kafka_ext_proc_fetch_waiters gauge",
 		func() (time.Time, error) {
 			t0 := time.Now()
@@ -190,17 +157,37 @@ func runLongPoll(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: %w", err)
 	}
-	res.AckMs = ms(acked)
-	res.WakeRatio = res.Processor.WakeMaxMs / res.Noop.WakeMaxMs
-	res.MemRatio = res.Processor.All.Bytes / res.Noop.All.Bytes
-	res.ExtraBytesPerWaiter = res.Processor.All.Bytes - res.Noop.All.Bytes
-	if e.split {
-		res.ServerMemRatio = res.Processor.Server.Bytes / res.Noop.Server.Bytes
-		res.ServerHeapRatio = res.Processor.Server.Heap / res.Noop.Server.Heap
-		res.ServerStackRatio = res.Processor.Server.Stacks / res.Noop.Server.Stacks
-		res.ServerWakeCPURatio = res.Processor.WakeCPUus / res.Noop.WakeCPUus
+	return longPollResult(o, e.split, noop, proc, acked), nil
+}
+
+// longPollResult is the long poll's result: each side's figures, the
+// write's acknowledgement time and their ratios.
+func longPollResult(o *options, split bool, noop, proc waitFigures, acked time.Duration) *Result {
+	res := newResult(scenarioLongPoll, split)
+	res.param("conns", o.conns)
+	res.param("waiters", o.waiters)
+	res.figures("processor", proc)
+	res.figures("noop", noop)
+	// From the produce call to the broker's acknowledgement of the write
+	// that wakes the processor's waiters.
+	res.figure("ack_ms", ms(acked))
+	// What a waiter costs beyond an open ext_proc stream.
+	res.figure("extra_bytes_per_waiter", proc.All.Bytes-noop.All.Bytes)
+	res.target("processor_wake_max_ms", "≤ 1000 at 10,000 waiters")
+	res.ratio("wake_ratio", ratio(proc.WakeMaxMs, noop.WakeMaxMs), "the last waiter's answer after the write, processor ÷ no-op", "")
+	res.ratio("mem_ratio", ratio(proc.All.Bytes, noop.All.Bytes), "bytes per waiter over every process, processor ÷ no-op's held stream", "")
+	if !split {
+		// The client side's streams are in both: an upper bound of the
+		// processor's bytes per waiter.
+		res.target("processor_all_bytes_per_waiter", "≤ 16384 in the server process (-split)")
+		return res
 	}
-	return res, nil
+	res.target("processor_server_bytes_per_waiter", "≤ 16384")
+	res.ratio("server_mem_ratio", ratio(proc.Server.Bytes, noop.Server.Bytes), "bytes per waiter in the server process, processor ÷ no-op", "")
+	res.ratio("server_heap_ratio", ratio(proc.Server.Heap, noop.Server.Heap), "heap per waiter in the server process, processor ÷ no-op", "")
+	res.ratio("server_stack_ratio", ratio(proc.Server.Stacks, noop.Server.Stacks), "stacks per waiter in the server process, processor ÷ no-op", "")
+	res.ratio("server_wake_cpu_ratio", ratio(proc.WakeCPUus, noop.WakeCPUus), "server CPU per waiter woken, processor ÷ no-op", "")
+	return res
 }
 
 // outcome is one waiter's answer.

@@ -1,4 +1,4 @@
-// Command kafka-ext-proc-load is the load generator of DESIGN §9. It speaks
+// Command kafka-ext-proc-load is the processor's load generator. It speaks
 // ext_proc to the processor as Envoy does, through the Envoy emulator's
 // client side (emulator.Client: no HTTP in the loop), and compares it in the
 // same run, on the same machine, with a no-op ext_proc server that answers
@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -41,30 +42,52 @@ func main() {
 
 // Scenario names (flag -scenario).
 const (
-	scenarioSingle   = "fetch-single"
-	scenarioMerged   = "fetch-merged"
-	scenarioLongPoll = "longpoll"
-	// scenarioRequestReply and scenarioFanout measure the request-reply and fan-out targets (BENCHMARKS.md, targets 3 and 4).
+	scenarioSingle       = "fetch-single"
+	scenarioMerged       = "fetch-merged"
+	scenarioLongPoll     = "longpoll"
 	scenarioRequestReply = "request-reply"
+	scenarioOneway       = "produce-oneway"
 	scenarioFanout       = "grpc-fanout"
-	// scenarioOneway measures the oneway produce route against its hop
-	// baseline.
-	scenarioOneway = "produce-oneway"
-	// scenarioViewScale measures a view of a large topic (not in "all":
-	// it writes -view-keys records first).
-	scenarioViewScale = "view-scale"
-	// scenarioIdleRoutes measures a processor of many routes with no
-	// traffic (not in "all": it idles twice for -idle).
-	scenarioIdleRoutes = "idle-routes"
-	scenarioAll        = "all"
+	scenarioViewScale    = "view-scale"
+	scenarioIdleRoutes   = "idle-routes"
+	scenarioModels       = "models"
+	scenarioAll          = "all"
 )
+
+// A scenario measures one thing against its baseline in one run and says
+// so in a Result.
+type scenario struct {
+	name string
+	// inAll: run by -scenario all. The others write a million records,
+	// idle for long, or start servers of their own.
+	inAll bool
+	run   func(ctx context.Context, e *env, o *options) (*Result, error)
+}
+
+// scenarios lists every scenario, in the order -scenario all runs them.
+func scenarios() []scenario {
+	fetch := func(name string) func(context.Context, *env, *options) (*Result, error) {
+		return func(ctx context.Context, e *env, o *options) (*Result, error) { return runFetch(ctx, e, o, name) }
+	}
+	return []scenario{
+		{scenarioSingle, true, fetch(scenarioSingle)},
+		{scenarioMerged, true, fetch(scenarioMerged)},
+		{scenarioLongPoll, true, runLongPoll},
+		{scenarioRequestReply, true, runRequestReply},
+		{scenarioOneway, true, runProduceOneway},
+		{scenarioFanout, true, runFanout},
+		{scenarioViewScale, false, runViewScale},
+		{scenarioIdleRoutes, false, runIdleRoutes},
+		{scenarioModels, false, runModels},
+	}
+}
 
 // Bounds on the flags, so a typo cannot start a run that never ends or
 // exhausts the machine.
 const (
 	maxClients  = 4096
 	maxConns    = 64
-	maxWaiters  = 100000 // issue 20's target is measured at 100,000
+	maxWaiters  = 100000 // BENCHMARKS.md measures the long poll at up to 100,000
 	maxKeys     = 100000
 	maxViewKeys = 2_000_000
 	maxRoutes   = 10000
@@ -77,7 +100,7 @@ const (
 
 // options are the parsed flags.
 type options struct {
-	scenarios []string
+	scenarios []scenario
 	clients   int           // concurrent clients of the fetch scenarios
 	conns     int           // ext_proc connections (Envoy opens one per worker thread)
 	duration  time.Duration // measured time per target and round
@@ -120,7 +143,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kafka-ext-proc-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	scenario := fs.String("scenario", scenarioAll, "fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models, or all (every one but view-scale, idle-routes and models)")
+	var names, notInAll []string
+	for _, sc := range scenarios() {
+		names = append(names, sc.name)
+		if !sc.inAll {
+			notInAll = append(notInAll, sc.name)
+		}
+	}
+	scenario := fs.String("scenario", scenarioAll, fmt.Sprintf("%s, or all (every one but %s)", strings.Join(names, ", "), strings.Join(notInAll, ", ")))
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of the fetch scenarios")
 	fs.IntVar(&o.conns, "conns", 2, "ext_proc gRPC connections per target (Envoy opens one per worker thread; its default is one worker per core)")
 	// Many short rounds rather than two long ones: on a shared machine a
@@ -161,13 +191,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	switch *scenario {
-	case scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout, scenarioViewScale, scenarioIdleRoutes, scenarioModels:
-		o.scenarios = []string{*scenario}
-	case scenarioAll:
-		o.scenarios = []string{scenarioSingle, scenarioMerged, scenarioLongPoll, scenarioRequestReply, scenarioOneway, scenarioFanout}
-	default:
-		return nil, fmt.Errorf("-scenario %q: want fetch-single, fetch-merged, longpoll, request-reply, produce-oneway, grpc-fanout, view-scale, idle-routes, models or all", *scenario)
+	for _, sc := range scenarios() {
+		if *scenario == sc.name || *scenario == scenarioAll && sc.inAll {
+			o.scenarios = append(o.scenarios, sc)
+		}
+	}
+	if len(o.scenarios) == 0 {
+		return nil, fmt.Errorf("-scenario %q: want %s or all", *scenario, strings.Join(names, ", "))
 	}
 	if o.idleProfile != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
@@ -281,28 +311,10 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 			fmt.Fprintf(stdout, "processor limits: %s\n", o.limits)
 		}
 	}
-	for _, s := range o.scenarios {
-		var res result
-		switch s {
-		case scenarioSingle, scenarioMerged:
-			res, err = runFetch(ctx, e, o, s)
-		case scenarioLongPoll:
-			res, err = runLongPoll(ctx, e, o)
-		case scenarioRequestReply:
-			res, err = runRequestReply(ctx, e, o)
-		case scenarioOneway:
-			res, err = runProduceOneway(ctx, e, o)
-		case scenarioFanout:
-			res, err = runFanout(ctx, e, o)
-		case scenarioViewScale:
-			res, err = runViewScale(ctx, e, o)
-		case scenarioIdleRoutes:
-			res, err = runIdleRoutes(ctx, e, o)
-		case scenarioModels:
-			res, err = runModels(ctx, e, o)
-		}
+	for _, sc := range o.scenarios {
+		res, err := sc.run(ctx, e, o)
 		if err != nil {
-			return fmt.Errorf("%s: %w", s, err)
+			return fmt.Errorf("%s: %w", sc.name, err)
 		}
 		if err := report(stdout, o.json, res); err != nil {
 			return err
@@ -350,7 +362,8 @@ func startProfiles(p profiles) (func() error, error) {
 	}
 	if p.Mutex != "" {
 		// Sample every contention event: the question is which mutexes
-		// show up at all (the contention target, BENCHMARKS.md target 5), not their exact share.
+		// show up at all (the contention target BENCHMARKS.md states), not
+		// their exact share.
 		prev := runtime.SetMutexProfileFraction(1)
 		stops = append(stops, func() error {
 			defer runtime.SetMutexProfileFraction(prev)

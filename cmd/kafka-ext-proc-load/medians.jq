@@ -1,159 +1,19 @@
 # Medians of several kafka-ext-proc-load -json runs, per scenario.
-#   jq -s -f cmd/kafka-ext-proc-load/medians.jq runs.jsonl
-# Each figure is [median, min, max] over the runs; "runs" counts them.
+#   jq -s -f medians.jq runs.jsonl
+# Each number (a figure, a ratio, a parameter) is [median, min, max] over
+# the runs; strings and booleans are the first run's, lists and maps (the
+# rounds' rates, thread and request counts) are left out but "targets";
+# "runs" counts the runs.
 def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
 def r2: . * 100 | round / 100;
 def stat(f): [.[] | f | select(. != null)] | if length == 0 then null else [(median | r2), (min | r2), (max | r2)] end;
+def names: reduce (.[] | keys_unsorted[]) as $k ([]; if index([$k]) then . else . + [$k] end);
 
 group_by(.scenario) | map(
-  if .[0].scenario == "request-reply" then {
-    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency, raw_headers: .[0].raw_headers,
-    latency_ratio: stat(.latency_ratio),
-    latency_p99_ratio: stat(.latency_p99_ratio),
-    rate_ratio: stat(.rate_ratio),
-    rate_1_ratio: stat(.rate_1_ratio),
-    hop_rate_ratio: stat(.hop_rate_ratio),
-    hop_ceiling_ratio: stat(.hop_ceiling_ratio),
-    machinery_own_ratio: stat(.machinery_own_ratio),
-    machinery_ceiling_ratio: stat(.machinery_ceiling_ratio),
-    machinery_own_cpu_ratio: stat(.machinery_own_cpu_ratio),
-    machinery_ceiling_cpu_ratio: stat(.machinery_ceiling_cpu_ratio),
-    machinery_n_all_cpu_us_per_req: stat(.machinery_n.all.cpu_us_per_req),
-    machinery_n_all_allocs_per_req: stat(.machinery_n.all.allocs_per_req),
-    hop_n_req_per_s: stat(.hop_n.req_per_s),
-    hop_1_p50_ms: stat(.hop_1.latency.p50_ms),
-    hop_n_all_cpu_us_per_req: stat(.hop_n.all.cpu_us_per_req),
-    gateway_1_p50_ms: stat(.gateway_1.latency.p50_ms),
-    gateway_1_p99_ms: stat(.gateway_1.latency.p99_ms),
-    raw_1_p50_ms: stat(.raw_1.latency.p50_ms),
-    raw_1_p99_ms: stat(.raw_1.latency.p99_ms),
-    gateway_1_req_per_s: stat(.gateway_1.req_per_s),
-    raw_1_req_per_s: stat(.raw_1.req_per_s),
-    gateway_n_req_per_s: stat(.gateway_n.req_per_s),
-    raw_n_req_per_s: stat(.raw_n.req_per_s),
-    gateway_n_p50_ms: stat(.gateway_n.latency.p50_ms),
-    raw_n_p50_ms: stat(.raw_n.latency.p50_ms),
-    cpu_ratio: stat(.cpu_ratio),
-    server_cpu_ratio: stat(.server_cpu_ratio),
-    gateway_n_all_cpu_us_per_req: stat(.gateway_n.all.cpu_us_per_req),
-    raw_n_all_cpu_us_per_req: stat(.raw_n.all.cpu_us_per_req),
-    gateway_n_server_cpu_us_per_req: stat(.gateway_n.server.cpu_us_per_req),
-    raw_n_server_cpu_us_per_req: stat(.raw_n.server.cpu_us_per_req),
-    gateway_n_all_allocs_per_req: stat(.gateway_n.all.allocs_per_req),
-    raw_n_all_allocs_per_req: stat(.raw_n.all.allocs_per_req),
-    gateway_n_machine_cores: stat(.gateway_n.machine_cores),
-    raw_n_machine_cores: stat(.raw_n.machine_cores)
-  } elif .[0].scenario == "produce-oneway" then {
-    scenario: .[0].scenario, runs: length, split: .[0].split, concurrency: .[0].concurrency, raw_headers: .[0].raw_headers,
-    hop_rate_ratio: stat(.hop_rate_ratio),
-    hop_ceiling_ratio: stat(.hop_ceiling_ratio),
-    machinery_own_ratio: stat(.machinery_own_ratio),
-    machinery_ceiling_ratio: stat(.machinery_ceiling_ratio),
-    machinery_own_cpu_ratio: stat(.machinery_own_cpu_ratio),
-    machinery_ceiling_cpu_ratio: stat(.machinery_ceiling_cpu_ratio),
-    machinery_n_all_cpu_us_per_req: stat(.machinery_n.all.cpu_us_per_req),
-    machinery_n_all_allocs_per_req: stat(.machinery_n.all.allocs_per_req),
-    rate_ratio: stat(.rate_ratio),
-    latency_ratio: stat(.latency_ratio),
-    hop_latency_ratio: stat(.hop_latency_ratio),
-    hop_cpu_ratio: stat(.hop_cpu_ratio),
-    gateway_n_req_per_s: stat(.gateway_n.req_per_s),
-    hop_n_req_per_s: stat(.hop_n.req_per_s),
-    raw_n_req_per_s: stat(.raw_n.req_per_s),
-    gateway_1_p50_ms: stat(.gateway_1.latency.p50_ms),
-    hop_1_p50_ms: stat(.hop_1.latency.p50_ms),
-    raw_1_p50_ms: stat(.raw_1.latency.p50_ms),
-    gateway_n_all_cpu_us_per_req: stat(.gateway_n.all.cpu_us_per_req),
-    hop_n_all_cpu_us_per_req: stat(.hop_n.all.cpu_us_per_req),
-    gateway_n_all_allocs_per_req: stat(.gateway_n.all.allocs_per_req),
-    hop_n_all_allocs_per_req: stat(.hop_n.all.allocs_per_req),
-    gateway_n_server_cpu_us_per_req: stat(.gateway_n.server.cpu_us_per_req),
-    hop_n_server_cpu_us_per_req: stat(.hop_n.server.cpu_us_per_req)
-  } elif .[0].scenario == "view-scale" then {
-    scenario: .[0].scenario, runs: length, keys: .[0].keys, small_keys: .[0].small_keys, value_bytes: .[0].value_bytes,
-    load_ratio: stat(.load_ratio),
-    raw_seconds: stat(.raw_seconds),
-    ready_seconds: stat(.ready_seconds),
-    heap_bytes_per_key: stat(.heap_bytes_per_key),
-    overhead_bytes_per_key: stat(.overhead_bytes_per_key),
-    mem_ratio: stat(.mem_ratio),
-    get_ratio: stat(.get_ratio),
-    wake_ratio: stat(.wake_ratio),
-    big_wake_ms: stat(.big_wake_ms),
-    small_wake_ms: stat(.small_wake_ms),
-    big_get_req_per_s: stat(.big_get.req_per_s),
-    small_get_req_per_s: stat(.small_get.req_per_s)
-  } elif .[0].scenario == "idle-routes" then {
-    scenario: .[0].scenario, runs: length, routes: .[0].routes,
-    idle_cores: stat(.idle_cores),
-    baseline_cores: stat(.baseline_cores),
-    with_processor_cores: stat(.with_processor_cores),
-    ready_seconds: stat(.ready_seconds),
-    heap_bytes_per_route: stat(.heap_bytes_per_route),
-    stack_bytes_per_route: stat(.stack_bytes_per_route),
-    goroutines_per_route: stat(.goroutines_per_route),
-    route_ratio: stat(.route_ratio)
-  } elif .[0].scenario == "grpc-fanout" then {
-    scenario: .[0].scenario, runs: length, split: .[0].split, streams: .[0].streams, rate: .[0].target_records_per_s,
-    lag_p50_ms: stat(.lag.p50_ms),
-    lag_p99_ms: stat(.lag.p99_ms),
-    lag_max_ms: stat(.lag.max_ms),
-    worst_stream_p99_ms: stat(.worst_stream_p99_ms),
-    raw_lag_p50_ms: stat(.raw_lag.p50_ms),
-    raw_lag_p99_ms: stat(.raw_lag.p99_ms),
-    lag_p50_ratio: stat(.lag_p50_ratio),
-    lag_p99_ratio: stat(.lag_p99_ratio),
-    delivered_min_per_stream: stat(.delivered_min_per_stream),
-    written: stat(.written),
-    written_per_s: stat(.written_per_s),
-    delivered_per_s: stat(.delivered_per_s),
-    register_s: stat(.register_seconds),
-    client_cores: stat(.client_cores),
-    server_cores: stat(.server_cores),
-    machine_cores: stat(.machine_cores),
-    all_allocs_per_record: stat(.all_per_record.allocs_per_req),
-    all_cpu_us_per_record: stat(.all_per_record.cpu_us_per_req),
-    server_allocs_per_record: stat(.server_per_record.allocs_per_req),
-    server_cpu_us_per_record: stat(.server_per_record.cpu_us_per_req)
-  } elif .[0].scenario == "longpoll" then {
-    scenario: .[0].scenario, runs: length, waiters: .[0].processor.waiters, split: .[0].split,
-    wake_ratio: stat(.wake_ratio),
-    processor_wake_p50_ms: stat(.processor.wake_p50_ms),
-    processor_wake_p99_ms: stat(.processor.wake_p99_ms),
-    processor_wake_max_ms: stat(.processor.wake_max_ms),
-    noop_wake_max_ms: stat(.noop.wake_max_ms),
-    processor_register_s: stat(.processor.register_seconds),
-    ack_ms: stat(.ack_ms),
-    processor_all_bytes_per_waiter: stat(.processor.all.bytes_per_waiter),
-    noop_all_bytes_per_waiter: stat(.noop.all.bytes_per_waiter),
-    extra_bytes_per_waiter: stat(.extra_bytes_per_waiter),
-    processor_server_bytes_per_waiter: stat(.processor.server.bytes_per_waiter),
-    processor_server_heap_per_waiter: stat(.processor.server.heap_bytes_per_waiter),
-    processor_server_stacks_per_waiter: stat(.processor.server.stack_bytes_per_waiter),
-    processor_server_goroutines_per_waiter: stat(.processor.server.goroutines_per_waiter),
-    noop_server_bytes_per_waiter: stat(.noop.server.bytes_per_waiter),
-    server_mem_ratio: stat(.server_mem_ratio)
-  } else {
-    scenario: .[0].scenario, runs: length, split: .[0].split,
-    ratio: stat(.ratio),
-    processor_req_per_s: stat(.processor.req_per_s),
-    noop_req_per_s: stat(.noop.req_per_s),
-    processor_all_allocs_per_req: stat(.processor.all.allocs_per_req),
-    noop_all_allocs_per_req: stat(.noop.all.allocs_per_req),
-    alloc_ratio: stat(.alloc_ratio),
-    cpu_ratio: stat(.cpu_ratio),
-    processor_all_cpu_us_per_req: stat(.processor.all.cpu_us_per_req),
-    noop_all_cpu_us_per_req: stat(.noop.all.cpu_us_per_req),
-    processor_server_allocs_per_req: stat(.processor.server.allocs_per_req),
-    noop_server_allocs_per_req: stat(.noop.server.allocs_per_req),
-    processor_server_bytes_per_req: stat(.processor.server.bytes_per_req),
-    noop_server_bytes_per_req: stat(.noop.server.bytes_per_req),
-    processor_server_cpu_us_per_req: stat(.processor.server.cpu_us_per_req),
-    noop_server_cpu_us_per_req: stat(.noop.server.cpu_us_per_req),
-    server_alloc_ratio: stat(.server_alloc_ratio),
-    server_cpu_ratio: stat(.server_cpu_ratio),
-    background_allocs_per_s: stat(.background.allocs_per_s),
-    background_cpu_ms_per_s: stat(.background.cpu_ms_per_s),
-    net_alloc_ratio: stat(.net_alloc_ratio),
-    net_cpu_ratio: stat(.net_cpu_ratio)
-  } end)
+  . as $runs
+  | reduce ($runs | names[]) as $k ({scenario: $runs[0].scenario, runs: ($runs | length)};
+      ($runs | map(.[$k] | select(. != null)) | .[0]) as $v
+      | if $k == "scenario" then .
+        elif ($v | type) == "number" then .[$k] = ($runs | stat(.[$k]))
+        elif ($v | type) == "array" or (($v | type) == "object" and $k != "targets") then .
+        else .[$k] = $v end))

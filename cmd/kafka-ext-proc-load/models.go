@@ -5,24 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// scenarioModels measures what topic models cost (BENCHMARKS.md): a
+// The models scenario measures what topic models cost: a
 // produce whose body is checked against a JSON Schema, and a fetch of a
 // view converted from Avro, each against the same route without a model,
 // on one processor, in one run, alternating rounds. CPU per request is the
 // figure: targets ≤ 1.10 × for the validated produce and ≤ 1.02 × for the
 // converted fetch (the conversion happens once per record, at ingest).
-const scenarioModels = "models"
 
 // orderSchema and orderAvro describe the body both sides send and read: a
 // 141-byte order, as in the models reference's measurements.
@@ -71,30 +68,10 @@ bindings:
         with: { capability: fetch, topic: bench-avro, filters: [{ key: "${params.id}" }] }
 `
 
-// modelsResult is the outcome of the models scenario.
-type modelsResult struct {
-	Scenario string `json:"scenario"`
-	Clients  int    `json:"clients"`
-	Conns    int    `json:"conns"`
-	Rounds   int    `json:"rounds"`
-	Duration string `json:"duration"`
-
-	Produce      rate    `json:"produce_plain"`
-	ProduceModel rate    `json:"produce_validated"`
-	ProduceRatio float64 `json:"produce_cpu_ratio"`
-	Fetch        rate    `json:"fetch_plain"`
-	FetchModel   rate    `json:"fetch_converted"`
-	FetchRatio   float64 `json:"fetch_cpu_ratio"`
-	TargetProd   float64 `json:"target_produce_cpu_ratio"`
-	TargetFetch  float64 `json:"target_fetch_cpu_ratio"`
-}
-
-func (modelsResult) isResult() {}
-
 // runModels starts a broker and a processor of its own (the scenario's
 // routes need topic models, which a kafka binding gets at start) in this
 // process, so it measures every process's CPU; -split is not supported.
-func runModels(ctx context.Context, e *env, o *options) (result, error) {
+func runModels(ctx context.Context, e *env, o *options) (*Result, error) {
 	if e.split {
 		return nil, errors.New("runs in one process: leave -split out")
 	}
@@ -102,8 +79,8 @@ func runModels(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the built-in configuration: %w", err)
 	}
-	topics := []embedded.Topic{{Name: "bench-plain"}, {Name: "bench-checked"}, {Name: "bench-json", Compact: true}, {Name: "bench-avro", Compact: true}}
-	broker, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: topics, Logger: e.log.With("component", "kafka")})
+	broker, err := startBroker(e.log.With("component", "kafka"),
+		brokerTopic{Name: "bench-plain"}, brokerTopic{Name: "bench-checked"}, brokerTopic{Name: "bench-json", Compact: true}, brokerTopic{Name: "bench-avro", Compact: true})
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +100,11 @@ func runModels(ctx context.Context, e *env, o *options) (result, error) {
 	}
 	defer s.close()
 
-	res := modelsResult{Scenario: scenarioModels, Clients: o.clients, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
-		TargetProd: 1.10, TargetFetch: 1.02}
+	res := newResult(scenarioModels, false)
+	res.param("clients", o.clients)
+	res.param("conns", o.conns)
+	res.param("rounds", o.rounds)
+	res.param("duration", o.duration.String())
 	produce := func(path string) bodyRequest {
 		return bodyRequest{newRequestWith(s.client(0), http.MethodPut, path, false, "content-type", "application/json"), []byte(orderBody)}
 	}
@@ -144,48 +124,61 @@ func runModels(ctx context.Context, e *env, o *options) (result, error) {
 	for _, pair := range []struct {
 		plain, model bodyRequest
 		check        func(reply) error
-		out          [2]*rate
-		ratio        *float64
+		names        [2]string // of the figures
+		ratio        string
+		of, target   string
 	}{
-		{produce("/plain/o-1"), produce("/checked/o-1"), want204, [2]*rate{&res.Produce, &res.ProduceModel}, &res.ProduceRatio},
-		{fetch("/json/o-1"), fetch("/avro/o-1"), want200, [2]*rate{&res.Fetch, &res.FetchModel}, &res.FetchRatio},
+		{produce("/plain/o-1"), produce("/checked/o-1"), want204, [2]string{"produce_plain", "produce_validated"},
+			"produce_cpu_ratio", "CPU per request, validated produce ÷ plain produce", "≤ 1.10"},
+		{fetch("/json/o-1"), fetch("/avro/o-1"), want200, [2]string{"fetch_plain", "fetch_converted"},
+			"fetch_cpu_ratio", "CPU per request, fetch converted from Avro ÷ plain fetch", "≤ 1.02"},
 	} {
-		reqs := [2]bodyRequest{pair.plain, pair.model}
-		for _, r := range reqs {
-			if r.body == nil { // a fetch: wait for the view to hold the record
-				if err := awaitOn(ctx, s, r.req, pair.check); err != nil {
-					return nil, err
-				}
-			}
-			if _, err := loadBody(ctx, s, o.clients, o.warmup, o.maxReqs, r, pair.check); err != nil {
-				return nil, err
-			}
+		plain, model, err := measurePair(ctx, o, s, [2]bodyRequest{pair.plain, pair.model}, pair.check)
+		if err != nil {
+			return nil, err
 		}
-		var totals [2]window
-		var perRound [2][]float64
-		for round := range o.rounds {
-			order := []int{0, 1}
-			if round%2 == 1 {
-				order = []int{1, 0}
-			}
-			for _, i := range order {
-				w, err := loadBody(ctx, s, o.clients, o.duration, o.maxReqs, reqs[i], pair.check)
-				if err != nil {
-					return nil, err
-				}
-				totals[i].add(w)
-				perRound[i] = append(perRound[i], float64(w.requests)/w.elapsed.Seconds())
-			}
-		}
-		for i, t := range totals {
-			if t.errors > 0 || t.requests == 0 {
-				return nil, fmt.Errorf("%d answered, %d failed; first failure: %v", t.requests, t.errors, t.firstErr)
-			}
-			*pair.out[i] = rateOf(t, perRound[i], false)
-		}
-		*pair.ratio = ratio(pair.out[1].All.CPUus, pair.out[0].All.CPUus)
+		res.figures(pair.names[0], plain)
+		res.figures(pair.names[1], model)
+		res.ratio(pair.ratio, ratio(model.All.CPUus, plain.All.CPUus), pair.of, pair.target)
 	}
 	return res, nil
+}
+
+// measurePair warms both requests up, then runs o.rounds rounds of each,
+// alternating which goes first, every answer checked.
+func measurePair(ctx context.Context, o *options, s *side, reqs [2]bodyRequest, check func(reply) error) (_, _ rate, err error) {
+	for _, r := range reqs {
+		if r.body == nil { // a fetch: wait for the view to hold the record
+			if err := awaitOn(ctx, s, r.req, check); err != nil {
+				return rate{}, rate{}, err
+			}
+		}
+		if _, err := loadBody(ctx, s, o.clients, o.warmup, o.maxReqs, r, check); err != nil {
+			return rate{}, rate{}, err
+		}
+	}
+	var totals [2]window
+	var perRound [2][]float64
+	for round := range o.rounds {
+		order := []int{0, 1}
+		if round%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, i := range order {
+			w, err := loadBody(ctx, s, o.clients, o.duration, o.maxReqs, reqs[i], check)
+			if err != nil {
+				return rate{}, rate{}, err
+			}
+			totals[i].add(w)
+			perRound[i] = append(perRound[i], float64(w.requests)/w.elapsed.Seconds())
+		}
+	}
+	for _, t := range totals {
+		if t.errors > 0 || t.requests == 0 {
+			return rate{}, rate{}, fmt.Errorf("%d answered, %d failed; first failure: %v", t.requests, t.errors, t.firstErr)
+		}
+	}
+	return rateOf(totals[0], perRound[0], false), rateOf(totals[1], perRound[1], false), nil
 }
 
 // awaitOn polls (bounded) until s answers req as check wants: the view
@@ -266,17 +259,4 @@ func appendZigzag(b []byte, v int64) []byte {
 		u >>= 7
 	}
 	return append(b, byte(u))
-}
-
-func reportModels(b *strings.Builder, r modelsResult) {
-	fmt.Fprintf(b, "%s: %d clients over %d ext_proc connections, %d round(s) of %s per route, one processor\n",
-		r.Scenario, r.Clients, r.Conns, r.Rounds, r.Duration)
-	for _, s := range []struct {
-		name string
-		r    rate
-	}{{"produce, no model", r.Produce}, {"produce, JSON Schema", r.ProduceModel}, {"fetch, JSON", r.Fetch}, {"fetch, Avro as JSON", r.FetchModel}} {
-		fmt.Fprintf(b, "  %-20s %8.0f req/s  %6.1f allocs/req %6.1f µs CPU/req (all processes)\n", s.name, s.r.PerSecond, s.r.All.Allocs, s.r.All.CPUus)
-	}
-	fmt.Fprintf(b, "  ratio     validated produce CPU %.2f × (target ≤ %.2f); converted fetch CPU %.2f × (target ≤ %.2f)\n",
-		r.ProduceRatio, r.TargetProd, r.FetchRatio, r.TargetFetch)
 }

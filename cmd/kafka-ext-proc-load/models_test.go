@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +19,14 @@ func TestModelsScenario(t *testing.T) {
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	var r modelsResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	for name, x := range map[string]rate{"produce": r.Produce, "validated produce": r.ProduceModel, "fetch": r.Fetch, "converted fetch": r.FetchModel} {
-		if x.Requests == 0 || x.Errors != 0 || x.All.CPUus <= 0 {
-			t.Errorf("%s: %+v, want requests answered and CPU measured", name, x)
+	r := parseOutputs(t, out.Bytes()).of(t, scenarioModels)
+	for _, name := range []string{"produce_plain", "produce_validated", "fetch_plain", "fetch_converted"} {
+		if r.num(t, name+"_requests") == 0 || r.num(t, name+"_errors") != 0 || r.num(t, name+"_all_cpu_us_per_req") <= 0 {
+			t.Errorf("%s: %v, want requests answered and CPU measured", name, r)
 		}
 	}
-	if r.ProduceRatio <= 0 || r.FetchRatio <= 0 {
-		t.Errorf("ratios %v %v, want both computed", r.ProduceRatio, r.FetchRatio)
+	if p, f := r.num(t, "produce_cpu_ratio"), r.num(t, "fetch_cpu_ratio"); p <= 0 || f <= 0 {
+		t.Errorf("ratios %v %v, want both computed", p, f)
 	}
 	errOut.Reset()
 	if code := run(ctx, append(args, "-split"), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "leave -split out") {

@@ -15,47 +15,6 @@ import (
 // against that raw write behind an ext_proc hop (hop), all in one run.
 // Gateway ÷ hop at replyConcurrency in flight is the processor's own share.
 
-// onewayResult is the outcome of the produce-oneway scenario.
-type onewayResult struct {
-	Scenario    string `json:"scenario"`
-	Split       bool   `json:"split"`
-	Conns       int    `json:"conns"`
-	Rounds      int    `json:"rounds"`
-	Duration    string `json:"duration_per_round"`
-	BodyBytes   int    `json:"body_bytes"`
-	Concurrency int    `json:"concurrency"`
-	// Gateway is POST /events/{id} through the processor, Raw the
-	// librdkafka write, Hop the raw write behind an ext_proc hop; One is
-	// one request in flight, Many Concurrency.
-	GatewayOne  rrFigures `json:"gateway_1"`
-	RawOne      rrFigures `json:"raw_1"`
-	HopOne      rrFigures `json:"hop_1"`
-	GatewayMany rrFigures `json:"gateway_n"`
-	RawMany     rrFigures `json:"raw_n"`
-	HopMany     rrFigures `json:"hop_n"`
-	// Machinery is the raw write behind the processor's exchange machinery
-	// (see machinery).
-	MachineryOne  rrFigures `json:"machinery_1"`
-	MachineryMany rrFigures `json:"machinery_n"`
-	machineryRatios
-	// HopRateRatio is the gateway's rate ÷ the hop baseline's with
-	// Concurrency in flight (target ≥ TargetHopRate); HopCeilingRatio the
-	// hop's ÷ the raw write's, what the hop alone leaves on this machine.
-	HopRateRatio    float64 `json:"hop_rate_ratio"`
-	HopCeilingRatio float64 `json:"hop_ceiling_ratio"`
-	RateRatio       float64 `json:"rate_ratio"`
-	LatencyRatio    float64 `json:"latency_ratio"`     // gateway ÷ raw, median, one in flight
-	HopLatencyRatio float64 `json:"hop_latency_ratio"` // gateway ÷ hop, median, one in flight
-	// HopCPURatio is the gateway's CPU per request ÷ the hop's with
-	// Concurrency in flight, over every process.
-	HopCPURatio   float64 `json:"hop_cpu_ratio"`
-	TargetHopRate float64 `json:"target_hop_rate_ratio"`
-	RawHeaders    int     `json:"raw_headers"` // as requestReplyResult.RawHeaders
-
-}
-
-func (onewayResult) isResult() {}
-
 // rawOneway is the raw librdkafka write of the oneway scenario: the shared
 // producer of the request-reply scenario's raw loop (the processor's
 // settings for acks leader_only), one delivery channel per worker.
@@ -130,7 +89,7 @@ func newOnewayRequests(n, valueSize int) []replyRequest {
 
 // runProduceOneway measures the processor's oneway produce route against
 // the raw librdkafka write and that write behind an ext_proc hop.
-func runProduceOneway(ctx context.Context, e *env, o *options) (result, error) {
+func runProduceOneway(ctx context.Context, e *env, o *options) (*Result, error) {
 	reqs := newOnewayRequests(replyConcurrency, o.valueSize)
 	if err := e.srv.moreRoutes(ctx); err != nil {
 		return nil, err
@@ -144,21 +103,16 @@ func runProduceOneway(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := onewayResult{
-		Scenario: scenarioOneway, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
-		BodyBytes: len(reqs[0].body), Concurrency: replyConcurrency,
-		GatewayOne: fig(0, 0), RawOne: fig(0, 1), HopOne: fig(0, 2),
-		GatewayMany: fig(1, 0), RawMany: fig(1, 1), HopMany: fig(1, 2),
-		MachineryOne: fig(0, 3), MachineryMany: fig(1, 3),
-		TargetHopRate: 0.9,
-	}
-	res.machineryRatios = newMachineryRatios(res.GatewayMany, res.HopMany, res.MachineryMany)
-	res.RawHeaders = rawHeaderCount(raw.headers, 1)
-	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
-	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
-	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
-	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
-	res.HopLatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.HopOne.Latency.P50Ms)
-	res.HopCPURatio = ratio(res.GatewayMany.All.CPUus, res.HopMany.All.CPUus)
+	res := newRRResult(scenarioOneway, e, o, fig, len(reqs[0].body), rawHeaderCount(raw.headers, 1))
+	gw1, raw1, hop1 := fig(0, rrGateway), fig(0, rrRaw), fig(0, rrHop)
+	gwN, rawN, hopN := fig(1, rrGateway), fig(1, rrRaw), fig(1, rrHop)
+	res.ratio("hop_rate_ratio", ratio(gwN.PerSecond, hopN.PerSecond), "requests per second with 64 in flight, gateway ÷ hop baseline: the processor's own share", "≥ 0.9")
+	res.ratio("hop_ceiling_ratio", ratio(hopN.PerSecond, rawN.PerSecond),
+		"requests per second with 64 in flight, hop baseline ÷ raw write: what the hop alone leaves on this machine", "")
+	res.ratio("rate_ratio", ratio(gwN.PerSecond, rawN.PerSecond), "requests per second with 64 in flight, gateway ÷ raw write", "")
+	res.ratio("latency_ratio", ratio(gw1.Latency.P50Ms, raw1.Latency.P50Ms), "median with 1 in flight, gateway ÷ raw write", "")
+	res.ratio("hop_latency_ratio", ratio(gw1.Latency.P50Ms, hop1.Latency.P50Ms), "median with 1 in flight, gateway ÷ hop baseline", "")
+	res.ratio("hop_cpu_ratio", ratio(gwN.All.CPUus, hopN.All.CPUus), "CPU per request with 64 in flight over every process, gateway ÷ hop baseline", "")
+	addMachineryRatios(res, gwN, hopN, fig(1, rrMachinery))
 	return res, nil
 }

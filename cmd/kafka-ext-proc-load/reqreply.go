@@ -18,7 +18,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 )
 
-// Request-reply (BENCHMARKS.md target 3): POST /orders/{id} through the
+// Request-reply: POST /orders/{id} through the
 // processor's produce route with reply-to, answered by the demo responder,
 // against the raw librdkafka round trip on the same broker with the same
 // responder: produce a request record with a correlation id, wait for the
@@ -28,8 +28,8 @@ import (
 // measures latency, replyConcurrency in flight measures throughput.
 const replyConcurrency = 64
 
-// The correlation headers the processor writes (the binding's defaults,
-// spec §2) and the responder reads.
+// The correlation headers the processor writes (the http-kafka binding's
+// defaults) and the responder reads.
 const (
 	correlationHeader = "gateway:correlation-id"
 	replyToHeader     = "gateway:reply-to"
@@ -171,62 +171,9 @@ func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration,
 	return out, nil
 }
 
-// requestReplyResult is the outcome of the request-reply scenario.
-type requestReplyResult struct {
-	Scenario    string `json:"scenario"`
-	Split       bool   `json:"split"`
-	Conns       int    `json:"conns"`
-	Rounds      int    `json:"rounds"`
-	Duration    string `json:"duration_per_round"`
-	BodyBytes   int    `json:"body_bytes"`
-	ReplyBytes  int    `json:"reply_bytes"`
-	Concurrency int    `json:"concurrency"` // of the throughput windows
-	// Gateway is POST /orders/{id} through the processor; Raw the
-	// librdkafka loop. One is one request in flight, Many Concurrency.
-	GatewayOne  rrFigures `json:"gateway_1"`
-	RawOne      rrFigures `json:"raw_1"`
-	GatewayMany rrFigures `json:"gateway_n"`
-	RawMany     rrFigures `json:"raw_n"`
-	// Hop is the raw round trip behind an ext_proc hop (see hop): what a
-	// gateway that cost nothing of its own would do.
-	HopOne  rrFigures `json:"hop_1"`
-	HopMany rrFigures `json:"hop_n"`
-	// Machinery is the raw round trip behind the processor's exchange
-	// machinery (see machinery): the hop plus what every route pays.
-	MachineryOne  rrFigures `json:"machinery_1"`
-	MachineryMany rrFigures `json:"machinery_n"`
-	machineryRatios
-	// LatencyRatio is the gateway's median round trip ÷ the raw loop's, one
-	// in flight (target ≤ 2); RateRatio the gateway's rate ÷ the raw loop's
-	// with Concurrency in flight (target ≥ 0.5).
-	LatencyRatio    float64 `json:"latency_ratio"`
-	LatencyP99Ratio float64 `json:"latency_p99_ratio"`
-	RateRatio       float64 `json:"rate_ratio"`
-	RateOneRatio    float64 `json:"rate_1_ratio"`
-	// CPURatio is the gateway's CPU per request ÷ the raw loop's with
-	// Concurrency in flight, over every process; on a machine whose cores
-	// are all busy the rate ratio tends to its inverse.
-	CPURatio float64 `json:"cpu_ratio"`
-	// HopRateRatio is the gateway's rate ÷ the hop baseline's with
-	// Concurrency in flight: the processor's own share. HopCeilingRatio is
-	// the hop baseline's ÷ the raw loop's: what the ext_proc hop alone
-	// leaves of the raw rate on this machine, the most any gateway could
-	// reach in RateRatio here.
-	HopRateRatio    float64 `json:"hop_rate_ratio"`
-	HopCeilingRatio float64 `json:"hop_ceiling_ratio"`
-	// RawHeaders is how many headers the raw loop's request records carry:
-	// its own five, or (-raw-headers gateway) as many as the processor's.
-	RawHeaders     int     `json:"raw_headers"`
-	ServerCPURatio float64 `json:"server_cpu_ratio,omitempty"`
-	TargetLatency  float64 `json:"target_latency_ratio"`
-	TargetRate     float64 `json:"target_rate_ratio"`
-}
-
-func (requestReplyResult) isResult() {}
-
 // runRequestReply measures the processor's request-reply route against the
 // raw librdkafka round trip, both answered by one demo responder.
-func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
+func runRequestReply(ctx context.Context, e *env, o *options) (*Result, error) {
 	reqs, err := newReplyRequests(replyConcurrency, o.valueSize)
 	if err != nil {
 		return nil, err
@@ -248,26 +195,54 @@ func runRequestReply(ctx context.Context, e *env, o *options) (result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := requestReplyResult{
-		Scenario: scenarioRequestReply, Split: e.split, Conns: o.conns, Rounds: o.rounds, Duration: o.duration.String(),
-		BodyBytes: len(reqs[0].body), ReplyBytes: len(reqs[0].want), Concurrency: replyConcurrency,
-		GatewayOne: fig(0, 0), RawOne: fig(0, 1), GatewayMany: fig(1, 0), RawMany: fig(1, 1),
-		HopOne: fig(0, 2), HopMany: fig(1, 2), MachineryOne: fig(0, 3), MachineryMany: fig(1, 3),
-		TargetLatency: 2, TargetRate: 0.5,
-	}
-	res.machineryRatios = newMachineryRatios(res.GatewayMany, res.HopMany, res.MachineryMany)
-	res.RawHeaders = rawHeaderCount(raw.headers, 5)
-	res.HopRateRatio = ratio(res.GatewayMany.PerSecond, res.HopMany.PerSecond)
-	res.HopCeilingRatio = ratio(res.HopMany.PerSecond, res.RawMany.PerSecond)
-	res.LatencyRatio = ratio(res.GatewayOne.Latency.P50Ms, res.RawOne.Latency.P50Ms)
-	res.LatencyP99Ratio = ratio(res.GatewayOne.Latency.P99Ms, res.RawOne.Latency.P99Ms)
-	res.RateRatio = ratio(res.GatewayMany.PerSecond, res.RawMany.PerSecond)
-	res.RateOneRatio = ratio(res.GatewayOne.PerSecond, res.RawOne.PerSecond)
-	res.CPURatio = ratio(res.GatewayMany.All.CPUus, res.RawMany.All.CPUus)
+	res := newRRResult(scenarioRequestReply, e, o, fig, len(reqs[0].body), rawHeaderCount(raw.headers, 5))
+	res.param("reply_bytes", len(reqs[0].want))
+	gw1, raw1, gwN, rawN, hopN := fig(0, rrGateway), fig(0, rrRaw), fig(1, rrGateway), fig(1, rrRaw), fig(1, rrHop)
+	res.ratio("latency_ratio", ratio(gw1.Latency.P50Ms, raw1.Latency.P50Ms), "median round trip with 1 in flight, gateway ÷ raw loop", "≤ 2")
+	res.ratio("latency_p99_ratio", ratio(gw1.Latency.P99Ms, raw1.Latency.P99Ms), "p99 round trip with 1 in flight, gateway ÷ raw loop", "")
+	res.ratio("rate_ratio", ratio(gwN.PerSecond, rawN.PerSecond), "requests per second with 64 in flight, gateway ÷ raw loop", "≥ 0.5")
+	res.ratio("rate_1_ratio", ratio(gw1.PerSecond, raw1.PerSecond), "requests per second with 1 in flight, gateway ÷ raw loop", "")
+	// On a machine whose cores are all busy the rate ratio tends to the
+	// inverse of this.
+	res.ratio("cpu_ratio", ratio(gwN.All.CPUus, rawN.All.CPUus), "CPU per request with 64 in flight over every process, gateway ÷ raw loop", "")
 	if e.split {
-		res.ServerCPURatio = ratio(res.GatewayMany.Server.CPUus, res.RawMany.Server.CPUus)
+		res.ratio("server_cpu_ratio", ratio(gwN.Server.CPUus, rawN.Server.CPUus), "CPU per request with 64 in flight in the server process, gateway ÷ raw loop", "")
 	}
+	res.ratio("hop_rate_ratio", ratio(gwN.PerSecond, hopN.PerSecond), "requests per second with 64 in flight, gateway ÷ hop baseline: the processor's own share", "")
+	res.ratio("hop_ceiling_ratio", ratio(hopN.PerSecond, rawN.PerSecond),
+		"requests per second with 64 in flight, hop baseline ÷ raw loop: the most any gateway could reach on this machine", "")
+	addMachineryRatios(res, gwN, hopN, fig(1, rrMachinery))
 	return res, nil
+}
+
+// The targets of the request-reply and oneway scenarios, as measureWithHop
+// orders them.
+const (
+	rrGateway   = iota // the route through the processor
+	rrRaw              // the raw librdkafka loop
+	rrHop              // the raw loop behind an ext_proc hop (see hop)
+	rrMachinery        // the raw loop behind the processor's exchange machinery (see machinery)
+)
+
+// newRRResult starts the result of the request-reply and oneway scenarios:
+// the figures of each target at 1 and at replyConcurrency in flight
+// (gateway_1, raw_n, …). rawHeaders is how many headers the raw loop's
+// records carry: its own few, or (-raw-headers gateway) as many as the
+// processor's.
+func newRRResult(scenario string, e *env, o *options, fig func(li, si int) rrFigures, bodyBytes, rawHeaders int) *Result {
+	res := newResult(scenario, e.split)
+	res.param("conns", o.conns)
+	res.param("rounds", o.rounds)
+	res.param("duration_per_round", o.duration.String())
+	res.param("concurrency", replyConcurrency)
+	res.param("body_bytes", bodyBytes)
+	res.param("raw_headers", rawHeaders)
+	for li, level := range []string{"1", "n"} {
+		for si, target := range []string{"gateway", "raw", "hop", "machinery"} {
+			res.figures(target+"_"+level, fig(li, si))
+		}
+	}
+	return res
 }
 
 // measureRR runs the warm-up, then o.rounds rounds of each side at one
@@ -400,7 +375,7 @@ func (e *env) gatewayRR(s *side, reqs []replyRequest) rrSide {
 
 // rawRR is the raw librdkafka round trip, written as a service calling
 // another over Kafka would: one shared producer with the processor's
-// settings for the route's acks (kafkaio.producerConfig for leader_only:
+// settings for the route's acks (those of its producer for leader_only:
 // acks=1, max.in.flight 1, linger.ms 1, murmur2_random, delivery reports
 // without fields), one consumer assigned every partition of its reply
 // topic from the end, and a map of correlation id → channel the consumer
@@ -443,7 +418,7 @@ func startRawRR(broker string, reqs []replyRequest) (_ *rawRR, err error) {
 			r.prod.Close()
 		}
 	}()
-	// The processor's consumer settings (kafkaio.consumerConfig): an
+	// The processor's consumer settings: an
 	// assignment-only group, no commits, fetch.wait.max.ms 100.
 	r.cons, err = kafka.NewConsumer(&kafka.ConfigMap{
 		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/cputime"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
@@ -155,7 +154,7 @@ type servers interface {
 // local is the server side in this process.
 type local struct {
 	log    *slog.Logger
-	broker *embedded.Broker
+	broker *broker
 	proc   *stack.Processor
 	prod   *kafka.Producer
 	noop   *noop
@@ -186,8 +185,8 @@ func startLocal(logger *slog.Logger, limits string) (_ *local, err error) {
 	}()
 	// Loopback only, on free ports: the load generator talks to nothing else.
 	// Every topic exists from the start, those of the later routes too.
-	topics := append(stack.TopicsOf(full), embedded.Topic{Name: rawRepliesTopic})
-	l.broker, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Topics: topics, Logger: logger.With("component", "kafka")})
+	topics := append(stack.TopicsOf(full), brokerTopic{Name: rawRepliesTopic})
+	l.broker, err = startBroker(logger.With("component", "kafka"), topics...)
 	if err != nil {
 		return nil, err
 	}

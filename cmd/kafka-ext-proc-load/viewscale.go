@@ -13,12 +13,11 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
-// View scale (issue 20, target 2): a compacted topic of -view-keys keys ×
+// View scale: a compacted topic of -view-keys keys ×
 // -value-size bytes over viewPartitions partitions, read to its end by a
 // raw librdkafka consumer with the processor's consumer settings, then by a
 // processor whose fetch route views it (GET /big/{id}) beside a view of
@@ -45,59 +44,17 @@ const viewScaleYAML = bindingsYAML + `      - when: [{ method: GET, path: "/big/
         with: { capability: fetch, topic: ` + smallTopic + `, filters: [{ key: "${params.id}" }] }
 `
 
-// viewScaleResult is the outcome of the view-scale scenario.
-type viewScaleResult struct {
-	Scenario   string `json:"scenario"`
-	Keys       int    `json:"keys"`
-	SmallKeys  int    `json:"small_keys"`
-	ValueBytes int    `json:"value_bytes"`
-	Partitions int    `json:"partitions"`
-	// FillSeconds is how long writing the big topic took (acknowledged).
-	FillSeconds float64 `json:"fill_seconds"`
-	// RawSeconds is the raw consumer's read of the big topic to its end;
-	// ReadySeconds the processor's start to both views caught up.
-	// LoadRatio is ReadySeconds ÷ RawSeconds (target ≤ 1.5).
-	RawSeconds   float64 `json:"raw_seconds"`
-	ReadySeconds float64 `json:"ready_seconds"`
-	LoadRatio    float64 `json:"load_ratio"`
-	// Go heap: live after two collections, with the processor and its
-	// views minus before it started, over the big view's keys. LiveBytes is
-	// the keys' and values' bytes; OverheadPerKey what the heap holds per
-	// key beyond them (target ≤ 64); MemRatio HeapBytes ÷ LiveBytes.
-	// librdkafka's buffers are C memory, not in these figures.
-	HeapBytes      int64   `json:"heap_bytes"`
-	LiveBytes      int64   `json:"live_bytes"`
-	HeapPerKey     float64 `json:"heap_bytes_per_key"`
-	OverheadPerKey float64 `json:"overhead_bytes_per_key"`
-	MemRatio       float64 `json:"mem_ratio"`
-	// The floor: the raw read that also keeps each record's value by key
-	// in a map[string][]byte (MapSeconds; MapRatio MapSeconds ÷
-	// RawSeconds), and that map's heap beyond the keys and values per key.
-	MapSeconds        float64 `json:"map_seconds"`
-	MapRatio          float64 `json:"map_load_ratio"`
-	MapOverheadPerKey float64 `json:"map_overhead_bytes_per_key"`
-	// Single-key GETs through the processor, alternating rounds:
-	// GetRatio is the big view's rate ÷ the small view's (target: 1).
-	BigGet   rate    `json:"big_get"`
-	SmallGet rate    `json:"small_get"`
-	GetRatio float64 `json:"get_ratio"`
-	// Median of viewWakeRounds wake-ups of a long poll on one key of each
-	// view by a write to it; WakeRatio big ÷ small (target: 1).
-	BigWakeMs   float64 `json:"big_wake_ms"`
-	SmallWakeMs float64 `json:"small_wake_ms"`
-	WakeRatio   float64 `json:"wake_ratio"`
-}
-
-func (viewScaleResult) isResult() {}
-
 func viewKey(i int) string { return "k" + strconv.Itoa(i) }
 
-func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error) {
-	res := viewScaleResult{Scenario: scenarioViewScale, Keys: o.viewKeys, SmallKeys: o.keys, ValueBytes: o.valueSize, Partitions: viewPartitions}
+func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error) {
+	res := newResult(scenarioViewScale, false)
+	res.param("keys", o.viewKeys)
+	res.param("small_keys", o.keys)
+	res.param("value_bytes", o.valueSize)
+	res.param("partitions", viewPartitions)
 	quiet := slog.New(slog.DiscardHandler)
-	broker, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", Logger: quiet, Topics: []embedded.Topic{
-		{Name: bigTopic, Partitions: viewPartitions, Compact: true}, {Name: smallTopic, Partitions: viewPartitions, Compact: true},
-	}})
+	broker, err := startBroker(quiet,
+		brokerTopic{Name: bigTopic, Partitions: viewPartitions, Compact: true}, brokerTopic{Name: smallTopic, Partitions: viewPartitions, Compact: true})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +64,7 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 	if err := fillTopic(ctx, broker.Addr(), bigTopic, o.viewKeys, o.valueSize); err != nil {
 		return nil, err
 	}
-	res.FillSeconds = time.Since(t0).Seconds()
+	res.figure("fill_seconds", time.Since(t0).Seconds()) // the big topic, acknowledged
 	if err := fillTopic(ctx, broker.Addr(), smallTopic, o.keys, o.valueSize); err != nil {
 		return nil, err
 	}
@@ -115,9 +72,11 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 	if err != nil {
 		return nil, err
 	}
-	res.RawSeconds = raw.Seconds()
-	res.LiveBytes = int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize)
-	if err := mapFloor(ctx, broker.Addr(), o.viewKeys, &res); err != nil {
+	// The raw consumer's read of the big topic to its end.
+	res.figure("raw_seconds", raw.Seconds())
+	liveBytes := int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize) // the keys' and values' bytes
+	res.figure("live_bytes", liveBytes)
+	if err := mapFloor(ctx, broker.Addr(), o.viewKeys, raw, liveBytes, res); err != nil {
 		return nil, err
 	}
 
@@ -136,13 +95,19 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 	if err := awaitGauge(ctx, proc, viewsReadyGauge, 2, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	res.ReadySeconds = time.Since(t0).Seconds()
-	res.LoadRatio = ratio(res.ReadySeconds, res.RawSeconds)
+	ready := time.Since(t0)
+	res.figure("ready_seconds", ready.Seconds()) // the processor's start to both views caught up
+	// Go heap, live after two collections, with the processor and its
+	// views minus before it started. librdkafka's buffers are C memory,
+	// not in these figures.
 	after := sampleMemory()
-	res.HeapBytes = int64(after.Heap) - int64(before.Heap)
-	res.HeapPerKey = float64(res.HeapBytes) / float64(o.viewKeys)
-	res.OverheadPerKey = float64(res.HeapBytes-res.LiveBytes) / float64(o.viewKeys)
-	res.MemRatio = ratio(float64(res.HeapBytes), float64(res.LiveBytes))
+	heap := int64(after.Heap) - int64(before.Heap)
+	res.figure("heap_bytes", heap)
+	res.figure("heap_bytes_per_key", float64(heap)/float64(o.viewKeys))
+	res.figure("overhead_bytes_per_key", float64(heap-liveBytes)/float64(o.viewKeys))
+	res.target("overhead_bytes_per_key", "≤ 64")
+	res.ratio("load_ratio", ratio(ready.Seconds(), raw.Seconds()), "the processor's start to its views ready ÷ the raw consumer's read to the end", "≤ 1.5")
+	res.ratio("mem_ratio", ratio(float64(heap), float64(liveBytes)), "the heap the views added ÷ their keys' and values' bytes", "")
 
 	s, err := e.dial("view-scale processor", proc.Addr(), o.conns)
 	if err != nil {
@@ -177,13 +142,23 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 			*rounds = append(*rounds, float64(got.requests)/got.elapsed.Seconds())
 		}
 	}
-	res.BigGet, res.SmallGet = rateOf(bw, bRounds, false), rateOf(sw, sRounds, false)
-	res.GetRatio = ratio(res.BigGet.PerSecond, res.SmallGet.PerSecond)
+	bigGet, smallGet := rateOf(bw, bRounds, false), rateOf(sw, sRounds, false)
+	res.figures("big_get", bigGet)
+	res.figures("small_get", smallGet)
+	res.ratio("get_ratio", ratio(bigGet.PerSecond, smallGet.PerSecond), "single-key GETs per second, big view ÷ small view", "1")
 
-	// Wake-ups: a waiter on a key of each view in turn, woken by a write.
-	w, err := newFanoutWriter(broker.Addr())
-	if err != nil {
+	if err := viewWakes(ctx, o, proc, broker.Addr(), s, res); err != nil {
 		return nil, err
+	}
+	return res, nil
+}
+
+// viewWakes times a long poll on a key of each view in turn, woken by a
+// write, viewWakeRounds times, and adds the medians.
+func viewWakes(ctx context.Context, o *options, proc *stack.Processor, broker string, s *side, res *Result) error {
+	w, err := newFanoutWriter(broker)
+	if err != nil {
+		return err
 	}
 	defer w.close()
 	var bigWake, smallWake []time.Duration
@@ -195,7 +170,7 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 			}
 			d, err := wakeOnce(ctx, proc, s, w.prod, topic, path+key, key, r+2, o.valueSize)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if isBig {
 				bigWake = append(bigWake, d)
@@ -204,9 +179,11 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ result, err error)
 			}
 		}
 	}
-	res.BigWakeMs, res.SmallWakeMs = ms(median(bigWake)), ms(median(smallWake))
-	res.WakeRatio = ratio(res.BigWakeMs, res.SmallWakeMs)
-	return res, nil
+	bigWakeMs, smallWakeMs := ms(median(bigWake)), ms(median(smallWake))
+	res.figure("big_wake_ms", bigWakeMs)
+	res.figure("small_wake_ms", smallWakeMs)
+	res.ratio("wake_ratio", ratio(bigWakeMs, smallWakeMs), "a long poll's wake-up by a write, big view ÷ small view", "1")
+	return nil
 }
 
 // viewWakeRounds is how many wake-ups view-scale times on each view.
@@ -330,8 +307,10 @@ func kafkaErrCode(err error) kafka.ErrorCode {
 }
 
 // mapFloor reads the big topic as rawReadToEnd does, keeping every record's
-// value by its key in a map, and records the time and the map's heap.
-func mapFloor(ctx context.Context, broker string, n int, res *viewScaleResult) error {
+// value by its key in a map, the floor of any view in Go, and records the
+// time against raw (the read without the map) and the map's heap per key
+// beyond liveBytes, the keys' and values' bytes.
+func mapFloor(ctx context.Context, broker string, n int, raw time.Duration, liveBytes int64, res *Result) error {
 	before := sampleMemory()
 	m := make(map[string][]byte)
 	d, err := rawReadToEnd(ctx, broker, bigTopic, n, func(k, v []byte) { m[string(k)] = v })
@@ -342,15 +321,15 @@ func mapFloor(ctx context.Context, broker string, n int, res *viewScaleResult) e
 	if len(m) != n {
 		return fmt.Errorf("the map floor holds %d keys, want %d", len(m), n)
 	}
-	res.MapSeconds = d.Seconds()
-	res.MapRatio = ratio(res.MapSeconds, res.RawSeconds)
-	res.MapOverheadPerKey = float64(int64(after.Heap)-int64(before.Heap)-res.LiveBytes) / float64(n)
+	res.figure("map_seconds", d.Seconds())
+	res.figure("map_overhead_bytes_per_key", float64(int64(after.Heap)-int64(before.Heap)-liveBytes)/float64(n))
+	res.ratio("map_load_ratio", ratio(d.Seconds(), raw.Seconds()), "the raw read into a map ÷ the raw read", "")
 	runtime.KeepAlive(m)
 	return nil
 }
 
 // rawReadToEnd reads topic from its start to the end of every partition
-// with the processor's consumer settings (kafkaio's consumerConfig:
+// with the processor's consumer settings (its Kafka consumers':
 // assignment only, partition EOF events, fetch.wait.max.ms 100), as a view
 // catching up does, and returns how long it took; it fails unless it read n
 // records. keep, if not nil, is given each record's key and value.
