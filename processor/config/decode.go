@@ -14,7 +14,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 )
 
-// Defaults of spec §2 and DESIGN §5.
+// Defaults of the fields a file may leave out.
 const (
 	DefaultIdempotencyKey      = "idempotency-key"
 	DefaultReplyToHeader       = "gateway:reply-to"
@@ -893,7 +893,8 @@ func (d *decoder) use(n ast.Node, field string, allow refSet, rc *routeCtx) (Tem
 }
 
 // checkTopic validates a static topic name, or requires topic-pattern for a
-// templated one (DESIGN §6.6).
+// templated one: a name built from the request is checked against that glob
+// at request time, so a client cannot reach any topic it can name.
 func (d *decoder) checkTopic(n ast.Node, t Template, hasPattern bool) {
 	if !t.Static() {
 		if !hasPattern {
@@ -1023,7 +1024,8 @@ func (d *decoder) merge(n ast.Node) *Merge {
 	return mg
 }
 
-// patchInitial accepts [] or the string "[]" (spec §2.4: an empty JSON array).
+// patchInitial accepts [] or the string "[]": the merged answer starts as an
+// empty JSON array.
 func (d *decoder) patchInitial(n ast.Node) bool {
 	switch v := n.(type) {
 	case nil:

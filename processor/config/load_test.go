@@ -61,8 +61,8 @@ var (
 	corrID  = TemplatePart{Ref: RefCorrelationID}
 )
 
-// TestFullConfig loads a file using every field of spec §2 and checks each
-// landed in the model.
+// TestFullConfig loads a file using every field of both proxy bindings and
+// checks each landed in the model.
 func TestFullConfig(t *testing.T) {
 	cfg := loadValid(t, "full.yaml")
 	file := filepath.Join("testdata", "valid", "full.yaml")
