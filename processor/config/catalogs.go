@@ -63,8 +63,8 @@ func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 		if !ok {
 			continue
 		}
-		typ, ok := d.discriminator(node, fields, "type", "catalog type", fmt.Sprintf("catalog %q", e.key), "inline", "filesystem", "schema-registry")
-		m := d.fields(fields, "a catalog", "type", "options")
+		typ, ok := d.discriminator(node, fields, "type", "catalog type", fmt.Sprintf("catalog %q", e.key), variantValues(d.shape.catalogTypes)...)
+		m := d.fields(fields, "a catalog", d.shape.catalog.names()...)
 		if !ok {
 			continue
 		}
@@ -77,13 +77,13 @@ func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 		var err error
 		switch typ {
 		case "inline":
-			texts, ok := d.subjects(opts.v, "schema")
+			texts, ok := d.subjects(opts.v, d.shape.inlineOptions, d.shape.inlineSubject)
 			if !ok {
 				continue
 			}
 			c.Catalog, err = models.NewInline(e.key, texts)
 		case "filesystem":
-			paths, ok := d.subjects(opts.v, "path")
+			paths, ok := d.subjects(opts.v, d.shape.filesystemOptions, d.shape.filesystemSubject)
 			if !ok {
 				continue
 			}
@@ -104,9 +104,10 @@ func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 }
 
 // subjects reads `options: { subjects: { name: { <field>: text } } }` of an
-// inline (schema) or filesystem (path) catalog.
-func (d *decoder) subjects(n ast.Node, field string) (map[string]string, bool) {
-	m := d.object(n, "options", "catalog options", "subjects")
+// inline (schema) or filesystem (path) catalog: a subject has one field.
+func (d *decoder) subjects(n ast.Node, options, subject *section) (map[string]string, bool) {
+	field := subject.fields[0].name
+	m := d.object(n, "options", "catalog options", options.names()...)
 	e := m["subjects"]
 	if e == nil {
 		d.errorf(n, "missing required field \"subjects\": name each schema, e.g. subjects: { order: { %s: ... } }", field)
@@ -118,7 +119,7 @@ func (d *decoder) subjects(n ast.Node, field string) (map[string]string, bool) {
 	}
 	out := make(map[string]string, len(entries))
 	for _, s := range entries {
-		sm := d.object(s.v, s.key, "a subject", field)
+		sm := d.object(s.v, s.key, "a subject", subject.names()...)
 		v := sm[field]
 		if v == nil {
 			d.errorf(s.kn, "subject %q: missing required field %q", s.key, field)
@@ -134,8 +135,7 @@ func (d *decoder) subjects(n ast.Node, field string) (map[string]string, bool) {
 
 // registry reads a schema-registry catalog's options.
 func (d *decoder) registry(name string, n ast.Node) *models.Registry {
-	m := d.object(n, "options", "schema-registry options",
-		"url", "username", "password", "token", "tls", "context", "max-age", "timeout", "retry-after")
+	m := d.object(n, "options", "schema-registry options", d.shape.registryOptions.names()...)
 	var o models.RegistryOptions
 	ok := true
 	if e := m["url"]; e == nil {
@@ -206,7 +206,7 @@ func (d *decoder) urls(n ast.Node) []string {
 // registryTLS reads `tls: { ca-file, cert-file, key-file }`; files are read
 // now, so a missing one is a load error.
 func (d *decoder) registryTLS(n ast.Node) (*tls.Config, bool) {
-	m := d.object(n, "tls", "registry tls", "ca-file", "cert-file", "key-file")
+	m := d.object(n, "tls", "registry tls", d.shape.registryTLS.names()...)
 	var ca, cert, key string
 	ok := d.optionString(m, "ca-file", &ca)
 	ok = d.optionString(m, "cert-file", &cert) && ok

@@ -37,7 +37,7 @@ func (d *decoder) top(body ast.Node) *Config {
 	if !ok {
 		return nil
 	}
-	m := d.fields(entries, "the top level", "bindings", "guards", "limits", "catalogs")
+	m := d.fields(entries, "the top level", d.shape.top.names()...)
 	cfg := &Config{
 		Source:   d.file,
 		Kafka:    map[string]*KafkaCluster{},

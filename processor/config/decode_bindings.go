@@ -29,27 +29,21 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 		if !ok {
 			continue
 		}
-		typ, ok := d.discriminator(node, fields, "type", "binding type", fmt.Sprintf("binding %q", e.key), "kafka", "http-kafka", "grpc-kafka")
+		typ, ok := d.discriminator(node, fields, "type", "binding type", fmt.Sprintf("binding %q", e.key), d.shape.binding.values()...)
 		if !ok {
 			// Still report fields no binding type has.
-			d.fields(fields, "a binding", "type", "kind", "options", "routes")
+			d.fields(fields, "a binding", d.shape.binding.names()...)
 			continue
 		}
-		var m map[string]*entry
-		switch typ {
-		case "kafka":
+		m := d.fields(fields, article(typ)+" binding", d.shape.binding.variant(typ).names()...)
+		if typ == "kafka" {
 			d.kafkaNames[e.key] = true
-			m = d.fields(fields, "a kafka binding", "type", "kind", "options")
 			d.kind(node, m, typ, "client")
 			if kc := d.kafkaCluster(e.key, e.kn, node, m, cfg); kc != nil {
 				d.checkRecordBytes(kc, cfg.Limits)
 				cfg.Kafka[e.key] = kc
 			}
 			continue
-		case "http-kafka":
-			m = d.fields(fields, "an http-kafka binding", "type", "kind", "options", "routes")
-		case "grpc-kafka":
-			m = d.fields(fields, "a grpc-kafka binding", "type", "kind", "options", "routes")
 		}
 		d.kind(node, m, typ, "proxy")
 		d.proxyTypes[e.key] = typ
@@ -108,15 +102,15 @@ func (d *decoder) httpOptions(n ast.Node) *HTTPOptions {
 	if n == nil {
 		return o
 	}
-	m := d.object(n, "options", "http-kafka options", "idempotency", "correlation")
+	m := d.object(n, "options", "http-kafka options", d.shape.httpOptions.names()...)
 	if e := m["idempotency"]; e != nil {
-		im := d.object(e.v, "idempotency", "http-kafka options.idempotency", "header")
+		im := d.object(e.v, "idempotency", "http-kafka options.idempotency", d.shape.httpIdempotency.names()...)
 		if h := im["header"]; h != nil {
 			d.headerName(h.v, "idempotency.header", &o.IdempotencyHeader)
 		}
 	}
 	if e := m["correlation"]; e != nil {
-		d.correlation(e.v, "http-kafka", &o.Correlation, "reply-to", "correlation-id")
+		d.correlation(e.v, "http-kafka", &o.Correlation, d.shape.httpCorrelation, d.shape.httpCorrelationHeaders)
 	}
 	return o
 }
@@ -135,15 +129,15 @@ func (d *decoder) grpcOptions(n ast.Node) *GRPCOptions {
 		o.Correlation.defaultStatusNames()
 		return o
 	}
-	m := d.object(n, "options", "grpc-kafka options", "idempotency", "reliability", "correlation")
+	m := d.object(n, "options", "grpc-kafka options", d.shape.grpcOptions.names()...)
 	if e := m["idempotency"]; e != nil {
-		im := d.object(e.v, "idempotency", "grpc-kafka options.idempotency", "metadata")
+		im := d.object(e.v, "idempotency", "grpc-kafka options.idempotency", d.shape.grpcIdempotency.names()...)
 		if h := im["metadata"]; h != nil {
 			d.headerName(h.v, "idempotency.metadata", &o.IdempotencyMetadata)
 		}
 	}
 	if e := m["reliability"]; e != nil {
-		rm := d.object(e.v, "reliability", "grpc-kafka options.reliability", "field", "metadata")
+		rm := d.object(e.v, "reliability", "grpc-kafka options.reliability", d.shape.grpcReliability.names()...)
 		if f := rm["field"]; f != nil {
 			if v, ok := d.integer(f.v, "reliability.field"); ok {
 				switch {
@@ -161,7 +155,7 @@ func (d *decoder) grpcOptions(n ast.Node) *GRPCOptions {
 		}
 	}
 	if e := m["correlation"]; e != nil {
-		d.correlation(e.v, "grpc-kafka", &o.Correlation, "service", "method", "correlation-id", "reply-to", "status", "message")
+		d.correlation(e.v, "grpc-kafka", &o.Correlation, d.shape.grpcCorrelation, d.shape.grpcCorrelationHeaders)
 	}
 	o.Correlation.defaultStatusNames()
 	return o
@@ -183,13 +177,13 @@ func (c *CorrelationHeaders) defaultStatusNames() {
 	}
 }
 
-func (d *decoder) correlation(n ast.Node, typ string, c *CorrelationHeaders, allowed ...string) {
-	m := d.object(n, "correlation", typ+" options.correlation", "headers")
+func (d *decoder) correlation(n ast.Node, typ string, c *CorrelationHeaders, correlation, headers *section) {
+	m := d.object(n, "correlation", typ+" options.correlation", correlation.names()...)
 	e := m["headers"]
 	if e == nil {
 		return
 	}
-	hm := d.object(e.v, "correlation.headers", typ+" options.correlation.headers", allowed...)
+	hm := d.object(e.v, "correlation.headers", typ+" options.correlation.headers", headers.names()...)
 	set := func(key string, dst *string) {
 		if h := hm[key]; h != nil {
 			if s, ok := d.nonEmpty(h.v, "correlation.headers."+key); ok {

@@ -18,7 +18,7 @@ func (d *decoder) httpCondition(n ast.Node, rc *routeCtx) {
 	if !ok {
 		return
 	}
-	m := d.fields(entries, "an http-kafka condition", "method", "path")
+	m := d.fields(entries, "an http-kafka condition", d.shape.httpCondition.names()...)
 	c := Condition{Pos: d.pos(node)}
 	var pathNode, methNode ast.Node
 	if e := m["method"]; e != nil {
@@ -58,7 +58,7 @@ func (d *decoder) grpcCondition(n ast.Node, rc *routeCtx) {
 	if !ok {
 		return
 	}
-	m := d.fields(entries, "a grpc-kafka condition", "method", "service", "metadata")
+	m := d.fields(entries, "a grpc-kafka condition", d.shape.grpcCondition.names()...)
 	c := Condition{Pos: d.pos(node)}
 	if e := m["method"]; e != nil {
 		if s, ok := d.str(e.v, "method"); ok {
@@ -117,7 +117,7 @@ func (d *decoder) metadata(e entry) (MetadataMatch, bool) {
 	binary := strings.HasSuffix(name, "-bin")
 	switch e.v.(type) {
 	case *ast.MappingNode, *ast.MappingValueNode:
-		m := d.object(e.v, "metadata "+e.key, "a binary metadata value", "base64")
+		m := d.object(e.v, "metadata "+e.key, "a binary metadata value", d.shape.binaryMetadata.names()...)
 		b := m["base64"]
 		if b == nil {
 			d.errorf(e.v, "missing required field \"base64\" in the value of metadata %q", e.key)

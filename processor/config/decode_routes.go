@@ -37,7 +37,11 @@ func (d *decoder) route(b *Binding, idx int, n ast.Node, cfg *Config) *Route {
 	if !ok {
 		return nil
 	}
-	m := d.fields(entries, where, "id", "guarded", "when", "exit", "with")
+	sec := d.shape.httpRoute
+	if b.Type == GRPCKafka {
+		sec = d.shape.grpcRoute
+	}
+	m := d.fields(entries, where, sec.names()...)
 	r := &Route{Index: idx, Pos: d.pos(node)}
 	rc := &routeCtx{b: b, r: r, guarded: map[string]bool{}}
 	if e := m["id"]; e != nil {

@@ -14,16 +14,14 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 		return nil
 	}
 	http := rc.b.Type == HTTPKafka
-	capStr, ok := d.discriminator(node, entries, "capability", "capability", "with", "fetch", "produce")
+	capStr, ok := d.discriminator(node, entries, "capability", "capability", "with", d.shape.with(http).values()...)
 	if !ok {
 		// Still report fields neither capability has (typos such as "capabilty").
-		union := []string{"capability", "topic", "topic-pattern", "filters", "acks", "key", "overrides", "reply-to"}
 		where := "the with of a grpc-kafka route"
 		if http {
-			union = append(union, "merge", "async")
 			where = "the with of an http-kafka route"
 		}
-		d.fields(entries, where, union...)
+		d.fields(entries, where, d.shape.withNames(http)...)
 		return nil
 	}
 	w := &With{Capability: Capability(capStr), Pos: d.pos(node)}
@@ -31,7 +29,7 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	if http {
 		where = "the with of an http-kafka " + capStr + " route"
 	}
-	m := d.fields(entries, where, withFields(w.Capability, http)...)
+	m := d.fields(entries, where, d.shape.with(http).variant(capStr).names()...)
 
 	// Per-request references each field may hold; see the table on Parse.
 	topicRefs := allowGuardIdentity
@@ -48,22 +46,6 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 		d.withProduce(m, w, topicRefs|allowIdempotencyKey, rc)
 	}
 	return w
-}
-
-// withFields are the fields a with of the capability may have.
-func withFields(c Capability, http bool) []string {
-	allowed := []string{"capability", "topic", "topic-pattern"}
-	switch {
-	case c == Fetch && http:
-		allowed = append(allowed, "filters", "merge")
-	case c == Fetch:
-		allowed = append(allowed, "filters")
-	case http:
-		allowed = append(allowed, "acks", "key", "overrides", "reply-to", "async")
-	default:
-		allowed = append(allowed, "acks", "key", "overrides", "reply-to")
-	}
-	return allowed
 }
 
 // withTopic decodes topic and topic-pattern.
@@ -183,7 +165,7 @@ func (d *decoder) filters(n ast.Node, refs refSet, rc *routeCtx) []Filter {
 		if !ok {
 			continue
 		}
-		m := d.fields(entries, "a filter", "key", "headers")
+		m := d.fields(entries, "a filter", d.shape.filter(rc.b.Type == HTTPKafka).names()...)
 		var f Filter
 		if e := m["key"]; e != nil {
 			if t, ok := d.use(e.v, "filter key", refs, rc); ok {
@@ -241,7 +223,7 @@ func (d *decoder) headerTemplates(n ast.Node, field string, refs refSet, rc *rou
 }
 
 func (d *decoder) merge(n ast.Node) *Merge {
-	m := d.object(n, "merge", "merge", "content-type", "patch")
+	m := d.object(n, "merge", "merge", d.shape.merge.names()...)
 	mg := &Merge{ContentType: "application/json", PatchInitial: "[]", PatchPath: "/-"}
 	ok := true
 	if e := m["content-type"]; e != nil {
@@ -253,7 +235,7 @@ func (d *decoder) merge(n ast.Node) *Merge {
 	if e := m["patch"]; e != nil {
 		pn, entries, good := d.mapping(e.v, "merge.patch", "key")
 		if good {
-			pm := d.fields(entries, "merge.patch", "initial", "path")
+			pm := d.fields(entries, "merge.patch", d.shape.mergePatch.names()...)
 			if i := pm["initial"]; i != nil {
 				ok = d.patchInitial(i.v) && ok
 			} else {

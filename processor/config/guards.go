@@ -35,12 +35,12 @@ func (d *decoder) guard(e entry) *Guard {
 	if !ok {
 		return nil
 	}
-	typ, ok := d.discriminator(node, fields, "type", "guard type", owner, "jwt", "envoy-jwt")
+	typ, ok := d.discriminator(node, fields, "type", "guard type", owner, d.shape.guard.values()...)
 	if !ok {
-		d.fields(fields, "a guard", "type", "options")
+		d.fields(fields, "a guard", d.shape.guard.names()...)
 		return nil
 	}
-	m := d.fields(fields, "a "+typ+" guard", "type", "options")
+	m := d.fields(fields, "a "+typ+" guard", d.shape.guard.variant(typ).names()...)
 	g := &Guard{Name: e.key, Type: typ, Pos: d.pos(e.kn)}
 	o := m["options"]
 	if o == nil {
@@ -70,7 +70,7 @@ func (d *decoder) guard(e entry) *Guard {
 
 // envoyJWTOptions decodes the options of an envoy-jwt guard into j.
 func (d *decoder) envoyJWTOptions(on ast.Node, entries []entry, j *JWTOptions) bool {
-	om := d.fields(entries, "envoy-jwt guard options", "provider", "roles-claim", "identity-claim")
+	om := d.fields(entries, "envoy-jwt guard options", d.shape.envoyOptions.names()...)
 	ok := d.optionString(om, "provider", &j.Provider)
 	ok = d.optionString(om, "roles-claim", &j.RolesClaim) && ok
 	ok = d.optionString(om, "identity-claim", &j.IdentityClaim) && ok
@@ -83,7 +83,7 @@ func (d *decoder) envoyJWTOptions(on ast.Node, entries []entry, j *JWTOptions) b
 
 // jwtOptions decodes the options of a jwt guard into j.
 func (d *decoder) jwtOptions(on ast.Node, entries []entry, j *JWTOptions) bool {
-	om := d.fields(entries, "jwt guard options", "issuer", "audience", "keys", "keys-file", "algorithms", "roles-claim", "identity-claim", "skew")
+	om := d.fields(entries, "jwt guard options", d.shape.jwtOptions.names()...)
 	ok := d.optionString(om, "issuer", &j.Issuer)
 	ok = d.optionString(om, "audience", &j.Audience) && ok
 	ok = d.optionString(om, "roles-claim", &j.RolesClaim) && ok

@@ -7,9 +7,11 @@ import (
 )
 
 // Limits bound what one request or the whole process may hold. Each field
-// has its default in DefaultLimits and its key in limitKeys; a new limit is
-// those three lines here, the code that uses it, and its row in
-// docs/configuration.md (limits_test.go checks they agree).
+// has its default in DefaultLimits and its key (with the description the
+// JSON Schema gives it) in limitKeys; a new limit is those three lines
+// here, the code that uses it, its key in Describe, its row in
+// docs/configuration.md and go generate for schema.json (limits_test.go,
+// describe_test.go and schema_test.go check they agree).
 type Limits struct {
 	MaxBody         int64         // bytes of an HTTP body or one gRPC message; default 1MiB
 	MaxWait         time.Duration // clamp of prefer: wait=N; default 60s
@@ -150,13 +152,8 @@ func (l Limits) WithDefaults() Limits {
 
 // limits decodes the limits object over l (which holds the defaults).
 func (d *decoder) limits(n ast.Node, l *Limits) {
-	keys := limitKeys()
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.key
-	}
-	m := d.object(n, "limits", "limits", names...)
-	for _, k := range keys {
+	m := d.object(n, "limits", "limits", d.shape.limits.names()...)
+	for _, k := range limitKeys() {
 		e := m[k.key]
 		if e == nil {
 			continue

@@ -67,7 +67,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
-	d := &decoder{file: file, dir: filepath.Dir(file), env: env, lineLens: lineLengths(data)}
+	d := &decoder{file: file, dir: filepath.Dir(file), env: env, lineLens: lineLengths(data), shape: newShape()}
 	cfg := d.decodeFile(data)
 	if errs := d.result(); errs != nil {
 		return nil, errs
@@ -85,7 +85,8 @@ type decoder struct {
 	errs    Errors
 	anchors map[string][]ast.Node // by name, in document order
 
-	lineLens []int // bytes per line, to keep positions inside the input
+	lineLens []int  // bytes per line, to keep positions inside the input
+	shape    *shape // the fields each object allows
 
 	guardNames map[string]bool   // every name under guards, valid or not
 	proxyTypes map[string]string // proxy binding name → type, for exit messages

@@ -77,6 +77,16 @@ type variant struct {
 	section *section
 }
 
+// variant is the section of a value of the union's key, nil for an unknown one.
+func (u *union) variant(value string) *section {
+	for _, v := range u.variants {
+		if v.value == value {
+			return v.section
+		}
+	}
+	return nil
+}
+
 // values are the values the union's key may take, in order.
 func (u *union) values() []string { return variantValues(u.variants) }
 

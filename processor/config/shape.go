@@ -28,11 +28,12 @@ type shape struct {
 
 	limits *section
 
-	catalog                          *section
-	catalogTypes                     []variant // the options section of each catalog type
-	inlineSubject, filesystemSubject *section
-	registryOptions, registryTLS     *section
-	values                           []*named // value schemas the sections refer to by name
+	catalog                              *section
+	catalogTypes                         []variant // the options section of each catalog type
+	inlineOptions, inlineSubject         *section
+	filesystemOptions, filesystemSubject *section
+	registryOptions, registryTLS         *section
+	values                               []*named // value schemas the sections refer to by name
 }
 
 // ref is the JSON of a reference to a named schema.
@@ -159,9 +160,10 @@ func (s *shape) catalogSections() {
 		{name: "timeout", schema: duration},
 		{name: "retry-after", schema: duration},
 	}}
+	s.inlineOptions, s.filesystemOptions = subjects(s.inlineSubject), subjects(s.filesystemSubject)
 	s.catalogTypes = []variant{
-		{"inline", subjects(s.inlineSubject)},
-		{"filesystem", subjects(s.filesystemSubject)},
+		{"inline", s.inlineOptions},
+		{"filesystem", s.filesystemOptions},
 		{"schema-registry", s.registryOptions},
 	}
 	// The type selects the options' shape; the loader reports unknown
@@ -448,4 +450,31 @@ func valueSchemas() []*named {
 		{name: "templatedTopicNeedsPattern", schema: `{"if": {"required": ["topic"], "properties": {"topic": {"pattern": "\\$\\{(params\\.|guarded\\[|idempotencyKey|correlationId)"}}},
 			"then": {"required": ["topic-pattern"]}}`},
 	}
+}
+
+// filter is the section of one entry of a route's filters.
+func (s *shape) filter(http bool) *section {
+	if http {
+		return s.httpFilter
+	}
+	return s.grpcFilter
+}
+
+// with is the union of a route's with.
+func (s *shape) with(http bool) *union {
+	if http {
+		return s.httpWith
+	}
+	return s.grpcWith
+}
+
+// withNames are the fields a with of either capability may have, listed
+// for a with whose capability is missing or unknown: a grpc-kafka with's,
+// then the two http-kafka adds (merge, async).
+func (s *shape) withNames(http bool) []string {
+	secs := []*section{s.grpcFetch, s.grpcProduce}
+	if http {
+		secs = append(secs, s.httpFetch, s.httpProduce)
+	}
+	return unionNames(secs...)
 }

@@ -59,7 +59,7 @@ func (d *decoder) topics(n ast.Node, cfg *Config) []*TopicModels {
 		if !ok {
 			continue
 		}
-		m := d.fields(entries, "a topics entry", "name", "key", "value")
+		m := d.fields(entries, "a topics entry", d.shape.topicEntry.names()...)
 		ne := m["name"]
 		if ne == nil {
 			d.errorf(it, "missing required field \"name\": the topic (or a glob such as items-*)")
@@ -115,7 +115,7 @@ func (d *decoder) model(n ast.Node, cfg *Config, topic string, key bool) *models
 		return nil
 	}
 	typ, ok := d.discriminator(node, fields, "model", "model", "a topic model", modelNames()...)
-	m := d.fields(fields, "a model", "model", "view", "catalog", "frame", "min-length", "max-length", "pattern")
+	m := d.fields(fields, "a model", d.shape.topicModel.names()...)
 	if !ok {
 		return nil
 	}
@@ -229,7 +229,7 @@ func (d *decoder) modelCatalog(n ast.Node, cfg *Config, topic string, key bool, 
 		return false
 	}
 	it := items[0]
-	m := d.object(it, e.key, "a catalog reference", "subject", "version", "id", "strategy", "record")
+	m := d.object(it, e.key, "a catalog reference", d.shape.catalogRef.names()...)
 	ok = d.optionString(m, "subject", &mc.Ref.Subject)
 	ok = d.optionString(m, "record", &mc.Record) && ok
 	if s := m["strategy"]; s != nil {
