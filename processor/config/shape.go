@@ -287,7 +287,8 @@ func (s *shape) routeSections() {
 	s.grpcBinding = binding("grpcBinding", "grpc-kafka", s.grpcOptions, s.grpcRoute)
 }
 
-func (s *shape) withSections() {
+// filterSections are a fetch's filters and merge.
+func (s *shape) filterSections() (httpFilters, grpcFilters *named) {
 	filter := func(template string) *section {
 		return &section{keywords: `{"minProperties": 1}`, fields: []field{
 			{name: "key", schema: ref(template), shown: "key="},
@@ -301,7 +302,6 @@ func (s *shape) withSections() {
 		}}
 	}
 	s.httpFilter, s.grpcFilter = filter("httpTopicTemplate"), filter("grpcTopicTemplate")
-	httpFilters, grpcFilters := filters("httpFilters", s.httpFilter), filters("grpcFilters", s.grpcFilter)
 
 	s.mergePatch = &section{fields: []field{
 		{name: "initial", required: true, hidden: "always [], written out only to say so",
@@ -314,6 +314,11 @@ func (s *shape) withSections() {
 		{name: "patch", schema: s.mergePatch, hidden: "always initial [] and path /-, written out only to say so"},
 	}}
 
+	return filters("httpFilters", s.httpFilter), filters("grpcFilters", s.grpcFilter)
+}
+
+func (s *shape) withSections() {
+	httpFilters, grpcFilters := s.filterSections()
 	common := func(capability, template string) []field {
 		return []field{
 			{name: "capability", required: true, schema: `{"const": "` + capability + `"}`, shown: "CAPABILITY"},

@@ -120,68 +120,11 @@ func (d *decoder) model(n ast.Node, cfg *Config, topic string, key bool) *models
 		return nil
 	}
 	mc := models.Config{Model: typ}
-	good := true
-	if e := m["view"]; e != nil {
-		v, ok := d.str(e.v, "view")
-		switch {
-		case !ok:
-			good = false
-		case v != "json":
-			d.errorf(e.v, "unknown view %q; allowed: json (JSON outside, the model's format in Kafka)", v)
-			good = false
-		case typ != "avro" && typ != "protobuf" && typ != "json":
-			d.errorf(e.v, "model %s has no view: its values are already text", typ)
-			good = false
-		default:
-			mc.View = v
-		}
-	}
-	if e := m["frame"]; e != nil {
-		b, ok := e.v.(*ast.BoolNode)
-		if !ok {
-			d.wrongType(e.v, "frame", "true or false")
-			good = false
-		} else {
-			v := b.Value
-			mc.Frame = &v
-		}
-	}
-	for _, k := range []string{"min-length", "max-length", "pattern"} {
-		if e := m[k]; e != nil && typ != "string" {
-			d.errorf(e.kn, "%s applies to model string only", k)
-			good = false
-		}
-	}
-	if e := m["min-length"]; e != nil && typ == "string" {
-		v, ok := d.integer(e.v, "min-length")
-		good = good && ok
-		mc.String.MinLength = int(v)
-	}
-	if e := m["max-length"]; e != nil && typ == "string" {
-		v, ok := d.integer(e.v, "max-length")
-		good = good && ok
-		mc.String.MaxLength = int(v)
-	}
-	if e := m["pattern"]; e != nil && typ == "string" {
-		v, ok := d.str(e.v, "pattern")
-		good = good && ok
-		mc.String.Pattern = v
-	}
-	schema := typ == "json" || typ == "avro" || typ == "protobuf"
+	good := d.modelView(m, typ, &mc)
+	good = d.modelFrame(m, &mc) && good
+	good = d.stringModel(m, typ, &mc) && good
 	ce := m["catalog"]
-	switch {
-	case schema && ce == nil:
-		d.errorf(node, "model %s needs a catalog: catalog: { <catalog name>: [{ subject: <subject> }] }", typ)
-		return nil
-	case !schema && ce != nil:
-		d.errorf(ce.kn, "model %s takes no catalog", typ)
-		return nil
-	case schema:
-		if !d.modelCatalog(ce.v, cfg, topic, key, &mc) {
-			return nil
-		}
-	}
-	if !good {
+	if !d.modelSchema(node, ce, cfg, topic, key, &mc) || !good {
 		return nil
 	}
 	mdl, err := models.New(context.Background(), mc)
@@ -200,6 +143,95 @@ func (d *decoder) model(n ast.Node, cfg *Config, topic string, key bool) *models
 		return nil
 	}
 	return mdl
+}
+
+// schemaModel reports whether a model of type typ takes its schema from a catalog.
+func schemaModel(typ string) bool { return typ == "json" || typ == "avro" || typ == "protobuf" }
+
+// modelView reads `view`: only a model with a schema has one.
+func (d *decoder) modelView(m map[string]*entry, typ string, mc *models.Config) bool {
+	e := m["view"]
+	if e == nil {
+		return true
+	}
+	v, ok := d.str(e.v, "view")
+	switch {
+	case !ok:
+		return false
+	case v != "json":
+		d.errorf(e.v, "unknown view %q; allowed: json (JSON outside, the model's format in Kafka)", v)
+		return false
+	case !schemaModel(typ):
+		d.errorf(e.v, "model %s has no view: its values are already text", typ)
+		return false
+	}
+	mc.View = v
+	return true
+}
+
+// modelFrame reads `frame`.
+func (d *decoder) modelFrame(m map[string]*entry, mc *models.Config) bool {
+	e := m["frame"]
+	if e == nil {
+		return true
+	}
+	b, ok := e.v.(*ast.BoolNode)
+	if !ok {
+		d.wrongType(e.v, "frame", "true or false")
+		return false
+	}
+	v := b.Value
+	mc.Frame = &v
+	return true
+}
+
+// stringModel reads the checks of a string model: min-length, max-length
+// and pattern, which no other model has.
+func (d *decoder) stringModel(m map[string]*entry, typ string, mc *models.Config) bool {
+	if typ != "string" {
+		good := true
+		for _, k := range []string{"min-length", "max-length", "pattern"} {
+			if e := m[k]; e != nil {
+				d.errorf(e.kn, "%s applies to model string only", k)
+				good = false
+			}
+		}
+		return good
+	}
+	good := true
+	if e := m["min-length"]; e != nil {
+		v, ok := d.integer(e.v, "min-length")
+		good = good && ok
+		mc.String.MinLength = int(v)
+	}
+	if e := m["max-length"]; e != nil {
+		v, ok := d.integer(e.v, "max-length")
+		good = good && ok
+		mc.String.MaxLength = int(v)
+	}
+	if e := m["pattern"]; e != nil {
+		v, ok := d.str(e.v, "pattern")
+		good = good && ok
+		mc.String.Pattern = v
+	}
+	return good
+}
+
+// modelSchema requires a catalog of a model with a schema, and refuses one
+// of any other model.
+func (d *decoder) modelSchema(node ast.Node, ce *entry, cfg *Config, topic string, key bool, mc *models.Config) bool {
+	schema := schemaModel(mc.Model)
+	switch {
+	case schema && ce == nil:
+		d.errorf(node, "model %s needs a catalog: catalog: { <catalog name>: [{ subject: <subject> }] }", mc.Model)
+		return false
+	case !schema && ce != nil:
+		d.errorf(ce.kn, "model %s takes no catalog", mc.Model)
+		return false
+	case schema:
+		return d.modelCatalog(ce.v, cfg, topic, key, mc)
+	}
+	return true
 }
 
 // modelCatalog reads `catalog: { name: [{ subject | id | strategy: topic,
@@ -232,56 +264,77 @@ func (d *decoder) modelCatalog(n ast.Node, cfg *Config, topic string, key bool, 
 	m := d.object(it, e.key, "a catalog reference", d.shape.catalogRef.names()...)
 	ok = d.optionString(m, "subject", &mc.Ref.Subject)
 	ok = d.optionString(m, "record", &mc.Record) && ok
-	if s := m["strategy"]; s != nil {
-		v, good := d.str(s.v, "strategy")
-		switch {
-		case !good:
-			ok = false
-		case v != "topic":
-			d.errorf(s.v, "unknown strategy %q; allowed: topic (subject <topic>-key or <topic>-value)", v)
-			ok = false
-		case globRe.MatchString(topic):
-			d.errorf(s.v, "strategy topic needs a topic name, not the glob %q: name the subject instead", topic)
-			ok = false
-		case mc.Ref.Subject != "":
-			d.errorf(s.v, "strategy and subject exclude each other")
-			ok = false
-		default:
-			mc.Ref.Subject = models.TopicSubject(topic, key)
-		}
-	}
-	if v := m["version"]; v != nil {
-		if s, isStr := v.v.(*ast.StringNode); isStr && s.Value == "latest" {
-			mc.Ref.Version = 0
-		} else if x, good := d.integer(v.v, "version"); !good || x < 1 || x > 1<<31-1 {
-			if good {
-				d.errorf(v.v, "version must be latest or a positive integer, got %d", x)
-			}
-			ok = false
-		} else {
-			mc.Ref.Version = int(x)
-		}
-	}
-	if v := m["id"]; v != nil {
-		x, good := d.integer(v.v, "id")
-		switch {
-		case !good:
-			ok = false
-		case x < 1 || x > 1<<31-1:
-			d.errorf(v.v, "id must be a positive integer, got %d", x)
-			ok = false
-		case mc.Ref.Subject != "":
-			d.errorf(v.v, "id and subject exclude each other")
-			ok = false
-		default:
-			mc.Ref.ID = int(x)
-		}
-	}
+	ok = d.refStrategy(m["strategy"], topic, key, mc) && ok
+	ok = d.refVersion(m["version"], mc) && ok
+	ok = d.refID(m["id"], mc) && ok
 	if ok && mc.Ref.Subject == "" && mc.Ref.ID == 0 {
 		d.errorf(it, "name the schema: subject, id, or strategy: topic")
 		ok = false
 	}
 	return ok
+}
+
+// refStrategy reads `strategy: topic`: the subject named after the topic.
+func (d *decoder) refStrategy(s *entry, topic string, key bool, mc *models.Config) bool {
+	if s == nil {
+		return true
+	}
+	v, good := d.str(s.v, "strategy")
+	switch {
+	case !good:
+		return false
+	case v != "topic":
+		d.errorf(s.v, "unknown strategy %q; allowed: topic (subject <topic>-key or <topic>-value)", v)
+		return false
+	case globRe.MatchString(topic):
+		d.errorf(s.v, "strategy topic needs a topic name, not the glob %q: name the subject instead", topic)
+		return false
+	case mc.Ref.Subject != "":
+		d.errorf(s.v, "strategy and subject exclude each other")
+		return false
+	}
+	mc.Ref.Subject = models.TopicSubject(topic, key)
+	return true
+}
+
+// refVersion reads `version`: latest (0) or a positive integer.
+func (d *decoder) refVersion(v *entry, mc *models.Config) bool {
+	if v == nil {
+		return true
+	}
+	if s, isStr := v.v.(*ast.StringNode); isStr && s.Value == "latest" {
+		mc.Ref.Version = 0
+		return true
+	}
+	x, good := d.integer(v.v, "version")
+	if !good || x < 1 || x > 1<<31-1 {
+		if good {
+			d.errorf(v.v, "version must be latest or a positive integer, got %d", x)
+		}
+		return false
+	}
+	mc.Ref.Version = int(x)
+	return true
+}
+
+// refID reads `id`: a schema by its registry id, instead of a subject.
+func (d *decoder) refID(v *entry, mc *models.Config) bool {
+	if v == nil {
+		return true
+	}
+	x, good := d.integer(v.v, "id")
+	switch {
+	case !good:
+		return false
+	case x < 1 || x > 1<<31-1:
+		d.errorf(v.v, "id must be a positive integer, got %d", x)
+		return false
+	case mc.Ref.Subject != "":
+		d.errorf(v.v, "id and subject exclude each other")
+		return false
+	}
+	mc.Ref.ID = int(x)
+	return true
 }
 
 // checkGRPCModels refuses a json or avro value model on a topic a
