@@ -236,7 +236,10 @@ func (w *schemaWriter) section(s *section) obj {
 	}
 	var required []any
 	props := obj{}
-	for _, f := range s.fields {
+	for i, f := range s.fields {
+		if slices.ContainsFunc(s.fields[:i], func(g field) bool { return g.name == f.name }) {
+			panic("schema: field " + f.name + " twice in one section")
+		}
 		if f.required {
 			required = append(required, f.name)
 		}

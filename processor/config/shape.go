@@ -3,8 +3,9 @@ package config
 // The shape of the configuration file, defined once. The decoder takes the
 // fields each object allows from here (its "unknown field ...; allowed: ..."
 // lists), Schema renders the JSON Schema from it, and describe_test.go holds
-// Describe to it. A new field is one entry here plus the code that reads it;
-// see docs/architecture.md ("A configuration field").
+// Describe to it. A new field is one entry here, its field in the model and
+// the code that reads (and prints) it; docs/architecture.md ("A
+// configuration field") lists every step.
 
 // shape is every section of the file. The decoder holds one for a load.
 type shape struct {
