@@ -1,15 +1,11 @@
 package config
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -28,37 +24,6 @@ type Catalog struct {
 	// read its status, and it is closed with the configuration.
 	Registry *models.Registry
 	Pos      Pos
-}
-
-// TopicModels are the models of the topics one `options.topics` entry of a
-// kafka binding names: what keys and values must be, and whether they are
-// converted between JSON and the registry's format.
-type TopicModels struct {
-	// Name is a topic name or a glob (path.Match syntax) covering templated
-	// topics; the first entry matching a topic applies.
-	Name       string
-	Key, Value *models.Model // nil: not checked
-	// KeyConfig and ValueConfig are the models as written, so a reload can
-	// tell whether they changed (models live as long as the clusters).
-	KeyConfig, ValueConfig string
-	Pos                    Pos
-}
-
-// Models returns the models of topic on this cluster, nil when no
-// `options.topics` entry names it.
-func (k *KafkaCluster) Models(topic string) *TopicModels {
-	if k == nil {
-		return nil
-	}
-	for _, t := range k.Topics {
-		if t.Name == topic {
-			return t
-		}
-		if ok, _ := path.Match(t.Name, topic); ok {
-			return t
-		}
-	}
-	return nil
 }
 
 // Registries are the schema-registry catalogs, by name.
@@ -84,8 +49,6 @@ func (c *Config) Close() {
 	}
 }
 
-// ---- catalogs
-
 func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 	_, entries, ok := d.mapping(n, "catalogs", "catalog name")
 	if !ok {
@@ -100,8 +63,8 @@ func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 		if !ok {
 			continue
 		}
-		typ, ok := d.discriminator(node, fields, "type", "catalog type", fmt.Sprintf("catalog %q", e.key), "inline", "filesystem", "schema-registry")
-		m := d.fields(fields, "a catalog", "type", "options")
+		typ, ok := d.discriminator(node, fields, "type", "catalog type", fmt.Sprintf("catalog %q", e.key), variantValues(d.shape.catalogTypes)...)
+		m := d.fields(fields, "a catalog", d.shape.catalog.names()...)
 		if !ok {
 			continue
 		}
@@ -114,13 +77,13 @@ func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 		var err error
 		switch typ {
 		case "inline":
-			texts, ok := d.subjects(opts.v, "schema")
+			texts, ok := d.subjects(opts.v, d.shape.inlineOptions, d.shape.inlineSubject)
 			if !ok {
 				continue
 			}
 			c.Catalog, err = models.NewInline(e.key, texts)
 		case "filesystem":
-			paths, ok := d.subjects(opts.v, "path")
+			paths, ok := d.subjects(opts.v, d.shape.filesystemOptions, d.shape.filesystemSubject)
 			if !ok {
 				continue
 			}
@@ -141,9 +104,10 @@ func (d *decoder) catalogs(n ast.Node, cfg *Config) {
 }
 
 // subjects reads `options: { subjects: { name: { <field>: text } } }` of an
-// inline (schema) or filesystem (path) catalog.
-func (d *decoder) subjects(n ast.Node, field string) (map[string]string, bool) {
-	m := d.object(n, "options", "catalog options", "subjects")
+// inline (schema) or filesystem (path) catalog: a subject has one field.
+func (d *decoder) subjects(n ast.Node, options, subject *section) (map[string]string, bool) {
+	field := subject.fields[0].name
+	m := d.object(n, "options", "catalog options", options.names()...)
 	e := m["subjects"]
 	if e == nil {
 		d.errorf(n, "missing required field \"subjects\": name each schema, e.g. subjects: { order: { %s: ... } }", field)
@@ -155,7 +119,7 @@ func (d *decoder) subjects(n ast.Node, field string) (map[string]string, bool) {
 	}
 	out := make(map[string]string, len(entries))
 	for _, s := range entries {
-		sm := d.object(s.v, s.key, "a subject", field)
+		sm := d.object(s.v, s.key, "a subject", subject.names()...)
 		v := sm[field]
 		if v == nil {
 			d.errorf(s.kn, "subject %q: missing required field %q", s.key, field)
@@ -171,8 +135,7 @@ func (d *decoder) subjects(n ast.Node, field string) (map[string]string, bool) {
 
 // registry reads a schema-registry catalog's options.
 func (d *decoder) registry(name string, n ast.Node) *models.Registry {
-	m := d.object(n, "options", "schema-registry options",
-		"url", "username", "password", "token", "tls", "context", "max-age", "timeout", "retry-after")
+	m := d.object(n, "options", "schema-registry options", d.shape.registryOptions.names()...)
 	var o models.RegistryOptions
 	ok := true
 	if e := m["url"]; e == nil {
@@ -243,7 +206,7 @@ func (d *decoder) urls(n ast.Node) []string {
 // registryTLS reads `tls: { ca-file, cert-file, key-file }`; files are read
 // now, so a missing one is a load error.
 func (d *decoder) registryTLS(n ast.Node) (*tls.Config, bool) {
-	m := d.object(n, "tls", "registry tls", "ca-file", "cert-file", "key-file")
+	m := d.object(n, "tls", "registry tls", d.shape.registryTLS.names()...)
 	var ca, cert, key string
 	ok := d.optionString(m, "ca-file", &ca)
 	ok = d.optionString(m, "cert-file", &cert) && ok
@@ -285,286 +248,4 @@ func (d *decoder) rel(p string) string {
 		return p
 	}
 	return filepath.Join(d.dir, p)
-}
-
-// ---- topic models
-
-// topics reads a kafka binding's `options.topics`.
-func (d *decoder) topics(n ast.Node, cfg *Config) []*TopicModels {
-	_, items, ok := d.sequence(n, "topics")
-	if !ok {
-		return nil
-	}
-	var out []*TopicModels
-	seen := map[string]bool{}
-	for _, it := range items {
-		if it == nil {
-			continue
-		}
-		_, entries, ok := d.mapping(it, "a topics entry", "key")
-		if !ok {
-			continue
-		}
-		m := d.fields(entries, "a topics entry", "name", "key", "value")
-		ne := m["name"]
-		if ne == nil {
-			d.errorf(it, "missing required field \"name\": the topic (or a glob such as items-*)")
-			continue
-		}
-		name, good := d.nonEmpty(ne.v, "name")
-		if !good {
-			continue
-		}
-		if _, err := path.Match(name, ""); err != nil {
-			d.errorf(ne.v, "name %q is not a valid glob: %v", name, err)
-			continue
-		}
-		if seen[name] {
-			d.errorf(ne.v, "topic %q is listed twice", name)
-			continue
-		}
-		seen[name] = true
-		t := &TopicModels{Name: name, Pos: d.pos(it)}
-		if e := m["key"]; e != nil {
-			t.Key = d.model(e.v, cfg, name, true)
-			t.KeyConfig = nodeText(e.v)
-		}
-		if e := m["value"]; e != nil {
-			t.Value = d.model(e.v, cfg, name, false)
-			t.ValueConfig = nodeText(e.v)
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-func nodeText(n ast.Node) string {
-	if n == nil {
-		return ""
-	}
-	return n.String()
-}
-
-// modelNames are the values of `model`.
-func modelNames() []string {
-	return []string{"json", "avro", "protobuf", "string", "int32", "int64", "float", "double", "boolean", "bytes"}
-}
-
-var globRe = regexp.MustCompile(`[*?\[]`)
-
-// model reads one key or value model and builds it: a schema from an inline
-// or filesystem catalog compiles now, so a schema that does not compile is
-// an error here.
-func (d *decoder) model(n ast.Node, cfg *Config, topic string, key bool) *models.Model {
-	node, fields, ok := d.mapping(n, "model", "key")
-	if !ok {
-		return nil
-	}
-	typ, ok := d.discriminator(node, fields, "model", "model", "a topic model", modelNames()...)
-	m := d.fields(fields, "a model", "model", "view", "catalog", "frame", "min-length", "max-length", "pattern")
-	if !ok {
-		return nil
-	}
-	mc := models.Config{Model: typ}
-	good := true
-	if e := m["view"]; e != nil {
-		v, ok := d.str(e.v, "view")
-		switch {
-		case !ok:
-			good = false
-		case v != "json":
-			d.errorf(e.v, "unknown view %q; allowed: json (JSON outside, the model's format in Kafka)", v)
-			good = false
-		case typ != "avro" && typ != "protobuf" && typ != "json":
-			d.errorf(e.v, "model %s has no view: its values are already text", typ)
-			good = false
-		default:
-			mc.View = v
-		}
-	}
-	if e := m["frame"]; e != nil {
-		b, ok := e.v.(*ast.BoolNode)
-		if !ok {
-			d.wrongType(e.v, "frame", "true or false")
-			good = false
-		} else {
-			v := b.Value
-			mc.Frame = &v
-		}
-	}
-	for _, k := range []string{"min-length", "max-length", "pattern"} {
-		if e := m[k]; e != nil && typ != "string" {
-			d.errorf(e.kn, "%s applies to model string only", k)
-			good = false
-		}
-	}
-	if e := m["min-length"]; e != nil && typ == "string" {
-		v, ok := d.integer(e.v, "min-length")
-		good = good && ok
-		mc.String.MinLength = int(v)
-	}
-	if e := m["max-length"]; e != nil && typ == "string" {
-		v, ok := d.integer(e.v, "max-length")
-		good = good && ok
-		mc.String.MaxLength = int(v)
-	}
-	if e := m["pattern"]; e != nil && typ == "string" {
-		v, ok := d.str(e.v, "pattern")
-		good = good && ok
-		mc.String.Pattern = v
-	}
-	schema := typ == "json" || typ == "avro" || typ == "protobuf"
-	ce := m["catalog"]
-	switch {
-	case schema && ce == nil:
-		d.errorf(node, "model %s needs a catalog: catalog: { <catalog name>: [{ subject: <subject> }] }", typ)
-		return nil
-	case !schema && ce != nil:
-		d.errorf(ce.kn, "model %s takes no catalog", typ)
-		return nil
-	case schema:
-		if !d.modelCatalog(ce.v, cfg, topic, key, &mc) {
-			return nil
-		}
-	}
-	if !good {
-		return nil
-	}
-	mdl, err := models.New(context.Background(), mc)
-	if err != nil {
-		at := n
-		if ce != nil {
-			at = ce.v
-		}
-		var se *models.SchemaError
-		if errors.As(err, &se) {
-			// A compiler's message may span lines; a config error is one.
-			d.errorf(at, "the schema does not compile: %s", strings.Join(strings.Fields(se.Error()), " "))
-		} else {
-			d.errorf(at, "%v", err)
-		}
-		return nil
-	}
-	return mdl
-}
-
-// modelCatalog reads `catalog: { name: [{ subject | id | strategy: topic,
-// version, record }] }`: one catalog, one schema.
-func (d *decoder) modelCatalog(n ast.Node, cfg *Config, topic string, key bool, mc *models.Config) bool {
-	_, entries, ok := d.mapping(n, "catalog", "catalog name")
-	if !ok {
-		return false
-	}
-	if len(entries) != 1 {
-		d.errorf(n, "name one catalog, not %d", len(entries))
-		return false
-	}
-	e := entries[0]
-	c := cfg.Catalogs[e.key]
-	if c == nil {
-		d.errorf(e.kn, "unknown catalog %q: declare it under catalogs", e.key)
-		return false
-	}
-	mc.Catalog = c.Catalog
-	_, items, ok := d.sequence(e.v, e.key)
-	if !ok {
-		return false
-	}
-	if len(items) != 1 || items[0] == nil {
-		d.errorf(e.v, "name one schema of catalog %q: [{ subject: <subject> }]", e.key)
-		return false
-	}
-	it := items[0]
-	m := d.object(it, e.key, "a catalog reference", "subject", "version", "id", "strategy", "record")
-	ok = d.optionString(m, "subject", &mc.Ref.Subject)
-	ok = d.optionString(m, "record", &mc.Record) && ok
-	if s := m["strategy"]; s != nil {
-		v, good := d.str(s.v, "strategy")
-		switch {
-		case !good:
-			ok = false
-		case v != "topic":
-			d.errorf(s.v, "unknown strategy %q; allowed: topic (subject <topic>-key or <topic>-value)", v)
-			ok = false
-		case globRe.MatchString(topic):
-			d.errorf(s.v, "strategy topic needs a topic name, not the glob %q: name the subject instead", topic)
-			ok = false
-		case mc.Ref.Subject != "":
-			d.errorf(s.v, "strategy and subject exclude each other")
-			ok = false
-		default:
-			mc.Ref.Subject = models.TopicSubject(topic, key)
-		}
-	}
-	if v := m["version"]; v != nil {
-		if s, isStr := v.v.(*ast.StringNode); isStr && s.Value == "latest" {
-			mc.Ref.Version = 0
-		} else if x, good := d.integer(v.v, "version"); !good || x < 1 || x > 1<<31-1 {
-			if good {
-				d.errorf(v.v, "version must be latest or a positive integer, got %d", x)
-			}
-			ok = false
-		} else {
-			mc.Ref.Version = int(x)
-		}
-	}
-	if v := m["id"]; v != nil {
-		x, good := d.integer(v.v, "id")
-		switch {
-		case !good:
-			ok = false
-		case x < 1 || x > 1<<31-1:
-			d.errorf(v.v, "id must be a positive integer, got %d", x)
-			ok = false
-		case mc.Ref.Subject != "":
-			d.errorf(v.v, "id and subject exclude each other")
-			ok = false
-		default:
-			mc.Ref.ID = int(x)
-		}
-	}
-	if ok && mc.Ref.Subject == "" && mc.Ref.ID == 0 {
-		d.errorf(it, "name the schema: subject, id, or strategy: topic")
-		ok = false
-	}
-	return ok
-}
-
-// checkGRPCModels refuses a json or avro value model on a topic a
-// grpc-kafka route names (its topic, or its reply-to topic): its messages
-// are protobuf, which such a model would refuse, every one. A protobuf
-// model is used both ways: produce checks and frames the request messages,
-// fetch streams and replies check records and take the framing off. Which
-// message the route's method carries is not in the configuration (the
-// gateway has no .proto of the service), so that the model's record is that
-// message cannot be checked here.
-func (d *decoder) checkGRPCModels(cfg *Config) {
-	for _, b := range cfg.Bindings {
-		if b.Type != GRPCKafka {
-			continue
-		}
-		for _, r := range b.Routes {
-			if r.With == nil {
-				continue
-			}
-			var topics []string
-			if r.With.Topic.Static() {
-				topics = append(topics, r.With.Topic.Raw)
-			}
-			if r.With.ReplyTo != "" {
-				topics = append(topics, r.With.ReplyTo)
-			}
-			for _, topic := range topics {
-				tm := cfg.Kafka[r.Exit].Models(topic)
-				if tm == nil || tm.Value == nil {
-					continue
-				}
-				if k := tm.Value.Kind(); k == "json" || k == "avro" {
-					d.errs = append(d.errs, &Error{Pos: r.With.Pos, Msg: fmt.Sprintf(
-						"the value model of topic %q is %s (options.topics, line %d), but grpc-kafka messages are protobuf: give the topic a protobuf model, or route it over http-kafka",
-						topic, k, tm.Pos.Line)})
-				}
-			}
-		}
-	}
 }

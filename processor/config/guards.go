@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -36,12 +35,12 @@ func (d *decoder) guard(e entry) *Guard {
 	if !ok {
 		return nil
 	}
-	typ, ok := d.discriminator(node, fields, "type", "guard type", owner, "jwt", "envoy-jwt")
+	typ, ok := d.discriminator(node, fields, "type", "guard type", owner, d.shape.guard.values()...)
 	if !ok {
-		d.fields(fields, "a guard", "type", "options")
+		d.fields(fields, "a guard", d.shape.guard.names()...)
 		return nil
 	}
-	m := d.fields(fields, "a "+typ+" guard", "type", "options")
+	m := d.fields(fields, "a "+typ+" guard", d.shape.guard.variant(typ).names()...)
 	g := &Guard{Name: e.key, Type: typ, Pos: d.pos(e.kn)}
 	o := m["options"]
 	if o == nil {
@@ -69,21 +68,9 @@ func (d *decoder) guard(e entry) *Guard {
 	return g
 }
 
-// optionString reads an optional non-empty string option into dst; false if
-// it is there and not one.
-func (d *decoder) optionString(m map[string]*entry, key string, dst *string) bool {
-	x := m[key]
-	if x == nil {
-		return true
-	}
-	s, good := d.nonEmpty(x.v, key)
-	*dst = s
-	return good
-}
-
 // envoyJWTOptions decodes the options of an envoy-jwt guard into j.
 func (d *decoder) envoyJWTOptions(on ast.Node, entries []entry, j *JWTOptions) bool {
-	om := d.fields(entries, "envoy-jwt guard options", "provider", "roles-claim", "identity-claim")
+	om := d.fields(entries, "envoy-jwt guard options", d.shape.envoyOptions.names()...)
 	ok := d.optionString(om, "provider", &j.Provider)
 	ok = d.optionString(om, "roles-claim", &j.RolesClaim) && ok
 	ok = d.optionString(om, "identity-claim", &j.IdentityClaim) && ok
@@ -96,7 +83,7 @@ func (d *decoder) envoyJWTOptions(on ast.Node, entries []entry, j *JWTOptions) b
 
 // jwtOptions decodes the options of a jwt guard into j.
 func (d *decoder) jwtOptions(on ast.Node, entries []entry, j *JWTOptions) bool {
-	om := d.fields(entries, "jwt guard options", "issuer", "audience", "keys", "keys-file", "algorithms", "roles-claim", "identity-claim", "skew")
+	om := d.fields(entries, "jwt guard options", d.shape.jwtOptions.names()...)
 	ok := d.optionString(om, "issuer", &j.Issuer)
 	ok = d.optionString(om, "audience", &j.Audience) && ok
 	ok = d.optionString(om, "roles-claim", &j.RolesClaim) && ok
@@ -308,67 +295,12 @@ func (d *decoder) toJSON(n ast.Node, depth int, budget *int) (any, bool) {
 	return nil, false
 }
 
-// size reads a byte size: a positive integer or a string such as 1MiB.
-func (d *decoder) size(n ast.Node, field string) (int64, bool) {
-	var v int64
-	switch n.(type) {
-	case *ast.IntegerNode:
-		x, ok := d.integer(n, field)
-		if !ok {
-			return 0, false
-		}
-		v = x
-	case *ast.StringNode, *ast.LiteralNode:
-		s, ok := d.str(n, field)
-		if !ok {
-			return 0, false
-		}
-		x, err := ParseSize(s)
-		if err != nil {
-			d.errorf(n, "%s: %v", field, err)
-			return 0, false
-		}
-		v = x
-	case nil:
-		return 0, false
-	default:
-		d.wrongType(n, field, "a size (bytes, or a string such as 512KiB or 1MiB)")
-		return 0, false
-	}
-	if v <= 0 {
-		d.errorf(n, "%s must be positive, got %d", field, v)
-		return 0, false
-	}
-	return v, true
+// DefaultAlgorithms are the JWT algorithms a jwt guard accepts when the file
+// lists none: every asymmetric JOSE algorithm. HMAC (HS*) must be listed
+// explicitly, so a public key can never be used as a shared secret.
+func DefaultAlgorithms() []string {
+	return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 }
 
-// duration reads a duration string such as 30s; zero is allowed only where
-// it means "none" (allowZero).
-func (d *decoder) duration(n ast.Node, field string, allowZero bool) (time.Duration, bool) {
-	var s string
-	switch n.(type) {
-	case *ast.StringNode, *ast.LiteralNode:
-		x, ok := d.str(n, field)
-		if !ok {
-			return 0, false
-		}
-		s = x
-	case *ast.IntegerNode, *ast.FloatNode:
-		s = n.GetToken().Value
-	case nil:
-		return 0, false
-	default:
-		d.wrongType(n, field, "a duration such as 30s")
-		return 0, false
-	}
-	v, err := ParseDuration(s)
-	if err != nil {
-		d.errorf(n, "%s: %v", field, err)
-		return 0, false
-	}
-	if v < 0 || (v == 0 && !allowZero) {
-		d.errorf(n, "%s must be positive, got %s", field, s)
-		return 0, false
-	}
-	return v, true
-}
+// jwtAlgorithms are the algorithms a jwt guard may list.
+func jwtAlgorithms() []string { return append(DefaultAlgorithms(), "HS256", "HS384", "HS512") }

@@ -7,9 +7,11 @@ import (
 )
 
 // Limits bound what one request or the whole process may hold. Each field
-// has its default in DefaultLimits and its key in limitKeys; a new limit is
-// those three lines here, the code that uses it, and its row in
-// docs/configuration.md (limits_test.go checks they agree).
+// has its default in DefaultLimits and its key (with the description the
+// JSON Schema gives it) in limitKeys; a new limit is those three lines
+// here, the code that uses it, its key in Describe, its row in
+// docs/configuration.md and go generate for schema.json (limits_test.go,
+// describe_test.go and schema_test.go check they agree).
 type Limits struct {
 	MaxBody         int64         // bytes of an HTTP body or one gRPC message; default 1MiB
 	MaxWait         time.Duration // clamp of prefer: wait=N; default 60s
@@ -68,12 +70,14 @@ func DefaultLimits() Limits {
 	}
 }
 
-// limitKey is one limit in the file: its key, how its value is read, and
-// the field it sets.
+// limitKey is one limit in the file: its key, how its value is read, the
+// field it sets and what it is. The limits section of the shape is built
+// from these.
 type limitKey struct {
 	key   string
 	kind  limitKind
 	field func(*Limits) any // *int64, *time.Duration or *int
+	doc   string            // its description in the JSON Schema
 }
 
 type limitKind int
@@ -88,20 +92,34 @@ const (
 // limitKeys is every limit, in the order of docs/configuration.md.
 func limitKeys() []limitKey {
 	return []limitKey{
-		{"max-body", sizeLimit, func(l *Limits) any { return &l.MaxBody }},
-		{"max-wait", durationLimit, func(l *Limits) any { return &l.MaxWait }},
-		{"reply-timeout", durationLimit, func(l *Limits) any { return &l.ReplyTimeout }},
-		{"reply-retention", durationLimit, func(l *Limits) any { return &l.ReplyRetention }},
-		{"kafka-timeout", durationLimit, func(l *Limits) any { return &l.KafkaTimeout }},
-		{"max-view-bytes", sizeLimit, func(l *Limits) any { return &l.MaxViewBytes }},
-		{"reply-index-bytes", sizeLimit, func(l *Limits) any { return &l.ReplyIndexBytes }},
-		{"max-views", countLimit, func(l *Limits) any { return &l.MaxViews }},
-		{"view-idle", durationLimit, func(l *Limits) any { return &l.ViewIdle }},
-		{"stream-lag-budget", countLimit, func(l *Limits) any { return &l.StreamLagBudget }},
-		{"stream-send-interval", durationOrNone, func(l *Limits) any { return &l.StreamSendInterval }},
-		{"stream-send-rate", countLimit, func(l *Limits) any { return &l.StreamSendRate }},
-		{"idempotency-window", durationLimit, func(l *Limits) any { return &l.IdempotencyWindow }},
-		{"idempotency-keys", countLimit, func(l *Limits) any { return &l.IdempotencyKeys }},
+		{"max-body", sizeLimit, func(l *Limits) any { return &l.MaxBody },
+			"HTTP body or one gRPC message; default 1MiB."},
+		{"max-wait", durationLimit, func(l *Limits) any { return &l.MaxWait },
+			"Clamp of prefer: wait=N; default 60s."},
+		{"reply-timeout", durationLimit, func(l *Limits) any { return &l.ReplyTimeout },
+			"Default 30s."},
+		{"reply-retention", durationLimit, func(l *Limits) any { return &l.ReplyRetention },
+			"How far back reply indexes reach; default 10m."},
+		{"kafka-timeout", durationLimit, func(l *Limits) any { return &l.KafkaTimeout },
+			"Default 5s."},
+		{"max-view-bytes", sizeLimit, func(l *Limits) any { return &l.MaxViewBytes },
+			"Default 256MiB."},
+		{"reply-index-bytes", sizeLimit, func(l *Limits) any { return &l.ReplyIndexBytes },
+			"Default 64MiB."},
+		{"max-views", countLimit, func(l *Limits) any { return &l.MaxViews },
+			"Views of templated topics; default 1000."},
+		{"view-idle", durationLimit, func(l *Limits) any { return &l.ViewIdle },
+			"Idle templated views are evicted after this; default 10m."},
+		{"stream-lag-budget", countLimit, func(l *Limits) any { return &l.StreamLagBudget },
+			"Records a gRPC fetch stream may fall behind; default 10000."},
+		{"stream-send-interval", durationOrNone, func(l *Limits) any { return &l.StreamSendInterval },
+			"Longest a busy gRPC fetch stream holds records to send them together (its sends are open streams / stream-send-rate apart, at most this); 0 sends at once; default 50ms."},
+		{"stream-send-rate", countLimit, func(l *Limits) any { return &l.StreamSendRate },
+			"Messages per second the processor aims at over all its busy gRPC fetch streams together; default 20000."},
+		{"idempotency-window", durationLimit, func(l *Limits) any { return &l.IdempotencyWindow },
+			"How long a write with an idempotency key is remembered: a retry within it writes nothing; after it (until twice it) a retry is refused as expired; default 10m."},
+		{"idempotency-keys", countLimit, func(l *Limits) any { return &l.IdempotencyKeys },
+			"Correlation ids each cluster's key index remembers, oldest evicted first; default 1000000."},
 	}
 }
 
@@ -134,13 +152,8 @@ func (l Limits) WithDefaults() Limits {
 
 // limits decodes the limits object over l (which holds the defaults).
 func (d *decoder) limits(n ast.Node, l *Limits) {
-	keys := limitKeys()
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.key
-	}
-	m := d.object(n, "limits", "limits", names...)
-	for _, k := range keys {
+	m := d.object(n, "limits", "limits", d.shape.limits.names()...)
+	for _, k := range limitKeys() {
 		e := m[k.key]
 		if e == nil {
 			continue

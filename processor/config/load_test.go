@@ -61,12 +61,11 @@ var (
 	corrID  = TemplatePart{Ref: RefCorrelationID}
 )
 
-// TestFullConfig loads a file using every field of spec §2 and checks each
-// landed in the model.
+// TestFullConfig loads a file using every field of both proxy bindings and
+// checks each landed in the model.
 func TestFullConfig(t *testing.T) {
 	cfg := loadValid(t, "full.yaml")
-	file := filepath.Join("testdata", "valid", "full.yaml")
-	at := func(line, col int) Pos { return Pos{File: file, Line: line, Col: col} }
+	at := fullAt
 
 	if got, want := cfg.Kafka["kafka0"], (&KafkaCluster{Name: "kafka0", Pos: at(4, 3), Properties: map[string]string{
 		"bootstrap.servers": "localhost:9092", "security.protocol": "PLAINTEXT", "linger.ms": "1",
@@ -80,13 +79,27 @@ func TestFullConfig(t *testing.T) {
 	if len(cfg.Bindings) != 2 {
 		t.Fatalf("bindings = %d, want 2", len(cfg.Bindings))
 	}
-	http, grpc := cfg.Bindings[0], cfg.Bindings[1]
-	check := func(what string, got, want any) {
-		t.Helper()
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s =\n  %#v\nwant\n  %#v", what, got, want)
-		}
+	checkFullHTTP(t, cfg.Bindings[0])
+	checkFullGRPC(t, cfg.Bindings[1])
+	checkFullGuardsAndLimits(t, cfg)
+}
+
+// fullAt is a position in testdata/valid/full.yaml.
+func fullAt(line, col int) Pos {
+	return Pos{File: filepath.Join("testdata", "valid", "full.yaml"), Line: line, Col: col}
+}
+
+func checkEqual(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s =\n  %#v\nwant\n  %#v", what, got, want)
 	}
+}
+
+// checkFullHTTP checks the http-kafka binding of full.yaml.
+func checkFullHTTP(t *testing.T, http *Binding) {
+	t.Helper()
+	at, check := fullAt, func(what string, got, want any) { t.Helper(); checkEqual(t, what, got, want) }
 	check("http0 header", [3]any{http.Name, http.Type, http.Pos}, [3]any{"http0", HTTPKafka, at(13, 3)})
 	check("http0 options", *http.HTTP, HTTPOptions{
 		IdempotencyHeader: "idempotency-key", // lower-cased
@@ -128,6 +141,12 @@ func TestFullConfig(t *testing.T) {
 	})
 	check("route 5 guarded", http.Routes[5].Guarded, []GuardRequirement{{Guard: "jwt0", Roles: []string{}}})
 
+}
+
+// checkFullGRPC checks the grpc-kafka binding of full.yaml.
+func checkFullGRPC(t *testing.T, grpc *Binding) {
+	t.Helper()
+	at, check := fullAt, func(what string, got, want any) { t.Helper(); checkEqual(t, what, got, want) }
 	check("grpc0 options", *grpc.GRPC, GRPCOptions{
 		IdempotencyMetadata: "idempotency-key", ReliabilityField: 32767, ReliabilityMetadata: "last-message-id",
 		Correlation: CorrelationHeaders{ReplyTo: "gateway:reply-to", CorrelationID: "gateway:correlation-id",
@@ -145,7 +164,12 @@ func TestFullConfig(t *testing.T) {
 			Overrides: []HeaderTemplate{{Name: "origin", Value: tmpl(lit("grpc"))}}, ReplyTo: "command-replies", Pos: at(102, 11)},
 	})
 	check("grpc route 2 method", g[2].When[0].GRPCMethod, "example.v1.Events/*")
+}
 
+// checkFullGuardsAndLimits checks the guards and limits of full.yaml.
+func checkFullGuardsAndLimits(t *testing.T, cfg *Config) {
+	t.Helper()
+	check := func(what string, got, want any) { t.Helper(); checkEqual(t, what, got, want) }
 	jwks, err := os.ReadFile(filepath.Join("testdata", "valid", "jwks.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,8 @@ type Binding struct {
 	Pos    Pos
 }
 
-// CorrelationHeaders are the Kafka header names the bindings inject (spec §2.2, §2.6).
+// CorrelationHeaders are the Kafka header names the bindings write on request
+// records and read on replies, so a responder can route its answer back.
 type CorrelationHeaders struct {
 	ReplyTo       string // default gateway:reply-to
 	CorrelationID string // default gateway:correlation-id
@@ -219,7 +220,9 @@ type HeaderTemplate struct {
 	Value Template
 }
 
-// Merge is `merge` of a fetch route. Only the constants of spec §2.4 are accepted.
+// Merge is `merge` of a fetch route: every record appended to an empty JSON
+// array. Its fields are fixed, written out only so a file can say so; other
+// values are refused rather than given a meaning the fetch does not have.
 type Merge struct {
 	ContentType  string // application/json
 	PatchInitial string // []

@@ -24,8 +24,8 @@ type ruleCase struct {
 	want []string // exact "file:line:col: message" lines
 }
 
-// ruleCases holds one case per validation rule (DESIGN §5 and the package
-// documentation), each asserting the exact message and position.
+// ruleCases holds one case per validation rule of the loader (see Parse),
+// each asserting the exact message and position.
 var ruleCases = []ruleCase{
 	// ---- YAML structure
 	{"invalid YAML", "bindings: {a: 1", []string{"c.yaml:1:11: invalid YAML: could not find flow mapping end token '}'"}},

@@ -46,6 +46,18 @@ func validateYAML(sch *jsonschema.Schema, data []byte) error {
 	return sch.Validate(v)
 }
 
+// TestSchemaFileIsGenerated: schema.json, the file editors are pointed at,
+// is the schema built from the definition in shape.go.
+func TestSchemaFileIsGenerated(t *testing.T) {
+	file, err := os.ReadFile("schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(file, Schema()) {
+		t.Fatal("schema.json differs from the schema shape.go defines: run go generate ./processor/config and commit it")
+	}
+}
+
 // TestSchemaAcceptsValidConfigs: every file the loader accepts under
 // testdata/valid is accepted by the schema.
 func TestSchemaAcceptsValidConfigs(t *testing.T) {
