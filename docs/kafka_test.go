@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/testpki"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 )
 
 // yamlBlocks are the ```yaml blocks of a Markdown file, unindented (blocks
@@ -55,7 +55,7 @@ func TestKafkaDocPropertiesAcceptedByLibrdkafka(t *testing.T) {
 	}
 	files := map[string]string{"ssl.ca.location": caFile, "ssl.certificate.location": certFile, "ssl.key.location": keyFile}
 
-	check := func(props map[string]string) []kafkaio.PropertyError {
+	check := func(props map[string]string) []client.PropertyError {
 		for k, v := range props {
 			switch {
 			case files[k] != "":
@@ -66,7 +66,7 @@ func TestKafkaDocPropertiesAcceptedByLibrdkafka(t *testing.T) {
 				props[k] = "placeholder"
 			}
 		}
-		return kafkaio.CheckProperties(props)
+		return client.CheckProperties(props)
 	}
 
 	checked := 0

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 )
 
 // The idle-routes baseline: what the processor cannot avoid while its views
@@ -65,7 +66,7 @@ func measureRawIdle(ctx context.Context, broker string, reqs *requestCounts, ext
 	props := map[string]string{"bootstrap.servers": broker}
 	maps.Copy(props, extra)
 	others := librdkafkaThreadIDs()
-	cons, err := kafka.NewConsumer(kafkaio.LiveConsumerConfig(props, kafkaio.DefaultKafkaTimeout, "bench-idle-raw"))
+	cons, err := kafka.NewConsumer(client.LiveConsumerConfig(props, client.DefaultKafkaTimeout, "bench-idle-raw"))
 	if err != nil {
 		return rawIdle{}, fmt.Errorf("the idle-routes baseline consumer: %w", err)
 	}
