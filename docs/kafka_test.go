@@ -106,3 +106,30 @@ func TestKafkaDocPropertiesAcceptedByLibrdkafka(t *testing.T) {
 		t.Fatalf("a misspelt property: %v", errs)
 	}
 }
+
+// The table of the properties the processor sets in docs/kafka.md is
+// client.Properties as it is: a row changed in the code changes the docs.
+func TestKafkaDocListsThePropertiesTheProcessorSets(t *testing.T) {
+	doc, err := os.ReadFile("kafka.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := client.PropertiesMarkdown()
+	header, _, _ := strings.Cut(want, "\n")
+	var got strings.Builder
+	in := false
+	for _, line := range strings.Split(string(doc), "\n") {
+		if line == header {
+			in = true
+		}
+		if in && !strings.HasPrefix(line, "|") {
+			break
+		}
+		if in {
+			got.WriteString(line + "\n")
+		}
+	}
+	if got.String() != want {
+		t.Errorf("the table in kafka.md under %q is not client.PropertiesMarkdown(); replace it with:\n%s", header, want)
+	}
+}

@@ -85,7 +85,7 @@ func CheckConnection(ctx context.Context, opts CheckOptions) error {
 	if opts.Report == nil {
 		opts.Report = func(error) {}
 	}
-	cm := client.WithoutStatistics(client.Config(opts.Properties, opts.KafkaTimeout))
+	cm := client.CheckConfig(opts.Properties, opts.KafkaTimeout)
 	p, err := kafka.NewProducer(cm)
 	if err != nil {
 		return fmt.Errorf("creating the connection check of kafka binding %q: %w", opts.Name, err)

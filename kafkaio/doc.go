@@ -3,8 +3,8 @@
 // live in the packages below it, each with one job:
 //
 //   - client: what every client is built from (the librdkafka properties the
-//     processor sets; consumers, logs, statistics; the record type and the
-//     errors the others share);
+//     processor sets, in one table; consumers, logs, statistics; the record
+//     type and the errors the others share);
 //   - follow: one assign-only reader of a set of topics from chosen offsets,
 //     with positions, a catch-up signal and added partitions followed;
 //   - replies: the reply index (reply records by correlation id);

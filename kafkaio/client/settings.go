@@ -13,8 +13,9 @@ import (
 // of the package on their own (the responder, tests).
 const DefaultKafkaTimeout = 5 * time.Second
 
-// Settings we own on every client (DESIGN §7). User properties pass through
-// unless they collide with these.
+// Config is the configuration every client starts from: the binding's
+// properties with the settings of Properties for every client. The
+// binding's other properties pass through.
 func Config(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMap {
 	cm := kafka.ConfigMap{}
 	for k, v := range props {
@@ -55,7 +56,7 @@ func Config(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMa
 	return &cm
 }
 
-// WithoutStatistics is for short-lived consumers: nobody reads their
+// WithoutStatistics is for short-lived clients: nobody reads their
 // statistics.
 func WithoutStatistics(cm *kafka.ConfigMap) *kafka.ConfigMap {
 	(*cm)["statistics.interval.ms"] = 0
@@ -141,7 +142,9 @@ func ProducerConfig(userProps map[string]string, kafkaTimeout time.Duration, ack
 			(*cm)["socket.timeout.ms"] = rt
 		}
 	} else {
-		// Never re-send a batch that may be in the log (see Producer).
+		// Never re-send a batch that may be in the log: without the
+		// idempotent producer's sequence numbers the broker would write it
+		// twice.
 		(*cm)["message.send.max.retries"] = 0
 		(*cm)["max.in.flight.requests.per.connection"] = 1
 	}
@@ -152,7 +155,8 @@ func ProducerConfig(userProps map[string]string, kafkaTimeout time.Duration, ack
 	_, lingerSet := props["linger.ms"]
 	_, bufSet := props["queue.buffering.max.ms"]
 	if !lingerSet && !bufSet {
-		// Every synchronous request pays linger.ms (peers-and-limits §B.4).
+		// Every request waits for its record's acknowledgement, so it pays
+		// linger.ms in full.
 		(*cm)["linger.ms"] = 1
 	}
 	if _, ok := props["partitioner"]; !ok {
@@ -227,4 +231,15 @@ func HistoryReaderConfig(props map[string]string, kafkaTimeout time.Duration, gr
 	(*cm)["fetch.max.bytes"] = 4 << 20
 	(*cm)["max.partition.fetch.bytes"] = 1 << 20
 	return cm
+}
+
+// CatchUpConfig is for the short-lived consumers a view catches up with.
+func CatchUpConfig(props map[string]string, kafkaTimeout time.Duration, groupID string) *kafka.ConfigMap {
+	return WithoutStatistics(ConsumerConfig(props, kafkaTimeout, groupID))
+}
+
+// CheckConfig is for the short-lived clients that check a binding can
+// connect.
+func CheckConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMap {
+	return WithoutStatistics(Config(props, kafkaTimeout))
 }

@@ -14,9 +14,12 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 )
 
-// The outcomes of a failed produce, distinct because they are answered
-// differently (DESIGN §6.6). Errors returned by Produce wrap exactly one of
-// ErrNotEnqueued, ErrUnacknowledged or *RejectedError.
+// The outcomes of a failed produce, distinct because a client is answered
+// differently for each: a record never written may be sent again at once,
+// one that may have been written may not (a second copy could follow a
+// success), and one refused for good would be refused again. Errors
+// returned by Produce wrap exactly one of ErrNotEnqueued, ErrUnacknowledged
+// or *RejectedError.
 var (
 	// ErrNotEnqueued: the record was never written to Kafka — librdkafka
 	// refused it (queue full, unknown topic, no metadata or no broker within
@@ -61,7 +64,7 @@ func (e *RejectedError) NotAuthorized() bool {
 	return false
 }
 
-// ProducerOptions configure a Producer.
+// Options configure a Producer.
 type Options struct {
 	Name         string            // the kafka binding's name, for logs
 	Properties   map[string]string // librdkafka properties of the binding
@@ -86,10 +89,9 @@ type Options struct {
 // wakes without a hop through a dispatching goroutine. The events goroutine
 // reads errors and statistics only.
 //
-// Settings it owns (user properties lose): acks, enable.idempotence,
-// retries, max.in.flight, message.timeout.ms and request.timeout.ms (within
-// KafkaTimeout), allow.auto.create.topics=false,
-// go.delivery.report.fields=none.
+// The librdkafka properties it sets or drops, and why, are the producer
+// rows of client.Properties (the table docs/kafka.md shows); the test of
+// that table holds client.ProducerConfig to them.
 //
 // No record answered as written is in the log twice, on any acks mode.
 // librdkafka re-sends a batch in two cases: when the broker's answer (or a
@@ -105,9 +107,6 @@ type Options struct {
 // at once as ErrUnacknowledged (outcome unknown, a 504) instead of being
 // written a second time behind a success. With retries off, one request in
 // flight keeps a batch that is re-sent for free from being overtaken.
-// Defaults the user may override: linger.ms=1, partitioner=murmur2_random
-// (where Java producers put a key). message.max.bytes is at least
-// MaxRecordBytes.
 type Producer struct {
 	opts       Options
 	logger     *slog.Logger
@@ -172,7 +171,7 @@ type topicCheck struct {
 	at   time.Time
 }
 
-// NewProducer creates the producer. It does not wait for the brokers.
+// New creates the producer. It does not wait for the brokers.
 func New(opts Options) (*Producer, error) {
 	if opts.KafkaTimeout <= 0 {
 		opts.KafkaTimeout = 5 * time.Second

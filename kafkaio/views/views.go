@@ -607,7 +607,7 @@ func (c *Views) describe(topic string) (*View, error) {
 // the position reached: no gap, no duplicate.
 func (c *Views) catchUp(v *View) error {
 	started := time.Now()
-	cons, err := kafka.NewConsumer(client.WithoutStatistics(client.ConsumerConfig(c.opts.Properties, c.opts.KafkaTimeout, c.groupID+"-catchup")))
+	cons, err := kafka.NewConsumer(client.CatchUpConfig(c.opts.Properties, c.opts.KafkaTimeout, c.groupID+"-catchup"))
 	if err != nil {
 		return fmt.Errorf("creating a catch-up consumer: %w", err)
 	}
