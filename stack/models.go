@@ -74,7 +74,7 @@ func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *s
 // the plain message. A record that does not match is left out of the
 // streams, counted and logged once per topic, as views do; one whose schema
 // cannot be had now ends the streams reaching it UNAVAILABLE, to resume at
-// it (kafkaio.ErrLater).
+// it (views.ErrLater).
 func (m *modelMetrics) decoders(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) logtails.StreamDecoder {
 	var logged sync.Map // topics whose first refused record was logged
 	return func(topic string) logtails.StreamDecoder {

@@ -14,7 +14,7 @@ import (
 // The idle-routes baseline: what the processor cannot avoid while its views
 // idle. A view has to be read by a Kafka consumer assigned to its
 // partitions; one raw librdkafka consumer with the live consumer's settings
-// (kafkaio.LiveConsumerConfig: fetch wait, statistics, log channel, …),
+// (client.LiveConsumerConfig: fetch wait, statistics, log channel, …),
 // assigned to every topic's partition at its end and polling, is that floor.
 // Its idle CPU, with the broker's answers to it, is measured in the same run
 // as the processor's, so idle_ratio compares like with like.

@@ -12,7 +12,7 @@ import (
 
 // readerPool holds the history readers of a cluster: consumers leased for
 // one batch at a time, so a stream that stops reading never holds one, and
-// at most LogTailsOptions.Readers read at once whatever the number of streams.
+// at most Options.Readers read at once whatever the number of streams.
 type readerPool struct {
 	l   *Tails
 	sem chan struct{}

@@ -25,7 +25,7 @@ type StreamOptions struct {
 	Start map[int32]int64
 	// Compacted: the history is the topic's view (the current record per
 	// key, in partition and offset order), not the retained log. Ignored
-	// for a topic with a decoder (LogTailsOptions.Decoders): its view holds
+	// for a topic with a decoder (Options.Decoders): its view holds
 	// values its converter made for HTTP, not what streams send, so the
 	// history is the retained log.
 	Compacted bool
@@ -35,7 +35,7 @@ type StreamOptions struct {
 	LagBudget int
 }
 
-// LogStream is one stream's reader: history, then the ring, until closed.
+// Stream is one stream's reader: history, then the ring, until closed.
 // Next and Peek are for one goroutine; Lagged and Close for any.
 type Stream struct {
 	l      *Tails
@@ -78,7 +78,7 @@ const (
 
 // Open starts a stream on a topic. It fails with ErrUnknownTopic,
 // ErrNotReady (the tail or the view did not start within ctx) or
-// ErrLogsClosed.
+// ErrClosed.
 //
 // Resuming from a message id of a stream that ended with
 // ErrPartitionsChanged continues with no gap and no repeat: the id names the
@@ -245,7 +245,7 @@ func (s *Stream) Peek(ctx context.Context) ([]client.Header, error) {
 
 // Next returns the next frames to send, waiting for records when the stream
 // is at the tail: one or more complete frames, valid until the next call.
-// It fails with ErrLagged, ErrLogsClosed, ErrPartitionsChanged (RetiredErr),
+// It fails with ErrLagged, ErrClosed, ErrPartitionsChanged (RetiredErr),
 // ErrNotReady (a history read made no progress within the Kafka timeout) or
 // ctx's error.
 func (s *Stream) Next(ctx context.Context) ([]byte, error) {

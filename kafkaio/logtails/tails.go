@@ -15,7 +15,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 )
 
-// Log readers (DESIGN §7): what gRPC fetch streams read. Per cluster there is
+// Log readers: what gRPC fetch streams read. Per cluster there is
 //
 //   - one shared live-tail consumer (assignment only) for every topic being
 //     streamed, feeding one ring per topic: the recent tail, each record
@@ -32,13 +32,13 @@ import (
 // history, frames are encoded per stream. Work per stream depends on what it
 // is sent, not on the size of the topic.
 //
-// Memory is bounded per topic by the ring (LogTailsOptions.RingRecords,
+// Memory is bounded per topic by the ring (Options.RingRecords,
 // RingBytes) and per stream by one batch (BatchBytes). A stream more than its
-// lag budget behind the tail is told so (LogStream.Lagged) and ends; the
+// lag budget behind the tail is told so (Stream.Lagged) and ends; the
 // client resumes by id from the ring or a history reader.
 //
 // A ring's partition count is fixed when its tail starts. Topics that gain
-// partitions later are found by a periodic check (LogTailsOptions.PartitionCheck):
+// partitions later are found by a periodic check (Options.PartitionCheck):
 // their tail is retired, its streams end with ErrPartitionsChanged, and the
 // next stream of the topic starts a fresh tail with every partition. A
 // client resuming by id continues where it was in the partitions the id
@@ -49,7 +49,7 @@ import (
 // budget, or behind the oldest record the ring holds.
 var ErrLagged = errors.New("the stream fell too far behind the tail")
 
-// ErrLogsClosed means the cluster's log readers were closed (shutdown).
+// ErrClosed means the cluster's log readers were closed (shutdown).
 var ErrClosed = errors.New("log readers closed")
 
 // ErrPartitionsChanged means the stream's topic gained partitions: its tail
@@ -98,14 +98,14 @@ type StreamDecoder func(ctx context.Context, r *client.Record) ([]byte, error)
 // reaching it (held), so a slow registry never stalls the shared tail.
 const ringDecodeWait = 100 * time.Millisecond
 
-// LogFilter selects records: the key (when set) and every header (first
+// Filter selects records: the key (when set) and every header (first
 // value of the name) must be equal. Filters of a stream are ORed.
 type Filter struct {
 	Key     *string
 	Headers []client.Header
 }
 
-// LogTailsOptions configure LogTails.
+// Options configure Tails.
 type Options struct {
 	Name         string            // the kafka binding's name, for logs
 	Properties   map[string]string // librdkafka properties of the binding
@@ -133,7 +133,7 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-// LogTails reads log topics for streams: one per cluster (Cluster.LogTails).
+// Tails reads log topics for streams: one per cluster (Cluster.LogTails).
 type Tails struct {
 	c      *views.Views
 	opts   Options
@@ -172,17 +172,17 @@ type logTopic struct {
 	// decode is the topic's value decoder (nil: values as written).
 	decode StreamDecoder
 	lo     []int64 // low watermarks when the tail started: where fresh streams begin
-	refs   int     // streams holding the topic (guarded by LogTails.mu)
+	refs   int     // streams holding the topic (guarded by Tails.mu)
 	idle   *time.Timer
 
 	// retired is closed once the topic gained partitions and the tail was
-	// retired; retiredErr (set before, under LogTails.mu) is what its streams
+	// retired; retiredErr (set before, under Tails.mu) is what its streams
 	// end with.
 	retired    chan struct{}
 	retiredErr error
 }
 
-// NewLogTails creates the log readers of the cluster of c (whose views a
+// New creates the log readers of the cluster of c (whose views a
 // compacted topic's history is read from). The caller closes them before c:
 // a Cluster does.
 func New(c *views.Views, opts Options) (*Tails, error) {
@@ -242,7 +242,7 @@ func New(c *views.Views, opts Options) (*Tails, error) {
 }
 
 // Close stops the tail consumer and the history readers; open streams end
-// with ErrLogsClosed.
+// with ErrClosed.
 func (l *Tails) Close() {
 	l.once.Do(func() {
 		l.mu.Lock()
@@ -261,7 +261,7 @@ func (l *Tails) Close() {
 	})
 }
 
-// LogTailsStats are the log readers' sizes.
+// Stats are the log readers' sizes.
 type Stats struct {
 	Topics      int   // topics with a tail
 	Streams     int   // streams holding a topic

@@ -11,7 +11,7 @@ import (
 )
 
 // ProduceResults are the outcomes of Produce calls counted by
-// ProduceCounts: acked, or the cause of the failure. The set is fixed, so a
+// Counts: acked, or the cause of the failure. The set is fixed, so a
 // metric labelled by it stays bounded whatever librdkafka reports.
 var Results = produceResults[:]
 
@@ -28,7 +28,7 @@ var produceResults = [...]string{
 	"other",              // anything else (producer closed, purged, fatal)
 }
 
-// ProduceCounts counts Produce outcomes by ProduceResults entry.
+// Counts counts Produce outcomes by ProduceResults entry.
 type Counts struct {
 	n [len(produceResults)]atomic.Uint64
 }

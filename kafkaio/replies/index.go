@@ -14,7 +14,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
 )
 
-// ReplyIndexOptions configure a ReplyIndex.
+// Options configure a Index.
 type Options struct {
 	Name         string            // the kafka binding's name, for logs and readiness
 	Properties   map[string]string // librdkafka properties of the binding
@@ -33,7 +33,7 @@ type Options struct {
 	PartitionCheck time.Duration
 }
 
-// ReplyIndexStats are a reply index's sizes and counters.
+// Stats are a reply index's sizes and counters.
 type Stats struct {
 	Entries int    // correlation ids with stored replies
 	Pinned  int    // correlation ids with waiters
@@ -49,7 +49,7 @@ type Stats struct {
 	WithoutHeader uint64
 }
 
-// ReplyIndex maps correlation id → reply records for every reply-to topic
+// Index maps correlation id → reply records for every reply-to topic
 // of a cluster, read by one follower of its own (one assign-only consumer,
 // no commits) from now - Retention, so any replica answers follow-ups and
 // replays. Records are indexed by the value of the topic's correlation
@@ -89,7 +89,7 @@ type replyTopic struct {
 	entries   map[string]*replyEntry
 	added     time.Time
 
-	// Catch-up state, guarded by ReplyIndex.mu.
+	// Catch-up state, guarded by Index.mu.
 	started   bool // partitions assigned
 	caught    bool
 	caughtUp  chan struct{} // closed once caught up
@@ -98,7 +98,7 @@ type replyTopic struct {
 	lastErr   error
 }
 
-// NewReplyIndex returns an index without topics; topics are added with Add.
+// New returns an index without topics; topics are added with Add.
 // Its consumer is created with the first topic: a binding no route replies
 // through has no reply consumer, whose librdkafka threads, poll loop, log
 // poller and partition check a quiet processor would otherwise run.

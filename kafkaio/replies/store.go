@@ -11,7 +11,7 @@ import (
 // store is what the reply index holds: per reply topic, the records of each
 // correlation id, bounded by maxBytes (the least recently written ids go
 // first) and by retention; ids with waiters are pinned and never dropped.
-// It is guarded by ReplyIndex.mu and knows nothing of how the records are
+// It is guarded by Index.mu and knows nothing of how the records are
 // read.
 type store struct {
 	maxBytes  int64

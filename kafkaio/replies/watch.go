@@ -2,7 +2,7 @@ package replies
 
 import "github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 
-// ReplyWatch is a waiter's hold on one correlation id of one reply topic.
+// Watch is a waiter's hold on one correlation id of one reply topic.
 // The id stays in the index (pinned) until Close.
 //
 // To wait without missing a record: take Changed (or State), read Records,

@@ -14,7 +14,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
 )
 
-// KeyIndexOptions configure a KeyIndex.
+// Options configure a Index.
 type Options struct {
 	Name         string            // the kafka binding's name, for logs
 	Properties   map[string]string // librdkafka properties of the binding
@@ -36,7 +36,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// KeyState is what the log holds of one correlation id.
+// State is what the log holds of one correlation id.
 type State struct {
 	Records int       // records with the id (a terminal one included)
 	Ended   bool      // a null-value record with the id (a gRPC request's end) was read
@@ -47,7 +47,7 @@ type State struct {
 // Written tells whether any record with the id is in the log.
 func (s State) Written() bool { return s.Records > 0 }
 
-// KeyIndexStats are a key index's size and counters.
+// Stats are a key index's size and counters.
 type Stats struct {
 	Keys      int    // correlation ids remembered
 	Topics    int    // request topics read
@@ -59,10 +59,10 @@ type Stats struct {
 	Expired   uint64 // look-ups that found an id past the window
 }
 
-// ErrKeysClosed is a look-up after Close.
+// ErrClosed is a look-up after Close.
 var ErrClosed = errors.New("the key index is closed")
 
-// KeyIndex remembers, per correlation id written to the request topics of
+// Index remembers, per correlation id written to the request topics of
 // a cluster, how many records carry it and when the first was written. It
 // reads the topics back with one consumer of its own (assignment only, no
 // commits) from now - 2×Window, so any replica, and a replica after a
@@ -110,7 +110,7 @@ type keyTopic struct {
 	entries map[string]*keyEntry
 
 	startMu sync.Mutex // held while the partitions are being assigned
-	started bool       // guarded by KeyIndex.mu
+	started bool       // guarded by Index.mu
 	// A look-up reads the end offsets and waits until the consumer reached
 	// them. Callers that come while one is under way share the next one:
 	// the running one may have read the offsets before their write was
@@ -132,7 +132,7 @@ type keyEntry struct {
 	ended   bool
 }
 
-// NewKeyIndex creates the index's consumer; topics come with Sync.
+// New creates the index's consumer; topics come with Sync.
 func New(opts Options) (*Index, error) {
 	now := opts.Now
 	if now == nil {
@@ -198,7 +198,7 @@ func newIndex(opts Options, now func() time.Time) (*Index, error) {
 // Window is the index's idempotency window.
 func (x *Index) Window() time.Duration { return x.opts.Window }
 
-// Close stops the consumer; look-ups under way fail with ErrKeysClosed.
+// Close stops the consumer; look-ups under way fail with ErrClosed.
 func (x *Index) Close() {
 	x.mu.Lock()
 	if x.closed {

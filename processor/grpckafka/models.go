@@ -118,7 +118,7 @@ func (e *refusedError) Error() string { return e.st.Message }
 // Topic models on gRPC fetch streams and replies: values in Kafka may carry
 // the registry's framing, which a client's protobuf decoder cannot read. The
 // log tails decode fetch streams' records once per record (the stack's
-// kafkaio.StreamDecoder); replies are decoded here, per reply.
+// logtails.StreamDecoder); replies are decoded here, per reply.
 
 // laterReason says why a stream's next record cannot be decoded now.
 func laterReason(err error) string {

@@ -31,7 +31,7 @@ type ViewSource interface {
 }
 
 // viewHandles is a ViewSource that also gives a topic's handle
-// (kafkaio.Views does): a route of a static topic holds its view through
+// (views.Views does): a route of a static topic holds its view through
 // it, without the look-up by topic.
 type viewHandles interface {
 	Handle(topic string) *views.Handle

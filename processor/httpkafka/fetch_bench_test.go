@@ -14,7 +14,7 @@ import (
 
 // Benchmarks of the fetch answer's parts that need no Kafka: rendering
 // (single record and merged), entity tags (formatting and parsing) and the
-// per-request selection. A populated kafkaio.View can only be built by
+// per-request selection. A populated views.View can only be built by
 // consuming a topic (its constructor and apply are internal to kafkaio), so
 // Fetch.answer as a whole (view look-up or scan, sort, render, cache) is not
 // measured here: kafkaio's view benchmarks measure the look-up and the scan,

@@ -50,7 +50,7 @@ func (e *ExpiredError) Error() string {
 // reading the key index up to the topic's end (bounded by kafkaTimeout).
 // Call it while leading the id's flight, and write only the records after
 // claim.Records. An id past the window is an *ExpiredError; an index that
-// cannot read the topic wraps kafkaio.ErrNotReady (nothing was written: a
+// cannot read the topic wraps client.ErrNotReady (nothing was written: a
 // retry is safe).
 func Claim(ctx context.Context, kr *Route, topic, cid string, kafkaTimeout time.Duration) (writtenids.State, error) {
 	keys, err := kr.Cluster.WrittenIDs()
