@@ -487,43 +487,10 @@ func (s *Stream) fillRing(ctx context.Context) (<-chan struct{}, error) {
 			e, decoded = r.at(s.seq), !skip
 		}
 		s.seq++
-		p := e.partition
-		dispatch := e.offset >= s.next[p]
-		if s.aligned {
-			if dispatch {
-				s.next[p] = e.offset + 1
-			}
-		} else {
-			was := s.next[p] == s.ringPos[p]
-			s.ringPos[p] = e.offset + 1
-			if dispatch {
-				s.next[p] = e.offset + 1
-			}
-			switch is := s.next[p] == s.ringPos[p]; {
-			case was && !is:
-				s.diff++
-			case !was && is:
-				s.diff--
-			}
-			if s.diff == 0 {
-				s.aligned, s.ringPos = true, nil
-			}
-		}
-		if !dispatch || e.vlen < 0 || skip || !s.matchRing(e) {
+		if !s.advance(e) || e.vlen < 0 || skip || !s.matchRing(e) {
 			continue
 		}
-		if !s.gotHdr {
-			s.noteFirst(kafkaHeaders(e.headers))
-		}
-		if decoded {
-			s.addValue(value)
-			continue
-		}
-		if s.aligned && s.shared {
-			s.addShared(e.frame)
-		} else {
-			s.addValue(e.frame[off : off+int(e.vlen)])
-		}
+		s.addEntry(e, value, decoded, off)
 	}
 	var notify <-chan struct{}
 	if s.seq == r.head {
@@ -532,6 +499,54 @@ func (s *Stream) fillRing(ctx context.Context) (<-chan struct{}, error) {
 	r.mu.RUnlock()
 	s.cur.seq.Store(s.seq)
 	return notify, nil
+}
+
+// advance moves the stream's positions past ring entry e, and tells
+// whether e is one the stream has not dispatched yet. While the stream is
+// not aligned with the ring (its positions differ from the ring's in diff
+// partitions), both are kept; once they agree in every partition the
+// stream sends the ring's shared frames.
+func (s *Stream) advance(e *ringEntry) (dispatch bool) {
+	p := e.partition
+	dispatch = e.offset >= s.next[p]
+	if s.aligned {
+		if dispatch {
+			s.next[p] = e.offset + 1
+		}
+		return dispatch
+	}
+	was := s.next[p] == s.ringPos[p]
+	s.ringPos[p] = e.offset + 1
+	if dispatch {
+		s.next[p] = e.offset + 1
+	}
+	switch is := s.next[p] == s.ringPos[p]; {
+	case was && !is:
+		s.diff++
+	case !was && is:
+		s.diff--
+	}
+	if s.diff == 0 {
+		s.aligned, s.ringPos = true, nil
+	}
+	return dispatch
+}
+
+// addEntry adds ring entry e to the chunk: value when this stream decoded
+// it, else the ring's shared frame when the stream is aligned with the ring
+// and may send it, else the value within the frame (at off).
+func (s *Stream) addEntry(e *ringEntry, value []byte, decoded bool, off int) {
+	if !s.gotHdr {
+		s.noteFirst(kafkaHeaders(e.headers))
+	}
+	switch {
+	case decoded:
+		s.addValue(value)
+	case s.aligned && s.shared:
+		s.addShared(e.frame)
+	default:
+		s.addValue(e.frame[off : off+int(e.vlen)])
+	}
 }
 
 // decodeHeld decodes a held ring entry for this stream, with the ring's
