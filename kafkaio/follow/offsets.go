@@ -12,8 +12,9 @@ import (
 )
 
 // What the readers that follow topics from a point in time (the reply index
-// and the key index) share: how many partitions a topic has, and offsets of
-// all its partitions in one request.
+// and the written-id index) use to choose where to start: how many
+// partitions a topic has, and offsets of all its partitions in one request;
+// and how every reader assigns partitions added to a topic.
 
 // MetadataClient is a librdkafka client that reads metadata: a consumer or
 // a producer.

@@ -11,8 +11,9 @@ import (
 )
 
 // Assignment-only consumers are never told of partitions added to a topic:
-// the views, the reply index and the log tail each look for them every
-// PartitionCheck, with one describe request for all their topics.
+// every reader of a cluster looks for them every PartitionCheck, with one
+// describe request for all its topics — each Follower (the reply index, the
+// written-id index), the views and the log tail.
 
 // DefaultPartitionCheck is how often partition counts are read when the
 // options leave it out: a record a producer writes to an added partition
