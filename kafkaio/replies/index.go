@@ -14,7 +14,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
 )
 
-// Options configure a Index.
+// Options configure an Index.
 type Options struct {
 	Name         string            // the kafka binding's name, for logs and readiness
 	Properties   map[string]string // librdkafka properties of the binding

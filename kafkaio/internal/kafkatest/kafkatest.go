@@ -47,6 +47,7 @@ type Rec struct {
 	Key, Value []byte
 	Headers    []kafka.Header
 	Partition  int32
+	Timestamp  time.Time // zero: now
 }
 
 // Produce writes records and waits for every acknowledgement.
@@ -61,7 +62,7 @@ func Produce(t testing.TB, addr, topic string, recs ...Rec) {
 	for _, r := range recs {
 		err := p.Produce(&kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition},
-			Key:            r.Key, Value: r.Value, Headers: r.Headers,
+			Key:            r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp,
 		}, done)
 		if err != nil {
 			t.Fatal(err)
@@ -201,36 +202,18 @@ type Reply struct {
 // given partition, and waits for every acknowledgement.
 func WriteReplies(t testing.TB, addr, topic string, rs ...Reply) {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3, "linger.ms": 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	done := make(chan kafka.Event, len(rs))
-	for _, r := range rs {
+	recs := make([]Rec, len(rs))
+	for i, r := range rs {
 		h := r.Header
 		if h == "" {
 			h = CIDHeader
 		}
-		headers := append([]kafka.Header{{Key: h, Value: []byte(r.ID)}}, r.Extra...)
-		err := p.Produce(&kafka.Message{
-			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition},
-			Key:            []byte(r.ID), Value: r.Value, Headers: headers, Timestamp: r.TS,
-		}, done)
-		if err != nil {
-			t.Fatal(err)
+		recs[i] = Rec{
+			Key: []byte(r.ID), Value: r.Value, Partition: r.Partition, Timestamp: r.TS,
+			Headers: append([]kafka.Header{{Key: h, Value: []byte(r.ID)}}, r.Extra...),
 		}
 	}
-	for range rs {
-		select {
-		case ev := <-done:
-			if m := ev.(*kafka.Message); m.TopicPartition.Error != nil {
-				t.Fatal(m.TopicPartition.Error)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("no acknowledgement")
-		}
-	}
+	Produce(t, addr, topic, recs...)
 }
 
 // BenchPartitions is how many partitions BenchReply spreads replies over.
