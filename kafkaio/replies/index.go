@@ -103,10 +103,10 @@ type replyTopic struct {
 // through has no reply consumer, whose librdkafka threads, poll loop, log
 // poller and partition check a quiet processor would otherwise run.
 func New(opts Options) (*Index, error) {
-	return newReplyIndex(opts, time.Now)
+	return newIndex(opts, time.Now)
 }
 
-func newReplyIndex(opts Options, now func() time.Time) (*Index, error) {
+func newIndex(opts Options, now func() time.Time) (*Index, error) {
 	if opts.KafkaTimeout <= 0 {
 		opts.KafkaTimeout = client.DefaultKafkaTimeout
 	}

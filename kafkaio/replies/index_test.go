@@ -33,7 +33,7 @@ func testIndex(t *testing.T, addr string, opts Options, now func() time.Time) *I
 	if now == nil {
 		now = time.Now
 	}
-	x, err := newReplyIndex(opts, now)
+	x, err := newIndex(opts, now)
 	if err != nil {
 		t.Fatal(err)
 	}
