@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/testpki"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 )
 
 // yamlBlocks are the ```yaml blocks of a Markdown file, unindented (blocks
@@ -55,7 +55,7 @@ func TestKafkaDocPropertiesAcceptedByLibrdkafka(t *testing.T) {
 	}
 	files := map[string]string{"ssl.ca.location": caFile, "ssl.certificate.location": certFile, "ssl.key.location": keyFile}
 
-	check := func(props map[string]string) []kafkaio.PropertyError {
+	check := func(props map[string]string) []client.PropertyError {
 		for k, v := range props {
 			switch {
 			case files[k] != "":
@@ -66,7 +66,7 @@ func TestKafkaDocPropertiesAcceptedByLibrdkafka(t *testing.T) {
 				props[k] = "placeholder"
 			}
 		}
-		return kafkaio.CheckProperties(props)
+		return client.CheckProperties(props)
 	}
 
 	checked := 0
@@ -104,5 +104,32 @@ func TestKafkaDocPropertiesAcceptedByLibrdkafka(t *testing.T) {
 	first["sasl.mechansm"] = "PLAIN"
 	if errs := check(first); len(errs) != 1 || errs[0].Property != "sasl.mechansm" {
 		t.Fatalf("a misspelt property: %v", errs)
+	}
+}
+
+// The table of the properties the processor sets in docs/kafka.md is
+// client.Properties as it is: a row changed in the code changes the docs.
+func TestKafkaDocListsThePropertiesTheProcessorSets(t *testing.T) {
+	doc, err := os.ReadFile("kafka.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := client.PropertiesMarkdown()
+	header, _, _ := strings.Cut(want, "\n")
+	var got strings.Builder
+	in := false
+	for _, line := range strings.Split(string(doc), "\n") {
+		if line == header {
+			in = true
+		}
+		if in && !strings.HasPrefix(line, "|") {
+			break
+		}
+		if in {
+			got.WriteString(line + "\n")
+		}
+	}
+	if got.String() != want {
+		t.Errorf("the table in kafka.md under %q is not client.PropertiesMarkdown(); replace it with:\n%s", header, want)
 	}
 }

@@ -6,6 +6,13 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/writtenids"
 )
 
 // ClusterOptions configure a Cluster.
@@ -13,56 +20,58 @@ type ClusterOptions struct {
 	Name            string            // the kafka binding's name
 	Properties      map[string]string // librdkafka properties of the binding
 	KafkaTimeout    time.Duration
-	MaxRecordBytes  int // see ProducerOptions
+	MaxRecordBytes  int // see produce.Options
 	ReplyRetention  time.Duration
 	ReplyIndexBytes int64
-	// IdempotencyWindow and IdempotencyKeys configure the key index (see
-	// KeyIndexOptions.Window and MaxKeys).
+	// IdempotencyWindow and IdempotencyKeys configure the written-id index
+	// (see writtenids.Options.Window and MaxKeys).
 	IdempotencyWindow time.Duration
 	IdempotencyKeys   int
-	KeysClock         func() time.Time // the key index's clock; nil = time.Now
-	ViewIdle          time.Duration    // see ViewsOptions
+	KeysClock         func() time.Time // the written-id index's clock; nil = time.Now
+	ViewIdle          time.Duration    // see views.Options
 	MaxViews          int
 	MaxViewBytes      int64
 	// LogRingRecords is how many recent records a log tail's ring keeps
-	// (see LogTailsOptions.RingRecords).
+	// (see logtails.Options.RingRecords).
 	LogRingRecords int
-	Readiness      Readiness
+	Readiness      client.Readiness
 	Logger         *slog.Logger
 	// PartitionCheck is how often partition counts are read to follow
-	// partitions added to topics (views, reply index, log tail); 0 = 30s.
+	// partitions added to topics (views, reply index, written-id index, log
+	// tail); 0 = 30s.
 	PartitionCheck time.Duration
 	// Converters gives a topic's record converter for its views (its
 	// models), or nil (optional).
-	Converters func(topic string) Converter
+	Converters func(topic string) views.Converter
 	// Decoders gives a topic's value decoder for its log tails (its value
 	// model), or nil (optional).
-	Decoders func(topic string) StreamDecoder
+	Decoders func(topic string) logtails.StreamDecoder
 }
 
 // Cluster owns every reader and writer of one kafka binding, shared by every
-// route and request that exits to it: the views, the reply index, the log
-// tails and one producer per acks mode. The routes prepare what they use
-// (Views.Warm, ReplyIndex.Add, Producer) when a route snapshot is built, on
-// start and on reload; the log tails come with the first stream.
+// route and request that exits to it: the views, the reply index, the
+// written-id index, the log tails and one producer per acks mode. The routes
+// prepare what they use (Views.Warm, replies.Index.Add, Producer) when a
+// route snapshot is built, on start and on reload; the written-id index comes
+// with the first keyed request, the log tails with the first stream.
 type Cluster struct {
-	Views   *Views
-	Replies *ReplyIndex
+	Views   *views.Views
+	Replies *replies.Index
 
 	opts      ClusterOptions
 	mu        sync.Mutex
-	producers map[Acks]*Producer
-	logTails  *LogTails // created by the first LogTails
-	keys      *KeyIndex // created by the first Keys
+	producers map[client.Acks]*produce.Producer
+	logTails  *logtails.Tails   // created by the first LogTails
+	written   *writtenids.Index // created by the first WrittenIDs
 	closed    bool
-	results   ProduceCounts
-	rdStats   *RdStats
+	results   produce.Counts
+	rdStats   *client.RdStats
 }
 
 // NewCluster connects a kafka binding's shared consumers.
 func NewCluster(opts ClusterOptions) (*Cluster, error) {
-	rdStats := NewRdStats()
-	views, err := NewViews(ViewsOptions{
+	rdStats := client.NewRdStats()
+	vs, err := views.New(views.Options{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Logger: opts.Logger, Readiness: opts.Readiness,
 		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
@@ -71,16 +80,16 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	replies, err := NewReplyIndex(ReplyIndexOptions{
+	rs, err := replies.New(replies.Options{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
 		Retention: opts.ReplyRetention, MaxBytes: opts.ReplyIndexBytes,
 		Readiness: opts.Readiness, Logger: opts.Logger, Stats: rdStats, PartitionCheck: opts.PartitionCheck,
 	})
 	if err != nil {
-		views.Close()
+		vs.Close()
 		return nil, err
 	}
-	return &Cluster{Views: views, Replies: replies, opts: opts, producers: map[Acks]*Producer{}, rdStats: rdStats}, nil
+	return &Cluster{Views: vs, Replies: rs, opts: opts, producers: map[client.Acks]*produce.Producer{}, rdStats: rdStats}, nil
 }
 
 // LogTails returns the cluster's log tails (what gRPC fetch streams read),
@@ -88,16 +97,16 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 // gRPC fetch stream reads needs their consumer. (Creating them when the
 // routes are prepared changed the timing of the first streams enough to
 // fail the lag-budget end-to-end test; that is left to investigate.)
-func (c *Cluster) LogTails() (*LogTails, error) {
+func (c *Cluster) LogTails() (*logtails.Tails, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.logTails != nil {
 		return c.logTails, nil
 	}
 	if c.closed {
-		return nil, fmt.Errorf("the log tails of kafka binding %q: %w", c.opts.Name, ErrLogsClosed)
+		return nil, fmt.Errorf("the log tails of kafka binding %q: %w", c.opts.Name, logtails.ErrClosed)
 	}
-	l, err := NewLogTails(c.Views, LogTailsOptions{
+	l, err := logtails.New(c.Views, logtails.Options{
 		KafkaTimeout: c.opts.KafkaTimeout,
 		RingRecords:  c.opts.LogRingRecords,
 		TopicIdle:    c.opts.ViewIdle,
@@ -111,43 +120,41 @@ func (c *Cluster) LogTails() (*LogTails, error) {
 	return l, nil
 }
 
-// Keys returns the cluster's key index (what keyed writes check), created
-// with the cluster's options on the first call: only a cluster that gets
-// requests with an idempotency key needs its consumer.
-func (c *Cluster) Keys() (*KeyIndex, error) {
+// WrittenIDs returns the cluster's written-id index (what keyed writes
+// check), created with the cluster's options on the first call: only a
+// cluster that gets requests with an idempotency key needs its consumer.
+func (c *Cluster) WrittenIDs() (*writtenids.Index, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.keys != nil {
-		return c.keys, nil
+	if c.written != nil {
+		return c.written, nil
 	}
 	if c.closed {
-		return nil, fmt.Errorf("the key index of kafka binding %q: %w", c.opts.Name, ErrKeysClosed)
+		return nil, fmt.Errorf("the key index of kafka binding %q: %w", c.opts.Name, writtenids.ErrClosed)
 	}
-	now := c.opts.KeysClock
-	if now == nil {
-		now = time.Now
-	}
-	k, err := newKeyIndex(KeyIndexOptions{
+	k, err := writtenids.New(writtenids.Options{
 		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
 		Window: c.opts.IdempotencyWindow, MaxKeys: c.opts.IdempotencyKeys,
 		Logger: c.opts.Logger, Stats: c.rdStats, PartitionCheck: c.opts.PartitionCheck,
-	}, now)
+		Now: c.opts.KeysClock,
+	})
 	if err != nil {
 		return nil, err
 	}
-	c.keys = k
+	c.written = k
 	return k, nil
 }
 
-// KeysIfAny returns the cluster's key index if a keyed request created it.
-func (c *Cluster) KeysIfAny() (*KeyIndex, bool) {
+// WrittenIDsIfAny returns the cluster's written-id index if a keyed request
+// created it.
+func (c *Cluster) WrittenIDsIfAny() (*writtenids.Index, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.keys, c.keys != nil
+	return c.written, c.written != nil
 }
 
 // LogTailsIfAny returns the cluster's log tails if a route created them.
-func (c *Cluster) LogTailsIfAny() (*LogTails, bool) {
+func (c *Cluster) LogTailsIfAny() (*logtails.Tails, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.logTails, c.logTails != nil
@@ -159,21 +166,21 @@ func (c *Cluster) TopicConfig(ctx context.Context, topic string) (map[string]str
 }
 
 // ProduceResults counts the outcomes of the produces of every producer of
-// the cluster, by ProduceResults entry.
+// the cluster, by produce.Results entry.
 func (c *Cluster) ProduceResults() map[string]uint64 { return c.results.Snapshot() }
 
 // RdStats returns the latest librdkafka statistics of the cluster's
 // long-lived clients, by role.
-func (c *Cluster) RdStats() map[string]*ClientStats { return c.rdStats.Snapshot() }
+func (c *Cluster) RdStats() map[string]*client.ClientStats { return c.rdStats.Snapshot() }
 
 // Producer returns the cluster's producer for an acks mode.
-func (c *Cluster) Producer(acks Acks) (*Producer, error) {
+func (c *Cluster) Producer(acks client.Acks) (*produce.Producer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.producers[acks]; ok {
 		return p, nil
 	}
-	p, err := NewProducer(ProducerOptions{
+	p, err := produce.New(produce.Options{
 		Name: c.opts.Name, Properties: c.opts.Properties, KafkaTimeout: c.opts.KafkaTimeout,
 		Acks: acks, Logger: c.opts.Logger, Results: &c.results, Stats: c.rdStats,
 		MaxRecordBytes: c.opts.MaxRecordBytes,
@@ -189,11 +196,11 @@ func (c *Cluster) Producer(acks Acks) (*Producer, error) {
 // kafka timeout) and stops the consumers.
 func (c *Cluster) Close() {
 	c.mu.Lock()
-	producers, logTails, keys := c.producers, c.logTails, c.keys
-	c.producers, c.logTails, c.keys, c.closed = map[Acks]*Producer{}, nil, nil, true
+	producers, logTails, written := c.producers, c.logTails, c.written
+	c.producers, c.logTails, c.written, c.closed = map[client.Acks]*produce.Producer{}, nil, nil, true
 	c.mu.Unlock()
-	if keys != nil {
-		keys.Close()
+	if written != nil {
+		written.Close()
 	}
 	if logTails != nil {
 		logTails.Close() // before the views its streams read history from
@@ -209,17 +216,4 @@ func (c *Cluster) Close() {
 	wg.Wait()
 	c.Replies.Close()
 	c.Views.Close()
-}
-
-// AcksFromName maps the acks names of the configuration (none, leader_only,
-// in_sync_replicas) to a mode; anything else is the safest, all replicas.
-func AcksFromName(name string) Acks {
-	switch name {
-	case "none":
-		return AcksNone
-	case "leader_only":
-		return AcksLeader
-	default:
-		return AcksAll
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 )
 
 // Why a kafka binding cannot connect, as ConnectError causes.
@@ -83,7 +85,7 @@ func CheckConnection(ctx context.Context, opts CheckOptions) error {
 	if opts.Report == nil {
 		opts.Report = func(error) {}
 	}
-	cm := withoutStatistics(baseConfig(opts.Properties, opts.KafkaTimeout))
+	cm := client.CheckConfig(opts.Properties, opts.KafkaTimeout)
 	p, err := kafka.NewProducer(cm)
 	if err != nil {
 		return fmt.Errorf("creating the connection check of kafka binding %q: %w", opts.Name, err)
@@ -97,7 +99,7 @@ func CheckConnection(ctx context.Context, opts CheckOptions) error {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		forwardRdLogs(slog.New(slog.DiscardHandler), p.Logs(), "check", stop)
+		client.ForwardLogs(slog.New(slog.DiscardHandler), p.Logs(), "check", stop)
 	}()
 	go func() {
 		defer wg.Done()

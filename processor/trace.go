@@ -34,7 +34,7 @@ func newTracing(tp trace.TracerProvider) tracing {
 
 // start begins the exchange's span. With tracing off there is no span
 // (nil), and records keep the trace context the request carried
-// (kafkaio.WithTraceContext changes nothing without one). path is the
+// (produce.WithTraceContext changes nothing without one). path is the
 // request's path without its query, which may carry credentials.
 func (t tracing) start(ctx context.Context, kind, path string, headers route.Headers) (context.Context, trace.Span) {
 	if t.tracer == nil {

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/writtenids"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
@@ -191,8 +193,8 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.noHd, rs.WithoutHeader, name)
 		// The key index exists once a keyed request came; until then its
 		// series are 0.
-		var ks kafkaio.KeyIndexStats
-		if k, ok := cl.KeysIfAny(); ok {
+		var ks writtenids.Stats
+		if k, ok := cl.WrittenIDsIfAny(); ok {
 			ks = k.Stats()
 		}
 		gauge(c.idemKeys, float64(ks.Keys), name)
@@ -208,7 +210,7 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *kafkaCollector) collectRdStats(ch chan<- prometheus.Metric, name string, byRole map[string]*kafkaio.ClientStats) {
+func (c *kafkaCollector) collectRdStats(ch chan<- prometheus.Metric, name string, byRole map[string]*client.ClientStats) {
 	topics := c.topics.Load()
 	for role, s := range byRole {
 		ch <- prometheus.MustNewConstMetric(c.queueMsgs, prometheus.GaugeValue, float64(s.MsgCnt), name, role)

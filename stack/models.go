@@ -11,7 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/models"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
@@ -38,15 +40,15 @@ func newModelMetrics(reg prometheus.Registerer, cfg *config.Config) *modelMetric
 // A record that does not match is left out, counted, and logged once per
 // topic (with its position, never its content); one whose schema cannot be
 // had now is held aside by the view and served once it converts.
-func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) kafkaio.Converter {
+func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) views.Converter {
 	var logged sync.Map // topics whose first refused record was logged
-	return func(topic string) kafkaio.Converter {
+	return func(topic string) views.Converter {
 		tm := k.Models(topic)
 		if tm == nil || (tm.Key == nil && tm.Value == nil) {
 			return nil
 		}
 		counter := m.invalid.WithLabelValues(name, tm.Name)
-		return func(r *kafkaio.Record) error {
+		return func(r *client.Record) error {
 			err := convert(context.Background(), tm, r)
 			switch {
 			case err == nil:
@@ -54,7 +56,7 @@ func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *s
 			case models.KindOf(err) == models.KindUnavailable:
 				// Held aside by the view and tried again: the registry
 				// may answer later. Its health is logged by the catalog.
-				return fmt.Errorf("%w: %w", kafkaio.ErrLater, err)
+				return fmt.Errorf("%w: %w", views.ErrLater, err)
 			}
 			counter.Inc()
 			if _, seen := logged.LoadOrStore(topic, true); !seen {
@@ -72,22 +74,22 @@ func (m *modelMetrics) converters(name string, k *config.KafkaCluster, logger *s
 // the plain message. A record that does not match is left out of the
 // streams, counted and logged once per topic, as views do; one whose schema
 // cannot be had now ends the streams reaching it UNAVAILABLE, to resume at
-// it (kafkaio.ErrLater).
-func (m *modelMetrics) decoders(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) kafkaio.StreamDecoder {
+// it (views.ErrLater).
+func (m *modelMetrics) decoders(name string, k *config.KafkaCluster, logger *slog.Logger) func(topic string) logtails.StreamDecoder {
 	var logged sync.Map // topics whose first refused record was logged
-	return func(topic string) kafkaio.StreamDecoder {
+	return func(topic string) logtails.StreamDecoder {
 		tm := k.Models(topic)
 		if tm == nil || tm.Value == nil {
 			return nil
 		}
 		counter := m.invalid.WithLabelValues(name, tm.Name)
-		return func(ctx context.Context, r *kafkaio.Record) ([]byte, error) {
+		return func(ctx context.Context, r *client.Record) ([]byte, error) {
 			v, err := tm.Value.DecodeNative(ctx, nil, r.Value)
 			switch {
 			case err == nil:
 				return v, nil
 			case models.KindOf(err) == models.KindUnavailable:
-				return nil, fmt.Errorf("%w: %w", kafkaio.ErrLater, err)
+				return nil, fmt.Errorf("%w: %w", views.ErrLater, err)
 			}
 			counter.Inc()
 			if _, seen := logged.LoadOrStore(topic, true); !seen {
@@ -100,7 +102,7 @@ func (m *modelMetrics) decoders(name string, k *config.KafkaCluster, logger *slo
 }
 
 // convert decodes r's key and value in place.
-func convert(ctx context.Context, tm *config.TopicModels, r *kafkaio.Record) error {
+func convert(ctx context.Context, tm *config.TopicModels, r *client.Record) error {
 	if tm.Key != nil {
 		k, err := tm.Key.Decode(ctx, nil, r.Key)
 		if err != nil {
@@ -117,7 +119,7 @@ func convert(ctx context.Context, tm *config.TopicModels, r *kafkaio.Record) err
 		if tm.Value.JSON() {
 			// What the view serves is JSON, whatever the writer's
 			// content-type header said about the bytes in Kafka.
-			r.Headers = kafkaio.ReplaceHeader(r.Headers, "content-type", []byte("application/json"))
+			r.Headers = client.ReplaceHeader(r.Headers, "content-type", []byte("application/json"))
 		}
 	}
 	return nil

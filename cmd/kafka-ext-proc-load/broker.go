@@ -5,11 +5,11 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 )
 
-// This file is the load generator's only use of kafkaio and its embedded
+// This file is the load generator's only use of kafkaio (its client settings) and its embedded
 // broker, so that a move of those packages changes the imports here alone.
 
 type (
@@ -26,5 +26,5 @@ func startBroker(logger *slog.Logger, topics ...brokerTopic) (*broker, error) {
 // liveConsumerConfig is the configuration the processor's live consumer
 // runs with (fetch wait, statistics, log channel, …), for props.
 func liveConsumerConfig(props map[string]string, groupID string) *kafka.ConfigMap {
-	return kafkaio.LiveConsumerConfig(props, kafkaio.DefaultKafkaTimeout, groupID)
+	return client.LiveConsumerConfig(props, client.DefaultKafkaTimeout, groupID)
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -21,7 +21,7 @@ func checkKafkaProperties(cfg *config.Config) error {
 	var errs config.Errors
 	for _, name := range names {
 		k := cfg.Kafka[name]
-		for _, pe := range kafkaio.CheckProperties(k.Properties) {
+		for _, pe := range client.CheckProperties(k.Properties) {
 			pos, ok := k.PropertyPos[pe.Property]
 			if !ok {
 				pos = k.Pos

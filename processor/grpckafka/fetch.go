@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
@@ -80,7 +82,7 @@ func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *capabil
 
 // fetchStream is a fetch call's open stream and the topic it reads.
 type fetchStream struct {
-	ls     *kafkaio.LogStream
+	ls     *logtails.Stream
 	topic  string
 	static bool // the route's topic, not a template
 }
@@ -109,7 +111,7 @@ func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *ca
 		return nil, capability.NewStatus(codes.Unavailable, fmt.Sprintf("the log tails of kafka binding %q cannot start: %v", kr.Exit, err)), true
 	}
 	octx, cancel := context.WithTimeout(ctx, call.Limits.KafkaTimeout)
-	ls, err := tails.Open(octx, kafkaio.StreamOptions{
+	ls, err := tails.Open(octx, logtails.StreamOptions{
 		Topic:     topic,
 		Framer:    grpcwire.ReliableFrame{Field: opts.ReliabilityField},
 		Start:     start,
@@ -147,7 +149,7 @@ func (h *Handler) send(ctx context.Context, call *capability.GRPCCall, fs *fetch
 	case err := <-ended:
 		return h.streamEnd(err, ctx, fs.topic, fs.static, call.Limits)
 	case <-ls.Lagged():
-		return h.streamEnd(kafkaio.ErrLagged, ctx, fs.topic, fs.static, call.Limits)
+		return h.streamEnd(logtails.ErrLagged, ctx, fs.topic, fs.static, call.Limits)
 	case <-ls.Retired():
 		return h.streamEnd(ls.RetiredErr(), ctx, fs.topic, fs.static, call.Limits)
 	case <-call.Drain.Done():
@@ -160,7 +162,7 @@ func (h *Handler) send(ctx context.Context, call *capability.GRPCCall, fs *fetch
 }
 
 // sendLoop sends the stream's chunks, paced, until a send or a read fails.
-func (h *Handler) sendLoop(ctx context.Context, call *capability.GRPCCall, ls *kafkaio.LogStream) error {
+func (h *Handler) sendLoop(ctx context.Context, call *capability.GRPCCall, ls *logtails.Stream) error {
 	pace := newPacer(spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
 	defer pace.stop()
 	for {
@@ -187,29 +189,29 @@ func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static
 	switch {
 	case ctx.Err() != nil:
 		return capability.NewStatus(codes.Canceled, "the client went away")
-	case errors.Is(err, kafkaio.ErrLagged):
+	case errors.Is(err, logtails.ErrLagged):
 		h.lagged.Add(1)
 		return capability.NewStatus(codes.ResourceExhausted, fmt.Sprintf(
 			"the stream fell more than limits.stream-lag-budget (%d records) behind topic %q; reconnect with the id of the last message received to resume",
 			limits.StreamLagBudget, topic))
-	case errors.Is(err, kafkaio.ErrLogsClosed):
+	case errors.Is(err, logtails.ErrClosed):
 		return draining()
-	case errors.Is(err, kafkaio.ErrPartitionsChanged):
+	case errors.Is(err, logtails.ErrPartitionsChanged):
 		counts := ""
-		var pc *kafkaio.PartitionsChangedError
+		var pc *logtails.PartitionsChangedError
 		if errors.As(err, &pc) {
 			counts = fmt.Sprintf(" (%d → %d)", pc.Was, pc.Now)
 		}
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"topic %q gained partitions%s; reconnect with the id of the last message received to resume", topic, counts))
-	case errors.Is(err, kafkaio.ErrLater):
+	case errors.Is(err, views.ErrLater):
 		// The next record's schema cannot be had (registry outage, cold
 		// cache): the stream ends before it rather than skip it, and the
 		// client's resume reads it again.
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"the next record of topic %q cannot be decoded now: %s; reconnect with the id of the last message received to resume at it",
 			topic, laterReason(err)))
-	case errors.Is(err, kafkaio.ErrNotReady), errors.Is(err, kafkaio.ErrUnknownTopic):
+	case errors.Is(err, client.ErrNotReady), errors.Is(err, client.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	}
 	h.log.Debug("fetch stream ended", "topic", topic, "err", err)
@@ -257,18 +259,18 @@ func resumePosition(h route.Headers, name string) (map[int32]int64, capability.S
 }
 
 // filters resolves a route's filters.
-func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []kafkaio.LogFilter {
+func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []logtails.Filter {
 	if len(fs) == 0 {
 		return nil
 	}
-	out := make([]kafkaio.LogFilter, len(fs))
+	out := make([]logtails.Filter, len(fs))
 	for i, f := range fs {
 		if f.Key != nil {
 			k := f.Key.Expand(resolve)
 			out[i].Key = &k
 		}
 		for _, hdr := range f.Headers {
-			out[i].Headers = append(out[i].Headers, kafkaio.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
+			out[i].Headers = append(out[i].Headers, client.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
 		}
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -19,9 +19,9 @@ func TestStreamEndPartitionsChanged(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("reading: %w", &kafkaio.PartitionsChangedError{Topic: "orders", Was: 1, Now: 3}),
+		{fmt.Errorf("reading: %w", &logtails.PartitionsChangedError{Topic: "orders", Was: 1, Now: 3}),
 			`topic "orders" gained partitions (1 → 3); reconnect with the id of the last message received to resume`},
-		{kafkaio.ErrPartitionsChanged,
+		{logtails.ErrPartitionsChanged,
 			`topic "orders" gained partitions; reconnect with the id of the last message received to resume`},
 	} {
 		st := h.streamEnd(c.err, context.Background(), "orders", true, config.Limits{})

@@ -20,7 +20,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
@@ -90,7 +91,7 @@ type Stats struct {
 	Lagged  int64 // fetch streams ended for their lag budget
 	Calls   int64 // produce calls in progress
 	Replays int64 // produce calls answered from stored replies
-	Logs    kafkaio.LogTailsStats
+	Logs    logtails.Stats
 }
 
 // Stats reports the handler's counters and the sizes of the log tails.
@@ -119,7 +120,7 @@ func grpcOptions(b *config.Binding) *config.GRPCOptions {
 // topic that does not exist is the caller's NOT_FOUND; a configured one is
 // the service's problem (UNAVAILABLE, a retry may work once it exists).
 func topicStatus(err error, topic string, static bool) capability.Status {
-	if errors.Is(err, kafkaio.ErrUnknownTopic) {
+	if errors.Is(err, client.ErrUnknownTopic) {
 		if static {
 			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 		}

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -24,13 +24,13 @@ const metaPrefix = "meta:"
 // other credentials (cookie, proxy-authorization: secrets never reach a
 // record), and what the proxy adds about itself (x-envoy-*, x-forwarded-*).
 // x-request-id stays: it lets a responder's logs meet Envoy's.
-func requestMeta(hs route.Headers) []kafkaio.Header {
-	var out []kafkaio.Header
+func requestMeta(hs route.Headers) []client.Header {
+	var out []client.Header
 	for _, h := range hs {
 		if !forwardedMeta(h.Name) {
 			continue
 		}
-		out = append(out, kafkaio.Header{Key: metaPrefix + h.Name, Value: []byte(h.Value)})
+		out = append(out, client.Header{Key: metaPrefix + h.Name, Value: []byte(h.Value)})
 	}
 	return out
 }
@@ -53,7 +53,7 @@ func forwardedMeta(name string) bool {
 // metadataOf turns the `meta:*` headers of a record into response metadata.
 // Names are lower-cased; names and values gRPC cannot carry, and names the
 // transport owns, are left out.
-func metadataOf(hs []kafkaio.Header) []route.Header {
+func metadataOf(hs []client.Header) []route.Header {
 	var out []route.Header
 	for _, h := range hs {
 		name, ok := strings.CutPrefix(h.Key, metaPrefix)

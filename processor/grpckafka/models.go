@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/models"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -118,7 +118,7 @@ func (e *refusedError) Error() string { return e.st.Message }
 // Topic models on gRPC fetch streams and replies: values in Kafka may carry
 // the registry's framing, which a client's protobuf decoder cannot read. The
 // log tails decode fetch streams' records once per record (the stack's
-// kafkaio.StreamDecoder); replies are decoded here, per reply.
+// logtails.StreamDecoder); replies are decoded here, per reply.
 
 // laterReason says why a stream's next record cannot be decoded now.
 func laterReason(err error) string {
@@ -138,7 +138,7 @@ func laterReason(err error) string {
 // responder's fault, not the client's: the call ends INTERNAL (HTTP answers
 // 502), without sending it half-read; a schema that cannot be had ends it
 // UNAVAILABLE.
-func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *kafkaio.Record) ([]byte, *capability.Status) {
+func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Record) ([]byte, *capability.Status) {
 	tm := kc.Models(rec.Topic)
 	if tm == nil || tm.Value == nil {
 		return rec.Value, nil

@@ -14,7 +14,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
@@ -86,9 +88,9 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	if err != nil {
 		return capability.NewStatus(codes.InvalidArgument, err.Error())
 	}
-	overrides := make([]kafkaio.Header, 0, len(w.Overrides))
+	overrides := make([]client.Header, 0, len(w.Overrides))
 	for _, o := range w.Overrides {
-		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(refs.Resolve))})
+		overrides = append(overrides, client.Header{Key: o.Name, Value: []byte(o.Value.Expand(refs.Resolve))})
 	}
 	var key []byte // nil: no key
 	if w.Key != nil {
@@ -128,7 +130,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	if w.ReplyTo == "" {
 		pc.headers = overrides
 		if given {
-			pc.headers = append(pc.headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: []byte(cid)})
+			pc.headers = append(pc.headers, client.Header{Key: opts.Correlation.CorrelationID, Value: []byte(cid)})
 		}
 		pc.headers = append(pc.headers, requestMeta(call.Headers)...)
 		if given {
@@ -138,10 +140,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	}
 	c := opts.Correlation
 	pc.headers = append(overrides,
-		kafkaio.Header{Key: c.Service, Value: []byte(call.Service)},
-		kafkaio.Header{Key: c.Method, Value: []byte(call.Method)},
-		kafkaio.Header{Key: c.ReplyTo, Value: []byte(w.ReplyTo)},
-		kafkaio.Header{Key: c.CorrelationID, Value: []byte(cid)},
+		client.Header{Key: c.Service, Value: []byte(call.Service)},
+		client.Header{Key: c.Method, Value: []byte(call.Method)},
+		client.Header{Key: c.ReplyTo, Value: []byte(w.ReplyTo)},
+		client.Header{Key: c.CorrelationID, Value: []byte(cid)},
 	)
 	pc.headers = append(pc.headers, requestMeta(call.Headers)...)
 	return pc.requestReply(ctx, kr, w.ReplyTo, cid, given)
@@ -169,7 +171,7 @@ func idempotencyKey(refs *kafkaroute.Refs, hs route.Headers, name string) (given
 // and reply-to headers (name then value, as the reference digests them), the
 // override values, then each guard's identity by guard name.
 func correlationID(idem string, names config.CorrelationHeaders, service, method, replyTo string,
-	overrides []kafkaio.Header, idents map[string]string) string {
+	overrides []client.Header, idents map[string]string) string {
 	d := md5.New()
 	for _, s := range []string{names.Service, service, names.Method, method, names.ReplyTo, replyTo} {
 		d.Write([]byte(s))
@@ -192,19 +194,19 @@ func correlationID(idem string, names config.CorrelationHeaders, service, method
 type produceCall struct {
 	h       *Handler
 	call    *capability.GRPCCall
-	prod    *kafkaio.Producer
+	prod    *produce.Producer
 	topic   string
 	static  bool
 	key     []byte
-	headers []kafkaio.Header
+	headers []client.Header
 	limits  config.Limits
 	retry   kafkaroute.RetryHint
 	corr    config.CorrelationHeaders // names of the reply's status and message headers
 	kafka   *config.KafkaCluster      // the exit's configuration: the topic's models
 }
 
-func (pc *produceCall) record(value []byte) *kafkaio.Record {
-	return &kafkaio.Record{Topic: pc.topic, Key: pc.key, Value: value, Headers: pc.headers}
+func (pc *produceCall) record(value []byte) *client.Record {
+	return &client.Record{Topic: pc.topic, Key: pc.key, Value: value, Headers: pc.headers}
 }
 
 // oneway writes every request message after the first skip (already in
@@ -263,7 +265,7 @@ func claimStatus(ctx context.Context, err error, topic string) capability.Status
 		return capability.NewStatus(codes.FailedPrecondition, "expired: "+expired.Error())
 	case ctx.Err() != nil:
 		return capability.NewStatus(codes.Canceled, "the client went away")
-	case errors.Is(err, kafkaio.ErrUnknownTopic):
+	case errors.Is(err, client.ErrUnknownTopic):
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("topic %q does not exist in Kafka: nothing was written", topic))
 	}
 	return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
@@ -283,7 +285,7 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 	// The flight's watch is registered before anything is produced: no reply
 	// can be missed. A call attaching to a flight shares it.
 	f, lead := pc.h.flights.Join(kafkaroute.FlightKey{Cluster: kr.Exit, ReplyTo: replyTo, CID: cid},
-		func() *kafkaio.ReplyWatch { return cl.Replies.Watch(replyTo, cid) })
+		func() *replies.Watch { return cl.Replies.Watch(replyTo, cid) })
 	defer pc.h.flights.Leave(f)
 	if lead {
 		defer pc.h.flights.Leave(f) // the lead's reference: this call runs the flight itself
@@ -337,7 +339,7 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 // limits.reply-timeout.
 type replyWait struct {
 	pc      *produceCall
-	watch   *kafkaio.ReplyWatch
+	watch   *replies.Watch
 	sent    int  // reply records relayed
 	headers bool // the response headers went out
 	// waitingEnd: the request stream ended, so every silence counts.
@@ -394,7 +396,7 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 
 // relay sends the reply records not sent yet; done once the terminal one
 // came or a send failed.
-func (rw *replyWait) relay(ctx context.Context, recs []*kafkaio.Record) (capability.Status, bool) {
+func (rw *replyWait) relay(ctx context.Context, recs []*client.Record) (capability.Status, bool) {
 	out := rw.pc.call.Out
 	for ; rw.sent < len(recs); rw.sent++ {
 		r := recs[rw.sent]
@@ -477,7 +479,7 @@ func (pc *produceCall) produceRequests(ctx context.Context, skip int, events cha
 			// A record handed over whose acknowledgement was not waited
 			// for (the client left meanwhile) may well be in the log: the
 			// responder may have answered it already.
-			wrote = wrote || errors.Is(err, kafkaio.ErrUnacknowledged)
+			wrote = wrote || errors.Is(err, produce.ErrUnacknowledged)
 			failed <- err
 			return
 		}
@@ -492,7 +494,7 @@ func (pc *produceCall) produceRequests(ctx context.Context, skip int, events cha
 
 // terminalStatus is the status a null-value reply ends the call with: the
 // code in the statusName header (OK without one), the text in messageName.
-func terminalStatus(r *kafkaio.Record, statusName, messageName string) capability.Status {
+func terminalStatus(r *client.Record, statusName, messageName string) capability.Status {
 	st := capability.Status{Code: codes.OK}
 	for _, h := range r.Headers {
 		switch h.Key {
@@ -517,9 +519,9 @@ func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryH
 	if errors.As(err, &refused) {
 		return refused.st
 	}
-	var rej *kafkaio.RejectedError
+	var rej *produce.RejectedError
 	switch {
-	case errors.Is(err, kafkaio.ErrUnknownTopic):
+	case errors.Is(err, client.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	case errors.As(err, &rej) && rej.TooLarge():
 		return capability.NewStatus(codes.ResourceExhausted, fmt.Sprintf("topic %q: %s; send a smaller message", topic, rej.Reason))
@@ -527,7 +529,7 @@ func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryH
 		return capability.NewStatus(codes.PermissionDenied, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
 	case errors.As(err, &rej):
 		return capability.NewStatus(codes.Internal, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
-	case errors.Is(err, kafkaio.ErrUnacknowledged):
+	case errors.Is(err, produce.ErrUnacknowledged):
 		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"the record for topic %q was not acknowledged in time and may or may not have been written; %s", topic, retry.UnknownOutcome()))
 	}

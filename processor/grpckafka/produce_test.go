@@ -9,7 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
@@ -23,7 +24,7 @@ import (
 func TestCorrelationIDMatchesTheReference(t *testing.T) {
 	names := config.CorrelationHeaders{Service: "zilla:service", Method: "zilla:method", ReplyTo: "zilla:reply-to", CorrelationID: "zilla:correlation-id"}
 	got := correlationID("59410e57-3e0f-4b61-9328-f645a7968ac8", names, "example.EchoService", "EchoUnary", "responses",
-		[]kafkaio.Header{{Key: "zilla:identity", Value: []byte("test")}}, nil)
+		[]client.Header{{Key: "zilla:identity", Value: []byte("test")}}, nil)
 	if want := "59410e57-3e0f-4b61-9328-f645a7968ac8-479f2c3fb58bc3f04bbe15440a657670"; got != want {
 		t.Fatalf("%s, want %s", got, want)
 	}
@@ -77,7 +78,7 @@ func TestMetadataMapping(t *testing.T) {
 			t.Fatalf("%d: %s=%s, want %s", i, h.Key, h.Value, want[i])
 		}
 	}
-	md := metadataOf([]kafkaio.Header{
+	md := metadataOf([]client.Header{
 		{Key: "meta:Custom", Value: []byte("v")}, {Key: "meta:trace-bin", Value: []byte("AAE=")}, {Key: "other", Value: []byte("x")},
 		{Key: "meta:grpc-status", Value: []byte("0")}, {Key: "meta:bad name", Value: []byte("x")}, {Key: "meta:nl", Value: []byte("a\nb")},
 		{Key: "meta:content-type", Value: []byte("text/plain")},
@@ -90,18 +91,18 @@ func TestMetadataMapping(t *testing.T) {
 func TestTerminalStatus(t *testing.T) {
 	const statusHeader, messageHeader = "gateway:status", "gateway:message"
 	for _, tc := range []struct {
-		hs   []kafkaio.Header
+		hs   []client.Header
 		code codes.Code
 		msg  string
 	}{
 		{nil, codes.OK, ""},
-		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("0")}}, codes.OK, ""},
-		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("9")}, {Key: messageHeader, Value: []byte("Custom Error Message")}}, codes.FailedPrecondition, "Custom Error Message"},
-		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("17")}}, codes.Unknown, ""},
-		{[]kafkaio.Header{{Key: statusHeader, Value: []byte("x")}}, codes.Unknown, ""},
-		{[]kafkaio.Header{{Key: "zilla:status", Value: []byte("9")}}, codes.OK, ""}, // another name: not the status
+		{[]client.Header{{Key: statusHeader, Value: []byte("0")}}, codes.OK, ""},
+		{[]client.Header{{Key: statusHeader, Value: []byte("9")}, {Key: messageHeader, Value: []byte("Custom Error Message")}}, codes.FailedPrecondition, "Custom Error Message"},
+		{[]client.Header{{Key: statusHeader, Value: []byte("17")}}, codes.Unknown, ""},
+		{[]client.Header{{Key: statusHeader, Value: []byte("x")}}, codes.Unknown, ""},
+		{[]client.Header{{Key: "zilla:status", Value: []byte("9")}}, codes.OK, ""}, // another name: not the status
 	} {
-		st := terminalStatus(&kafkaio.Record{Headers: tc.hs}, statusHeader, messageHeader)
+		st := terminalStatus(&client.Record{Headers: tc.hs}, statusHeader, messageHeader)
 		if st.Code != tc.code || (tc.msg != "" && st.Message != tc.msg) {
 			t.Errorf("%v: %v %q", tc.hs, st.Code, st.Message)
 		}
@@ -119,11 +120,11 @@ func TestProduceStatusSaysWhatARetryDoes(t *testing.T) {
 		code codes.Code
 		says string
 	}{
-		{"unacknowledged, keyed", produceStatus(kafkaio.ErrUnacknowledged, "t", true, keyed), codes.Unavailable,
+		{"unacknowledged, keyed", produceStatus(produce.ErrUnacknowledged, "t", true, keyed), codes.Unavailable,
 			"a retry with the same idempotency-key metadata writes nothing already written"},
-		{"unacknowledged, no key", produceStatus(kafkaio.ErrUnacknowledged, "t", true, keyless), codes.Unavailable,
+		{"unacknowledged, no key", produceStatus(produce.ErrUnacknowledged, "t", true, keyless), codes.Unavailable,
 			"this request has no idempotency-key metadata, so a retry may write it a second time"},
-		{"index not ready", claimStatus(context.Background(), fmt.Errorf("%w: reading back t", kafkaio.ErrNotReady), "t"), codes.Unavailable,
+		{"index not ready", claimStatus(context.Background(), fmt.Errorf("%w: reading back t", client.ErrNotReady), "t"), codes.Unavailable,
 			"nothing was written"},
 		{"expired", claimStatus(context.Background(), &kafkaroute.ExpiredError{CID: "k-1", First: time.Unix(0, 0), Window: time.Minute}, "t"),
 			codes.FailedPrecondition, "expired: this request (correlation id k-1) was first written"},

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 )
 
 // Entity tags of fetch answers are built from the offsets of the records
@@ -25,7 +25,7 @@ import (
 // where <topic> is the first 8 bytes of the topic id in unpadded base64url.
 // The opaque tag is sent quoted (a strong ETag).
 
-func topicTag(v *kafkaio.View) string {
+func topicTag(v *views.View) string {
 	var b [topicTagLen]byte
 	return string(appendTopicTag(b[:0], v))
 }
@@ -33,12 +33,12 @@ func topicTag(v *kafkaio.View) string {
 // topicTagLen is the length of a topic tag: 8 bytes in unpadded base64.
 const topicTagLen = 11
 
-func appendTopicTag(dst []byte, v *kafkaio.View) []byte {
+func appendTopicTag(dst []byte, v *views.View) []byte {
 	id := v.TopicID()
 	return base64.RawURLEncoding.AppendEncode(dst, id[:8])
 }
 
-func singleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
+func singleTag(v *views.View, e *views.Entry, recordTag string) string {
 	q := quotedSingleTag(v, e, recordTag)
 	return q[1 : len(q)-1]
 }
@@ -46,7 +46,7 @@ func singleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
 // quotedSingleTag is singleTag as the etag header sends it, in quotes; the
 // tag itself is the string inside them, so an answer needs one allocation
 // for both.
-func quotedSingleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string {
+func quotedSingleTag(v *views.View, e *views.Entry, recordTag string) string {
 	// One allocation, the string: the bytes are built on the stack.
 	var buf [64]byte
 	b := append(buf[:0], '"')
@@ -65,7 +65,7 @@ func quotedSingleTag(v *kafkaio.View, e *kafkaio.Entry, recordTag string) string
 
 // mergedTag hashes the (partition, offset) of the entries, which must be in
 // (partition, offset) order.
-func mergedTag(v *kafkaio.View, entries []kafkaio.Entry) string {
+func mergedTag(v *views.View, entries []views.Entry) string {
 	h := fnv.New64a()
 	var buf [12]byte
 	var maxOff []int64 // per partition, -1 = none
@@ -104,7 +104,7 @@ func mergedTag(v *kafkaio.View, entries []kafkaio.Entry) string {
 // tagOffsets returns the per-partition offsets a tag of ours names for
 // the view's topic: the highest offset per partition it reflects. ok is
 // false for tags that are not ours or name another topic.
-func tagOffsets(v *kafkaio.View, tag string) (offsets map[int32]int64, ok bool) {
+func tagOffsets(v *views.View, tag string) (offsets map[int32]int64, ok bool) {
 	var prefix [topicTagLen + 1]byte
 	appendTopicTag(prefix[:0], v)
 	prefix[topicTagLen] = '.'
@@ -148,7 +148,7 @@ func tagOffsets(v *kafkaio.View, tag string) (offsets map[int32]int64, ok bool) 
 
 // behind reports whether the view has not yet read every offset the tag
 // names: answering now could send data older than what the client has.
-func behind(v *kafkaio.View, offsets map[int32]int64) bool {
+func behind(v *views.View, offsets map[int32]int64) bool {
 	for p, o := range offsets {
 		if pos := v.Position(p); pos >= 0 && pos <= o {
 			return true

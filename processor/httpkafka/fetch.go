@@ -15,7 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
@@ -26,14 +27,14 @@ import (
 // ViewSource opens views of a topic on the route's cluster, held until the
 // caller releases them.
 type ViewSource interface {
-	HoldView(ctx context.Context, topic string, wait time.Duration) (*kafkaio.View, error)
+	HoldView(ctx context.Context, topic string, wait time.Duration) (*views.View, error)
 }
 
 // viewHandles is a ViewSource that also gives a topic's handle
-// (kafkaio.Views does): a route of a static topic holds its view through
+// (views.Views does): a route of a static topic holds its view through
 // it, without the look-up by topic.
 type viewHandles interface {
-	Handle(topic string) *kafkaio.ViewHandle
+	Handle(topic string) *views.Handle
 }
 
 // FetchRequest is what a fetch needs of an HTTP request.
@@ -62,7 +63,7 @@ func fetchRequest(req *capability.HTTPRequest) FetchRequest {
 type Fetch struct {
 	with   *config.With
 	source ViewSource
-	handle *kafkaio.ViewHandle // the static topic's, when source gives one
+	handle *views.Handle // the static topic's, when source gives one
 
 	// cache holds rendered answers per selection (resolved filters), valid
 	// for one view version: a write renders each selection once, however
@@ -97,7 +98,7 @@ func NewFetch(with *config.With, source ViewSource) *Fetch {
 
 // hold holds the view of topic: through the route's handle when its topic
 // is static, else by topic.
-func (f *Fetch) hold(ctx context.Context, topic string, wait time.Duration) (*kafkaio.View, error) {
+func (f *Fetch) hold(ctx context.Context, topic string, wait time.Duration) (*views.View, error) {
 	if f.handle != nil {
 		return f.handle.Hold(ctx, wait)
 	}
@@ -171,11 +172,11 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 // viewFailure answers a request whose topic's view cannot be held.
 func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capability.HTTPResponse {
 	switch {
-	case errors.Is(err, kafkaio.ErrUnknownTopic) && !f.with.Topic.Static():
+	case errors.Is(err, client.ErrUnknownTopic) && !f.with.Topic.Static():
 		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
-	case errors.Is(err, kafkaio.ErrTooManyViews):
+	case errors.Is(err, views.ErrTooManyViews):
 		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
-	case errors.Is(err, kafkaio.ErrUnknownTopic):
+	case errors.Is(err, client.ErrUnknownTopic):
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case ctx.Err() != nil:
 		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
@@ -190,7 +191,7 @@ func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capab
 // and a change that would alter the answer reaches every waiter at once
 // (docs/design.md#http-kafka-fetch). preference-applied is sent only on an
 // answer that waited.
-func (f *Fetch) answerOrWait(ctx, drain context.Context, view *kafkaio.View, sel selection, inm httphdr.IfNoneMatch,
+func (f *Fetch) answerOrWait(ctx, drain context.Context, view *views.View, sel selection, inm httphdr.IfNoneMatch,
 	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {
 	waited := ""
 	detached := false
@@ -260,7 +261,7 @@ func detach(sel *selection, inm *httphdr.IfNoneMatch) {
 
 // waitUntilCaughtUp waits (at most kafka-timeout) while the client's tag
 // names offsets this view has not read yet.
-func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *kafkaio.View, inm httphdr.IfNoneMatch, kafkaTimeout time.Duration) {
+func (f *Fetch) waitUntilCaughtUp(ctx, drain context.Context, view *views.View, inm httphdr.IfNoneMatch, kafkaTimeout time.Duration) {
 	var need []map[int32]int64
 	for _, t := range inm.Tags {
 		if offs, ok := tagOffsets(view, t); ok && behind(view, offs) {
@@ -340,7 +341,7 @@ func (sel selection) cacheKey() string {
 	return id.String()
 }
 
-func (fl filter) matches(e *kafkaio.Entry) bool {
+func (fl filter) matches(e *views.Entry) bool {
 	if fl.key != nil && e.Key != *fl.key {
 		return false
 	}
@@ -353,7 +354,7 @@ func (fl filter) matches(e *kafkaio.Entry) bool {
 	return true
 }
 
-func (sel selection) matches(e *kafkaio.Entry) bool {
+func (sel selection) matches(e *views.Entry) bool {
 	if len(sel.filters) == 0 {
 		return true
 	}
@@ -369,16 +370,16 @@ func (sel selection) matches(e *kafkaio.Entry) bool {
 // key's own channel for a single-key selection, so a write elsewhere wakes
 // nobody (with the watch to stop); the view's coalesced change channel
 // otherwise (with a zero watch).
-func (f *Fetch) watch(view *kafkaio.View, sel selection) (kafkaio.KeyWatch, <-chan struct{}) {
+func (f *Fetch) watch(view *views.View, sel selection) (views.KeyWatch, <-chan struct{}) {
 	if sel.single() {
 		kw := view.WatchKey(*sel.filters[0].key)
 		return kw, kw.C
 	}
-	return kafkaio.KeyWatch{}, view.Changed()
+	return views.KeyWatch{}, view.Changed()
 }
 
 // matching appends the selected entries to out in (partition, offset) order.
-func (f *Fetch) matching(out []kafkaio.Entry, view *kafkaio.View, sel selection) []kafkaio.Entry {
+func (f *Fetch) matching(out []views.Entry, view *views.View, sel selection) []views.Entry {
 	if sel.keyOnly {
 		var seen map[string]bool // a key named twice is one record
 		if len(sel.filters) > 1 {
@@ -396,14 +397,14 @@ func (f *Fetch) matching(out []kafkaio.Entry, view *kafkaio.View, sel selection)
 			}
 		}
 	} else {
-		view.Scan(func(e kafkaio.Entry) bool {
+		view.Scan(func(e views.Entry) bool {
 			if sel.matches(&e) {
 				out = append(out, e)
 			}
 			return true
 		})
 	}
-	slices.SortFunc(out, func(a, b kafkaio.Entry) int {
+	slices.SortFunc(out, func(a, b views.Entry) int {
 		if c := cmp.Compare(a.Partition, b.Partition); c != 0 {
 			return c
 		}
@@ -412,7 +413,7 @@ func (f *Fetch) matching(out []kafkaio.Entry, view *kafkaio.View, sel selection)
 	return out
 }
 
-func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
+func (f *Fetch) answer(view *views.View, sel selection) answer {
 	// Single-key look-ups are cheaper than the cache, and need no version.
 	var version uint64
 	if !sel.single() {
@@ -425,7 +426,7 @@ func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
 		}
 	}
 	// A single key's entry stays on the stack.
-	var one [1]kafkaio.Entry
+	var one [1]views.Entry
 	entries := f.matching(one[:0], view, sel)
 	var ans answer
 	if f.with.Merge != nil {
@@ -445,7 +446,7 @@ func (f *Fetch) answer(view *kafkaio.View, sel selection) answer {
 }
 
 // renderSingle picks the winner: highest timestamp, then partition, then offset.
-func renderSingle(view *kafkaio.View, entries []kafkaio.Entry) answer {
+func renderSingle(view *views.View, entries []views.Entry) answer {
 	if len(entries) == 0 {
 		return answer{status: http.StatusNotFound}
 	}
@@ -494,7 +495,7 @@ func contentType(ct []byte) string {
 
 // renderMerged renders the JSON array of the entries' values; null, empty
 // and non-JSON values are left out.
-func renderMerged(view *kafkaio.View, entries []kafkaio.Entry) answer {
+func renderMerged(view *views.View, entries []views.Entry) answer {
 	size := 2
 	for _, e := range entries {
 		size += len(e.Value) + 1
@@ -503,7 +504,7 @@ func renderMerged(view *kafkaio.View, entries []kafkaio.Entry) answer {
 	b.Grow(size)
 	b.WriteByte('[')
 	first := true
-	included := make([]kafkaio.Entry, 0, len(entries))
+	included := make([]views.Entry, 0, len(entries))
 	for _, e := range entries {
 		if len(e.Value) == 0 || !json.Valid(e.Value) {
 			continue

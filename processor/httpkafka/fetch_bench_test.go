@@ -7,14 +7,14 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 )
 
 // Benchmarks of the fetch answer's parts that need no Kafka: rendering
 // (single record and merged), entity tags (formatting and parsing) and the
-// per-request selection. A populated kafkaio.View can only be built by
+// per-request selection. A populated views.View can only be built by
 // consuming a topic (its constructor and apply are internal to kafkaio), so
 // Fetch.answer as a whole (view look-up or scan, sort, render, cache) is not
 // measured here: kafkaio's view benchmarks measure the look-up and the scan,
@@ -53,9 +53,9 @@ func benchFetch(b *testing.B, route int) *Fetch {
 
 // benchEntries are n entries of 200-byte JSON values on 12 partitions, in
 // (partition, offset) order as Fetch.matching returns them.
-func benchEntries(n int) []kafkaio.Entry {
+func benchEntries(n int) []views.Entry {
 	const partitions = 12
-	out := make([]kafkaio.Entry, 0, n)
+	out := make([]views.Entry, 0, n)
 	for p := range partitions {
 		for i := p; i < n; i += partitions {
 			key := fmt.Sprintf("item-%06d", i)
@@ -64,7 +64,7 @@ func benchEntries(n int) []kafkaio.Entry {
 				v = append(v, 'x')
 			}
 			v = append(v, '"', '}')
-			out = append(out, kafkaio.Entry{Partition: int32(p), Offset: int64(1_000_000 + i/partitions),
+			out = append(out, views.Entry{Partition: int32(p), Offset: int64(1_000_000 + i/partitions),
 				Timestamp: 1_760_000_000_000, Key: key, Value: v})
 		}
 	}
@@ -74,7 +74,7 @@ func benchEntries(n int) []kafkaio.Entry {
 // BenchmarkRenderMerged renders the JSON array of a merged fetch and its
 // tag: once per view version and selection (the result is cached).
 func BenchmarkRenderMerged(b *testing.B) {
-	view := &kafkaio.View{}
+	view := &views.View{}
 	for _, n := range []int{100, 1_000} {
 		entries := benchEntries(n)
 		ans := renderMerged(view, entries)
@@ -95,7 +95,7 @@ func BenchmarkRenderMerged(b *testing.B) {
 // BenchmarkMergedTag is the tag of a merged answer alone (part of
 // BenchmarkRenderMerged).
 func BenchmarkMergedTag(b *testing.B) {
-	view := &kafkaio.View{}
+	view := &views.View{}
 	entries := benchEntries(1_000)
 	tag := mergedTag(view, entries)
 	if offs, ok := tagOffsets(view, tag); !ok || len(offs) != 12 {
@@ -112,7 +112,7 @@ func BenchmarkMergedTag(b *testing.B) {
 // entry has no headers (kafkaio builds them only from records); see
 // kafkaio's BenchmarkEntryHeader for the header look-ups it adds.
 func BenchmarkRenderSingle(b *testing.B) {
-	view := &kafkaio.View{}
+	view := &views.View{}
 	entries := benchEntries(1)
 	ans := renderSingle(view, entries)
 	if ans.status != http.StatusOK || ans.tag != "AAAAAAAAAAA.0.1000000" || len(ans.body) != 200 {
@@ -127,7 +127,7 @@ func BenchmarkRenderSingle(b *testing.B) {
 // BenchmarkSingleTag formats the tag of a single record, without and with
 // the record's own etag header.
 func BenchmarkSingleTag(b *testing.B) {
-	view := &kafkaio.View{}
+	view := &views.View{}
 	e := &benchEntries(1)[0]
 	for _, tc := range []struct{ name, rec, want string }{
 		{"plain", "", "AAAAAAAAAAA.0.1000000"},
@@ -148,7 +148,7 @@ func BenchmarkSingleTag(b *testing.B) {
 // BenchmarkTagOffsets parses a client's tag back into offsets: every
 // request with if-none-match does so (waitUntilCaughtUp).
 func BenchmarkTagOffsets(b *testing.B) {
-	view := &kafkaio.View{}
+	view := &views.View{}
 	single := singleTag(view, &benchEntries(1)[0], "v42")
 	merged := mergedTag(view, benchEntries(1_000))
 	for _, tc := range []struct {
@@ -199,7 +199,7 @@ func BenchmarkFetchSelection(b *testing.B) {
 // BenchmarkAnswerReply builds the response of a 200 answer (content type,
 // quoted etag) and of a 304 to a matching if-none-match.
 func BenchmarkAnswerReply(b *testing.B) {
-	ans := renderSingle(&kafkaio.View{}, benchEntries(1))
+	ans := renderSingle(&views.View{}, benchEntries(1))
 	if r := ans.reply(""); r.Status != http.StatusOK || len(r.Headers) != 2 || r.Headers[1].Value != httphdr.Quote(ans.tag) {
 		b.Fatalf("reply %+v", r)
 	}

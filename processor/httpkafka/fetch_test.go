@@ -10,8 +10,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
@@ -51,7 +51,7 @@ limits: { max-wait: 20s, kafka-timeout: 10s }
 type fixture struct {
 	t      *testing.T
 	broker *embedded.Broker
-	client *kafkaio.Views
+	client *views.Views
 	cfg    *config.Config
 	prod   *kafka.Producer
 }
@@ -77,8 +77,8 @@ func newFixture(t *testing.T, partitions int32) *fixture {
 	return f
 }
 
-func (f *fixture) newClient() *kafkaio.Views {
-	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
+func (f *fixture) newClient() *views.Views {
+	c, err := views.New(views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": f.broker.Addr()}, KafkaTimeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -88,7 +88,7 @@ func (f *fixture) newClient() *kafkaio.Views {
 	return c
 }
 
-func (f *fixture) route(i int, c *kafkaio.Views) *httpkafka.Fetch {
+func (f *fixture) route(i int, c *views.Views) *httpkafka.Fetch {
 	return httpkafka.NewFetch(f.cfg.Bindings[0].Routes[i].With, c)
 }
 
@@ -374,7 +374,7 @@ bindings:
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second})
+	c, err := views.New(views.Options{Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestFetchOfAnEvictedViewOpensItAgain(t *testing.T) {
 	if err := f.broker.CreateTopics(embedded.Topic{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := kafkaio.NewViews(kafkaio.ViewsOptions{
+	c, err := views.New(views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": f.broker.Addr()}, KafkaTimeout: 10 * time.Second,
 		MaxViews: 1,
 	})

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
@@ -45,9 +47,9 @@ func TestRetainDropsRoutesAReloadRemoved(t *testing.T) {
 // holdWaits records the wait each HoldView is given, and has no topic.
 type holdWaits struct{ waits []time.Duration }
 
-func (h *holdWaits) HoldView(_ context.Context, _ string, wait time.Duration) (*kafkaio.View, error) {
+func (h *holdWaits) HoldView(_ context.Context, _ string, wait time.Duration) (*views.View, error) {
 	h.waits = append(h.waits, wait)
-	return nil, kafkaio.ErrUnknownTopic
+	return nil, client.ErrUnknownTopic
 }
 
 // A compiled fetch route answers each request under the limits of the
@@ -78,10 +80,10 @@ func TestProduceFailureSaysWhatARetryDoes(t *testing.T) {
 		status int
 		says   string
 	}{
-		{"unacknowledged, keyed", kafkaio.ErrUnacknowledged, keyed, 504, "a retry with the same idempotency-key header writes nothing already written"},
-		{"unacknowledged, no key", kafkaio.ErrUnacknowledged, keyless, 504, "this request has no idempotency-key header, so a retry may write it a second time"},
-		{"not enqueued", fmt.Errorf("%w: queue full", kafkaio.ErrNotEnqueued), keyless, 503, "was not written to Kafka (queue full); retrying is safe"},
-		{"index not ready", fmt.Errorf("%w: reading back t", kafkaio.ErrNotReady), keyed, 503, "nothing was written"},
+		{"unacknowledged, keyed", produce.ErrUnacknowledged, keyed, 504, "a retry with the same idempotency-key header writes nothing already written"},
+		{"unacknowledged, no key", produce.ErrUnacknowledged, keyless, 504, "this request has no idempotency-key header, so a retry may write it a second time"},
+		{"not enqueued", fmt.Errorf("%w: queue full", produce.ErrNotEnqueued), keyless, 503, "was not written to Kafka (queue full); retrying is safe"},
+		{"index not ready", fmt.Errorf("%w: reading back t", client.ErrNotReady), keyed, 503, "nothing was written"},
 		{"expired", &kafkaroute.ExpiredError{CID: "k-1", First: time.Unix(0, 0), Window: 10 * time.Minute}, keyed, 410, "more than limits.idempotency-window (10m0s) ago: its result expired and it was not written again"},
 	} {
 		r := produceFailure(context.Background(), c.err, "t", true, c.retry)

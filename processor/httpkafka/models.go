@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/models"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -36,7 +36,7 @@ const retryAfterUnavailable = "5"
 
 // encodeRecord applies the topic's models to rec's key and value; nil when
 // the record may be written.
-func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, headers route.Headers, rec *kafkaio.Record) *capability.HTTPResponse {
+func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, headers route.Headers, rec *client.Record) *capability.HTTPResponse {
 	tm := kc.Models(rec.Topic)
 	if tm == nil {
 		return nil
@@ -114,7 +114,7 @@ func reason(e *models.Error) string {
 
 // decodeReply converts a reply record's value for the client when the reply
 // topic's value model has a view; a reply that does not match is a 502.
-func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *kafkaio.Record) (*kafkaio.Record, *capability.HTTPResponse) {
+func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Record) (*client.Record, *capability.HTTPResponse) {
 	tm := kc.Models(rec.Topic)
 	if tm == nil || tm.Value == nil || len(rec.Value) == 0 || !successReply(rec) {
 		return rec, nil
@@ -131,7 +131,7 @@ func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *kafkaio.Reco
 	out := *rec
 	out.Value = v
 	if tm.Value.JSON() {
-		out.Headers = kafkaio.ReplaceHeader(rec.Headers, "content-type", []byte("application/json"))
+		out.Headers = client.ReplaceHeader(rec.Headers, "content-type", []byte("application/json"))
 	}
 	return &out, nil
 }
@@ -145,7 +145,7 @@ func firstViolation(err error) string {
 }
 
 // successReply reports whether a reply record answers 2xx (no :status is 200).
-func successReply(rec *kafkaio.Record) bool {
+func successReply(rec *client.Record) bool {
 	for _, h := range rec.Headers {
 		if h.Key == ":status" {
 			return len(h.Value) == 3 && h.Value[0] == '2'

@@ -11,7 +11,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
@@ -88,17 +90,17 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 		switch {
 		case err != nil:
 			// The record cannot be written before the probe answers.
-			return produceFailure(ctx, fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err), topic, w.Topic.Static(), p.retry)
+			return produceFailure(ctx, fmt.Errorf("%w: %w", produce.ErrNotEnqueued, err), topic, w.Topic.Static(), p.retry)
 		case compacted:
 			return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 				"topic %q is compacted, so its records need a key, and this request resolves an empty one (the route's with.key)", topic))
 		}
 	}
-	overrides := make([]kafkaio.Header, 0, len(w.Overrides))
+	overrides := make([]client.Header, 0, len(w.Overrides))
 	for _, o := range w.Overrides {
-		overrides = append(overrides, kafkaio.Header{Key: o.Name, Value: []byte(o.Value.Expand(p.refs.Resolve))})
+		overrides = append(overrides, client.Header{Key: o.Name, Value: []byte(o.Value.Expand(p.refs.Resolve))})
 	}
-	rec := &kafkaio.Record{Topic: topic, Key: key}
+	rec := &client.Record{Topic: topic, Key: key}
 	if w.ReplyTo == "" {
 		return h.oneway(ctx, kr, p, rec, overrides)
 	}
@@ -118,8 +120,8 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	// header carries them to the producer, which copies them): the string
 	// shares them rather than being a second copy per request.
 	p.refs.CorrelationID = unsafe.String(unsafe.SliceData(cid), len(cid))
-	rec.Headers = append(rec.Headers, kafkaio.Header{Key: opts.Correlation.CorrelationID, Value: cid})
-	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
+	rec.Headers = append(rec.Headers, client.Header{Key: opts.Correlation.CorrelationID, Value: cid})
+	rec.Headers = produce.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
 	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
 		return bad
@@ -195,7 +197,7 @@ func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
 
 // reply answers with a reply record, converted for the client when the
 // reply topic's model has a view.
-func (p *produceCall) reply(ctx context.Context, rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+func (p *produceCall) reply(ctx context.Context, rec *client.Record, applied string) *capability.HTTPResponse {
 	rec, bad := decodeReply(ctx, p.kafka, rec)
 	if bad != nil {
 		return bad
@@ -230,11 +232,11 @@ func isFollowUp(req *capability.HTTPRequest) bool {
 // and writes only if no record with it is in the log (kafkaroute.Claim):
 // its retry answers 204 again without writing.
 func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCall,
-	rec *kafkaio.Record, overrides []kafkaio.Header) *capability.HTTPResponse {
+	rec *client.Record, overrides []client.Header) *capability.HTTPResponse {
 	req, w := p.req, p.with
 	ct, hasCT := req.Headers.Lookup("content-type")
 	if hasCT {
-		rec.Headers = append(rec.Headers, kafkaio.Header{Key: "content-type", Value: []byte(ct)})
+		rec.Headers = append(rec.Headers, client.Header{Key: "content-type", Value: []byte(ct)})
 	}
 	rec.Headers = append(rec.Headers, overrides...)
 	switch {
@@ -250,9 +252,9 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 	}
 	if p.retry.Given {
 		p.refs.CorrelationID = onewayCorrelation(p.refs.IdempotencyKey, req, rec, ct, overrides)
-		rec.Headers = append(rec.Headers, kafkaio.Header{Key: p.opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
+		rec.Headers = append(rec.Headers, client.Header{Key: p.opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
 	}
-	rec.Headers = kafkaio.WithTraceContext(ctx, rec.Headers)
+	rec.Headers = produce.WithTraceContext(ctx, rec.Headers)
 	if !p.retry.Given {
 		if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 			return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
@@ -280,12 +282,12 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 
 // requestReply joins (or leads) the flight of the correlation id and
 // answers from its reply.
-func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *kafkaio.Record) *capability.HTTPResponse {
+func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *client.Record) *capability.HTTPResponse {
 	w, req, cid := p.with, p.req, p.refs.CorrelationID
 	// The reply topic is indexed when the routes are prepared (start and
 	// reload), before any request can match the route.
 	f, lead := h.flights.Join(kafkaroute.FlightKey{Cluster: kr.Exit, ReplyTo: w.ReplyTo, CID: cid},
-		func() *kafkaio.ReplyWatch { return kr.Cluster.Replies.Watch(w.ReplyTo, cid) })
+		func() *replies.Watch { return kr.Cluster.Replies.Watch(w.ReplyTo, cid) })
 	defer h.flights.Leave(f)
 	if lead {
 		if p.retry.Given || !kr.Cluster.Replies.CaughtUp(w.ReplyTo) {
@@ -353,7 +355,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 // A request with an idempotency key claims its correlation id first: if a
 // record with it is in the log (written through any replica), nothing is
 // produced and the request waits for its reply as a replay.
-func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, p *produceCall, rec *kafkaio.Record) {
+func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, p *produceCall, rec *client.Record) {
 	w, kafkaTimeout := p.with, p.req.Limits.KafkaTimeout
 	// The leader leaves before it says it is done: once every request that
 	// waited on the flight has left too, the next request with the same id
@@ -405,7 +407,7 @@ func (h *Handler) fail(f *kafkaroute.Flight, err error) {
 }
 
 // produceFailed fails a flight on its produce.
-func (h *Handler) produceFailed(f *kafkaroute.Flight, err error, rec *kafkaio.Record) {
+func (h *Handler) produceFailed(f *kafkaroute.Flight, err error, rec *client.Record) {
 	h.fail(f, err)
 	h.log.Debug("produce failed", "topic", rec.Topic, "err", err)
 }
@@ -416,7 +418,7 @@ func (h *Handler) produceFailed(f *kafkaroute.Flight, err error, rec *kafkaio.Re
 // goroutine take the wait over, so the requests attached to the flight
 // still get its outcome. Most request-replies take this path, without a
 // goroutine of their own.
-func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, rec *kafkaio.Record) {
+func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, rec *client.Record) {
 	if len(f.Watch.Records()) > 0 {
 		h.replayed(f)
 		h.endLead(f, nil, rec)
@@ -446,7 +448,7 @@ func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkar
 
 // endLead ends a flight run by leadHere with the outcome of its produce, as
 // lead does: the lead leaves before it says it is done.
-func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) {
+func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *client.Record) {
 	if err != nil {
 		h.produceFailed(f, err, rec)
 	}
@@ -510,7 +512,7 @@ func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *
 	case err != nil:
 		return produceFailure(ctx, err, topic, true, p.retry)
 	case !st.Written():
-		keys, _ := kr.Cluster.Keys()
+		keys, _ := kr.Cluster.WrittenIDs()
 		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
 			"no request of this location was written to topic %q in the last 2 × limits.idempotency-window (%v), and no reply is stored: its result expired",
 			topic, 2*keys.Window()))
@@ -529,7 +531,7 @@ const (
 
 // awaitReply waits up to wait for the first reply record of the watch.
 // drain may be nil (the wait does not end on drain).
-func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWatch, wait time.Duration) (*kafkaio.Record, waitEnd) {
+func (h *Handler) awaitReply(ctx, drain context.Context, watch *replies.Watch, wait time.Duration) (*client.Record, waitEnd) {
 	var drainCh <-chan struct{}
 	if drain != nil {
 		drainCh = drain.Done()
@@ -590,7 +592,7 @@ func gone() *capability.HTTPResponse {
 // produceFailure maps what kept a record from Kafka to the answer that says
 // whether it was written, not written or may have been (docs/reliability.md).
 func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *capability.HTTPResponse {
-	var rejected *kafkaio.RejectedError
+	var rejected *produce.RejectedError
 	var expired *kafkaroute.ExpiredError
 	switch {
 	case ctx.Err() != nil:
@@ -604,19 +606,19 @@ func produceFailure(ctx context.Context, err error, topic string, static bool, r
 		return capability.ProblemResponse(http.StatusGone, expired.Error())
 	case errors.As(err, &rejected):
 		return capability.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
-	case errors.Is(err, kafkaio.ErrUnknownTopic) && errors.Is(err, kafkaio.ErrNotReady):
+	case errors.Is(err, client.ErrUnknownTopic) && errors.Is(err, client.ErrNotReady):
 		// The reply topic (a route's static setting) is missing.
 		return unavailable(fmt.Sprintf("the route's reply topic does not exist in Kafka: %v", err))
-	case errors.Is(err, kafkaio.ErrUnknownTopic) && !static:
+	case errors.Is(err, client.ErrUnknownTopic) && !static:
 		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
-	case errors.Is(err, kafkaio.ErrUnknownTopic):
+	case errors.Is(err, client.ErrUnknownTopic):
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
-	case errors.Is(err, kafkaio.ErrUnacknowledged):
+	case errors.Is(err, produce.ErrUnacknowledged):
 		return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
 			"Kafka did not acknowledge the record for topic %q within limits.kafka-timeout: it may or may not have been written; %s", topic, retry.UnknownOutcome()))
-	case errors.Is(err, kafkaio.ErrNotReady):
+	case errors.Is(err, client.ErrNotReady):
 		return unavailable(fmt.Sprintf("nothing was written: the processor could not read back from Kafka in time (%v); retrying is safe", err))
-	case errors.Is(err, kafkaio.ErrNotEnqueued):
+	case errors.Is(err, produce.ErrNotEnqueued):
 		return unavailable(fmt.Sprintf("the record for topic %q was not written to Kafka (%v); retrying is safe", topic, rootCause(err)))
 	}
 	return unavailable(fmt.Sprintf("Kafka is not available for topic %q: %v", topic, err))

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -27,8 +27,8 @@ var benchIdentities = map[string]route.Identity{"jwt0": {Subject: "alice", Roles
 // override, a 200-byte body.
 func BenchmarkCorrelationID(b *testing.B) {
 	body := bytes.Repeat([]byte{'b'}, 200)
-	overrides := []kafkaio.Header{{Key: "tenant", Value: []byte("acme")}}
-	run := func() (string, []kafkaio.Header) {
+	overrides := []client.Header{{Key: "tenant", Value: []byte("acme")}}
+	run := func() (string, []client.Header) {
 		c := newCorrelation()
 		c.field([]byte("42"))
 		hs := requestHeaders(c, benchProduceHeaders, benchIdentities, "gateway:reply-to", "orders-replies", "gateway:correlation-id", overrides)
@@ -64,7 +64,7 @@ func BenchmarkFollowUpAllowed(b *testing.B) {
 // state from the handler's pool, as a request-reply takes it.
 func BenchmarkCorrelationIDPooled(b *testing.B) {
 	body := bytes.Repeat([]byte{'b'}, 200)
-	overrides := []kafkaio.Header{{Key: "tenant", Value: []byte("acme")}}
+	overrides := []client.Header{{Key: "tenant", Value: []byte("acme")}}
 	var pools producePools
 	b.ReportAllocs()
 	for b.Loop() {

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
@@ -206,8 +206,8 @@ func followUpAllowed(cid string, ids map[string]route.Identity) bool {
 // dropped so a client cannot forge them. It feeds the correlation hash as it
 // goes.
 func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Identity,
-	replyToName, replyTo, cidName string, overrides []kafkaio.Header) []kafkaio.Header {
-	out := make([]kafkaio.Header, 0, len(in)+len(overrides)+2)
+	replyToName, replyTo, cidName string, overrides []client.Header) []client.Header {
+	out := make([]client.Header, 0, len(in)+len(overrides)+2)
 	// The values are copied into one buffer rather than one allocation
 	// each; every value is a capped slice of it, so a later append cannot
 	// reach into an earlier value (if-match, reduced, only ever shrinks, and
@@ -244,14 +244,14 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 				continue
 			}
 		}
-		out = append(out, kafkaio.Header{Key: h.Name, Value: value(v)})
+		out = append(out, client.Header{Key: h.Name, Value: value(v)})
 		if !volatileHeader(h.Name) {
 			c.str(h.Name)
 			c.str(v)
 		}
 	}
 	c.identities(ids)
-	out = append(out, kafkaio.Header{Key: replyToName, Value: value(replyTo)})
+	out = append(out, client.Header{Key: replyToName, Value: value(replyTo)})
 	c.str(replyToName)
 	c.str(replyTo)
 	for _, o := range overrides {
@@ -267,7 +267,7 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 // what the record is made of (topic, key, tombstone or value, content-type,
 // overrides) and the identities, so a retry through Envoy gets the same id
 // and the same key on another request does not.
-func onewayCorrelation(idem string, req *capability.HTTPRequest, rec *kafkaio.Record, ct string, overrides []kafkaio.Header) string {
+func onewayCorrelation(idem string, req *capability.HTTPRequest, rec *client.Record, ct string, overrides []client.Header) string {
 	c := newCorrelation()
 	c.str(rec.Topic)
 	c.field(rec.Key)

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -24,7 +24,7 @@ import (
 //     characters (a newline would split the response);
 //   - 204 and 304 carry no body; a body without a content-type is
 //     application/octet-stream.
-func replyResponse(rec *kafkaio.Record, dropNames ...string) *capability.HTTPResponse {
+func replyResponse(rec *client.Record, dropNames ...string) *capability.HTTPResponse {
 	status := http.StatusOK
 	seen := false
 	// The response with room for a few headers, in one allocation.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -15,7 +15,7 @@ import (
 // (e2e/produce_test.go).
 
 // cid computes the correlation id of a request as produce does.
-func cid(idem string, key string, hs route.Headers, ids map[string]route.Identity, overrides []kafkaio.Header, body string) (string, []kafkaio.Header) {
+func cid(idem string, key string, hs route.Headers, ids map[string]route.Identity, overrides []client.Header, body string) (string, []client.Header) {
 	c := newCorrelation()
 	c.field([]byte(key))
 	out := requestHeaders(c, hs, ids, "gateway:reply-to", "replies", "gateway:correlation-id", overrides)
@@ -58,7 +58,7 @@ func TestCorrelationID(t *testing.T) {
 	differs["key"], _ = cid("k1", "2", base, alice, nil, `{"qty":1}`)
 	differs["identity"], _ = cid("k1", "1", base, bob, nil, `{"qty":1}`)
 	differs["no identity"], _ = cid("k1", "1", base, nil, nil, `{"qty":1}`)
-	differs["override"], _ = cid("k1", "1", base, alice, []kafkaio.Header{{Key: "x-o", Value: []byte("v")}}, `{"qty":1}`)
+	differs["override"], _ = cid("k1", "1", base, alice, []client.Header{{Key: "x-o", Value: []byte("v")}}, `{"qty":1}`)
 	differs["authority"], _ = cid("k1", "1", append(append(route.Headers(nil), base...), route.Header{Name: ":authority", Value: "other"}), alice, nil, `{"qty":1}`)
 	// Field boundaries cannot shift: key "1" + body "x" vs key "1x" + body "".
 	a, _ := cid("k1", "1", nil, nil, nil, "x")
@@ -95,7 +95,7 @@ func TestCorrelationID(t *testing.T) {
 func TestCorrelationIDIsStable(t *testing.T) {
 	hs := route.Headers{{Name: ":method", Value: "POST"}, {Name: "content-type", Value: "application/json"},
 		{Name: "x-request-id", Value: "r"}, {Name: "if-match", Value: `"a.0.1/v7", "b"`}}
-	overrides := []kafkaio.Header{{Key: "tenant", Value: []byte("acme")}}
+	overrides := []client.Header{{Key: "tenant", Value: []byte("acme")}}
 	for _, tc := range []struct {
 		ids  map[string]route.Identity
 		want string
@@ -125,7 +125,7 @@ func TestRequestRecordHeaders(t *testing.T) {
 		{Name: "gateway:correlation-id", Value: "forged"}, {Name: "x-o", Value: "forged"},
 		{Name: "if-match", Value: `"HsYV1vQBNyg.0.7/revision=42"`}, {Name: "idempotency-key", Value: "k1"},
 	}
-	_, out := cid("k1", "1", in, nil, []kafkaio.Header{{Key: "x-o", Value: []byte("override")}}, "")
+	_, out := cid("k1", "1", in, nil, []client.Header{{Key: "x-o", Value: []byte("override")}}, "")
 	var got []string
 	for _, h := range out {
 		got = append(got, h.Key+"="+string(h.Value))
@@ -157,7 +157,7 @@ func TestIfMatchForward(t *testing.T) {
 }
 
 func TestReplySanitized(t *testing.T) {
-	rec := &kafkaio.Record{Value: []byte("body"), Headers: []kafkaio.Header{
+	rec := &client.Record{Value: []byte("body"), Headers: []client.Header{
 		{Key: ":status", Value: []byte("201")},
 		{Key: ":path", Value: []byte("/evil")},
 		{Key: "transfer-encoding", Value: []byte("chunked")},
@@ -185,9 +185,9 @@ func TestReplySanitized(t *testing.T) {
 	}
 
 	for status, want := range map[string]int{"": 200, "200": 200, "404": 404, "599": 599, "99": 502, "100": 502, "600": 502, "2OO": 502, " 200": 502} {
-		rec := &kafkaio.Record{Value: []byte("x")}
+		rec := &client.Record{Value: []byte("x")}
 		if status != "" {
-			rec.Headers = []kafkaio.Header{{Key: ":status", Value: []byte(status)}}
+			rec.Headers = []client.Header{{Key: ":status", Value: []byte(status)}}
 		}
 		r := replyResponse(rec)
 		if r.Status != want {
@@ -197,7 +197,7 @@ func TestReplySanitized(t *testing.T) {
 			t.Errorf(":status %q: the 502 does not say why: %s", status, r.Body)
 		}
 	}
-	if r := replyResponse(&kafkaio.Record{Value: []byte("x"), Headers: []kafkaio.Header{{Key: ":status", Value: []byte("204")}}}); r.Status != 204 || r.Body != nil {
+	if r := replyResponse(&client.Record{Value: []byte("x"), Headers: []client.Header{{Key: ":status", Value: []byte("204")}}}); r.Status != 204 || r.Body != nil {
 		t.Errorf("204 reply: %d %q, want no body", r.Status, r.Body)
 	}
 }

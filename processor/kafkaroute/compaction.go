@@ -46,7 +46,7 @@ type TopicConfigs interface {
 }
 
 // Compacted reports whether topic of the named cluster is compacted. A
-// missing topic is an error wrapping kafkaio.ErrUnknownTopic; ctx ending
+// missing topic is an error wrapping client.ErrUnknownTopic; ctx ending
 // is ctx's error.
 func (c *Compaction) Compacted(ctx context.Context, cl TopicConfigs, cluster, topic string, timeout time.Duration) (bool, error) {
 	k := compactionKey{cluster, topic}

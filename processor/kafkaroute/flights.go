@@ -5,7 +5,7 @@ import (
 	"hash/maphash"
 	"sync"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
 )
 
 // A Flight is one correlation id being produced (or replayed) by this
@@ -16,7 +16,7 @@ import (
 // idempotency key and correlation id) keeps the effect single.
 type Flight struct {
 	Key   FlightKey
-	Watch *kafkaio.ReplyWatch // registered before anything is produced
+	Watch *replies.Watch // registered before anything is produced
 
 	// Written by the lead before Finish.
 	Replayed bool  // a reply was stored already: nothing was produced
@@ -70,7 +70,7 @@ func (t *Flights) shard(k FlightKey) *flightShard {
 // holds two references, its request's and the lead's, and calls Leave once
 // for each). watch is called under the shard's lock, so the watch exists
 // before anyone can attach.
-func (t *Flights) Join(k FlightKey, watch func() *kafkaio.ReplyWatch) (f *Flight, lead bool) {
+func (t *Flights) Join(k FlightKey, watch func() *replies.Watch) (f *Flight, lead bool) {
 	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -142,7 +142,7 @@ func (t *Flights) Leave(f *Flight) {
 // ends first.
 func (t *Flights) Lead(ctx context.Context, k FlightKey) (release func(), err error) {
 	for {
-		f, lead := t.Join(k, func() *kafkaio.ReplyWatch { return nil })
+		f, lead := t.Join(k, func() *replies.Watch { return nil })
 		if lead {
 			return func() {
 				// Out of the table first: the requests woken by Finish

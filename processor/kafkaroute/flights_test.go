@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
 )
 
 // Requests with one correlation id share a flight, whatever shard it is in;
@@ -15,7 +15,7 @@ import (
 func TestFlightsShareAndLeave(t *testing.T) {
 	var tab Flights
 	watches := 0
-	watch := func() *kafkaio.ReplyWatch { watches++; return &kafkaio.ReplyWatch{} }
+	watch := func() *replies.Watch { watches++; return &replies.Watch{} }
 	var leads []*Flight
 	for i := range 100 { // ids over every shard
 		k := FlightKey{Cluster: "c", ReplyTo: "r", CID: fmt.Sprintf("cid-%d", i)}
@@ -99,7 +99,7 @@ func TestFlightWaitAndFinish(t *testing.T) {
 
 func testFlightWaitAndFinish(t *testing.T) {
 	var tab Flights
-	watch := func() *kafkaio.ReplyWatch { return &kafkaio.ReplyWatch{} }
+	watch := func() *replies.Watch { return &replies.Watch{} }
 	k := FlightKey{Cluster: "c", ReplyTo: "r", CID: "k-1"}
 	f, lead := tab.Join(k, watch)
 	g, attached := tab.Join(k, watch)
@@ -147,7 +147,7 @@ func testFlightWaitAndFinish(t *testing.T) {
 // finishes and leaves for itself and its request.
 func BenchmarkFlights(b *testing.B) {
 	var tab Flights
-	watch := func() *kafkaio.ReplyWatch { return nil }
+	watch := func() *replies.Watch { return nil }
 	keys := make([]FlightKey, 1024)
 	for i := range keys {
 		keys[i] = FlightKey{Cluster: "kafka0", ReplyTo: "orders-replies",

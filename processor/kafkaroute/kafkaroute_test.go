@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -142,8 +142,8 @@ func TestCompactionSharesProbesAndForgetsErrors(t *testing.T) {
 		t.Fatalf("%d probes for one topic (err %v), want 1", p.calls(), err)
 	}
 
-	p.err = kafkaio.ErrUnknownTopic
-	if _, err := c.Compacted(context.Background(), p, "c", "missing", time.Minute); !errors.Is(err, kafkaio.ErrUnknownTopic) {
+	p.err = client.ErrUnknownTopic
+	if _, err := c.Compacted(context.Background(), p, "c", "missing", time.Minute); !errors.Is(err, client.ErrUnknownTopic) {
 		t.Fatalf("missing topic: %v", err)
 	}
 	p.err = nil

@@ -6,6 +6,9 @@ import (
 	"sync"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -17,7 +20,7 @@ var ErrNotConnected = errors.New("kafka binding not connected in this processor"
 type Route struct {
 	Exit     string            // the kafka binding's name
 	Cluster  *kafkaio.Cluster  // everything held for that binding
-	Producer *kafkaio.Producer // under the route's acks; produce routes only
+	Producer *produce.Producer // under the route's acks; produce routes only
 	// CorrelationHeader names the correlation-id header of the binding's
 	// records, by which the key index knows them.
 	CorrelationHeader string
@@ -116,7 +119,7 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 		if r.With.ReplyTo != "" {
 			c.Replies.Add(r.With.ReplyTo, correlationHeader(b))
 		}
-		p, err := c.Producer(kafkaio.AcksFromName(string(r.With.Acks)))
+		p, err := c.Producer(client.AcksFromName(string(r.With.Acks)))
 		if err != nil {
 			return nil, err
 		}
@@ -126,8 +129,8 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 }
 
 // LogTailsStats sums the sizes of the log tails of every cluster.
-func (k *Kafka) LogTailsStats() kafkaio.LogTailsStats {
-	var st kafkaio.LogTailsStats
+func (k *Kafka) LogTailsStats() logtails.Stats {
+	var st logtails.Stats
 	for _, c := range k.clusters {
 		l, ok := c.LogTailsIfAny()
 		if !ok {

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/writtenids"
 )
 
 // The write rule of a request with an idempotency key, for every produce
@@ -49,23 +50,23 @@ func (e *ExpiredError) Error() string {
 // reading the key index up to the topic's end (bounded by kafkaTimeout).
 // Call it while leading the id's flight, and write only the records after
 // claim.Records. An id past the window is an *ExpiredError; an index that
-// cannot read the topic wraps kafkaio.ErrNotReady (nothing was written: a
+// cannot read the topic wraps client.ErrNotReady (nothing was written: a
 // retry is safe).
-func Claim(ctx context.Context, kr *Route, topic, cid string, kafkaTimeout time.Duration) (kafkaio.KeyState, error) {
-	keys, err := kr.Cluster.Keys()
+func Claim(ctx context.Context, kr *Route, topic, cid string, kafkaTimeout time.Duration) (writtenids.State, error) {
+	keys, err := kr.Cluster.WrittenIDs()
 	if err != nil {
-		return kafkaio.KeyState{}, fmt.Errorf("%w: %w", kafkaio.ErrNotReady, err)
+		return writtenids.State{}, fmt.Errorf("%w: %w", client.ErrNotReady, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
 	if err := keys.Sync(ctx, topic, kr.CorrelationHeader); err != nil {
-		if errors.Is(err, kafkaio.ErrUnknownTopic) {
+		if errors.Is(err, client.ErrUnknownTopic) {
 			// The request topic is missing: answered as a write to it
 			// would be (404 for a templated topic), not as an index
 			// that is not ready.
-			return kafkaio.KeyState{}, fmt.Errorf("%w: %s", kafkaio.ErrUnknownTopic, topic)
+			return writtenids.State{}, fmt.Errorf("%w: %s", client.ErrUnknownTopic, topic)
 		}
-		return kafkaio.KeyState{}, err
+		return writtenids.State{}, err
 	}
 	st := keys.Lookup(topic, cid)
 	if st.Expired {

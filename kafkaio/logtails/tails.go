@@ -1,0 +1,643 @@
+package logtails
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
+)
+
+// Log readers: what gRPC fetch streams read. Per cluster there is
+//
+//   - one shared live-tail consumer (assignment only) for every topic being
+//     streamed, feeding one ring per topic: the recent tail, each record
+//     framed once (Framer) for every stream to send as is;
+//   - a small pool of history readers, leased per batch, for the part of a
+//     stream's history the ring does not hold (a compacted topic's history is
+//     its view instead).
+//
+// A stream's position is, per partition, the next offset it has dispatched
+// up to ("next offset" in message ids). A stream joins the ring as soon as
+// its position is inside it in every partition; from the moment its position
+// equals the ring's own (every stream at the tail reaches that) it sends the
+// shared frames, whose ids are the ring's positions. Until then, and for
+// history, frames are encoded per stream. Work per stream depends on what it
+// is sent, not on the size of the topic.
+//
+// Memory is bounded per topic by the ring (Options.RingRecords,
+// RingBytes) and per stream by one batch (BatchBytes). A stream more than its
+// lag budget behind the tail is told so (Stream.Lagged) and ends; the
+// client resumes by id from the ring or a history reader.
+//
+// A ring's partition count is fixed when its tail starts. Topics that gain
+// partitions later are found by a periodic check (Options.PartitionCheck):
+// their tail is retired, its streams end with ErrPartitionsChanged, and the
+// next stream of the topic starts a fresh tail with every partition. A
+// client resuming by id continues where it was in the partitions the id
+// names and from the earliest offset in the new ones, so nothing is lost and
+// nothing is sent twice.
+
+// ErrLagged means a stream fell more records behind the tail than its lag
+// budget, or behind the oldest record the ring holds.
+var ErrLagged = errors.New("the stream fell too far behind the tail")
+
+// ErrClosed means the cluster's log readers were closed (shutdown).
+var ErrClosed = errors.New("log readers closed")
+
+// ErrPartitionsChanged means the stream's topic gained partitions: its tail
+// was retired, and the client resumes by id on a fresh one. Streams end with
+// a *PartitionsChangedError wrapping it.
+var ErrPartitionsChanged = errors.New("the topic gained partitions")
+
+// PartitionsChangedError is how streams of a retired tail end: their topic
+// went from Was partitions to Now.
+type PartitionsChangedError struct {
+	Topic    string
+	Was, Now int
+}
+
+func (e *PartitionsChangedError) Error() string {
+	return fmt.Sprintf("topic %s gained partitions (%d → %d)", e.Topic, e.Was, e.Now)
+}
+
+func (e *PartitionsChangedError) Unwrap() error { return ErrPartitionsChanged }
+
+// Framer encodes what a stream sends for one record: a frame embedding the
+// value verbatim at ValueOffset, and the positions after the record (next
+// offset per partition). Implementations are comparable values: streams
+// whose framer equals the one a topic's ring was opened with share its
+// frames.
+type Framer interface {
+	AppendFrame(dst, value []byte, next []int64) []byte
+	ValueOffset() int
+	// MaxFrame bounds the length of a frame.
+	MaxFrame(valueLen, partitions int) int
+}
+
+// StreamDecoder turns a record's value as written into what streams send: a
+// topic's model checking it and taking off the registry's framing. A topic's
+// ring decodes each record once, as it enters (shared by every stream);
+// records read from history are decoded by the stream reading them. An
+// error wrapping ErrLater means the value cannot be decoded now (its schema
+// cannot be had): a stream reaching it ends with that error, before the
+// record, so its client resumes at the record and it is decoded again then.
+// Any other error means the record does not match: it is left out of every
+// stream (the decoder counts and logs it).
+type StreamDecoder func(ctx context.Context, r *client.Record) ([]byte, error)
+
+// ringDecodeWait bounds how long the tail waits for a decoder per batch: a
+// schema that cannot be had within it leaves the record to the streams
+// reaching it (held), so a slow registry never stalls the shared tail.
+const ringDecodeWait = 100 * time.Millisecond
+
+// Filter selects records: the key (when set) and every header (first
+// value of the name) must be equal. Filters of a stream are ORed.
+type Filter struct {
+	Key     *string
+	Headers []client.Header
+}
+
+// Options configure Tails.
+type Options struct {
+	Name         string            // the kafka binding's name, for logs
+	Properties   map[string]string // librdkafka properties of the binding
+	KafkaTimeout time.Duration     // bound of metadata look-ups and history reads (default 5s)
+	// RingRecords is how many recent records a topic's ring keeps (default
+	// 10000); it grows to the largest lag budget of the streams.
+	RingRecords int
+	// RingBytes bounds the bytes a ring keeps (default 64MiB).
+	RingBytes int64
+	// Readers is how many history reads may run at once (default 4).
+	Readers int
+	// TopicIdle is how long a topic's tail outlives its last stream, so a
+	// reconnecting client resumes from the ring (default 1m).
+	TopicIdle time.Duration
+	// BatchBytes bounds the frames one Next returns (default 64KiB; a
+	// larger frame is returned alone).
+	BatchBytes int
+	// PartitionCheck is how often the partition counts of the topics with a
+	// tail are checked, so that partitions added later are read (default:
+	// the client's; one describe request per check for all topics).
+	PartitionCheck time.Duration
+	// Decoders gives a topic's value decoder (its model), or nil: values
+	// are sent as written (optional).
+	Decoders func(topic string) StreamDecoder
+	Logger   *slog.Logger
+}
+
+// Tails reads log topics for streams: one per cluster (Cluster.LogTails).
+type Tails struct {
+	c      *views.Views
+	opts   Options
+	logger *slog.Logger
+	tail   *kafka.Consumer
+	admin  *kafka.AdminClient // the tail's handle, for partition checks
+	pool   *readerPool
+	bufs   sync.Pool // *[]byte batch buffers of streams that copy or encode
+
+	// assignMu orders assignments of the tail consumer: a topic's tail is
+	// unassigned before a new tail of the same topic is registered and
+	// assigned.
+	assignMu sync.Mutex
+	// pollMu is held by the poll loop for each batch, from polling to
+	// folding into rings: taking it after an unassignment waits out a batch
+	// that may still hold records of the old assignment, which must not
+	// reach a new ring of the same topic.
+	pollMu sync.Mutex
+
+	mu     sync.Mutex
+	topics map[string]*logTopic
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// logTopic is one topic being streamed: its ring, fed by the tail consumer.
+type logTopic struct {
+	name  string
+	ready chan struct{} // closed once the tail started, or failed (err)
+	err   error
+	ring  *ring
+	// decode is the topic's value decoder (nil: values as written).
+	decode StreamDecoder
+	lo     []int64 // low watermarks when the tail started: where fresh streams begin
+	refs   int     // streams holding the topic (guarded by Tails.mu)
+	idle   *time.Timer
+
+	// retired is closed once the topic gained partitions and the tail was
+	// retired; retiredErr (set before, under Tails.mu) is what its streams
+	// end with.
+	retired    chan struct{}
+	retiredErr error
+}
+
+// New creates the log readers of the cluster of c (whose views a
+// compacted topic's history is read from). The caller closes them before c:
+// a Cluster does.
+func New(c *views.Views, opts Options) (*Tails, error) {
+	if opts.KafkaTimeout <= 0 {
+		opts.KafkaTimeout = c.Options().KafkaTimeout
+	}
+	if opts.RingRecords <= 0 {
+		opts.RingRecords = 10000
+	}
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = 64 << 20
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = 4
+	}
+	if opts.TopicIdle <= 0 {
+		opts.TopicIdle = time.Minute
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 64 << 10
+	}
+	if opts.PartitionCheck <= 0 {
+		opts.PartitionCheck = c.Options().PartitionCheck // the client's, defaulted
+	}
+	if opts.Name == "" {
+		opts.Name = c.Options().Name
+	}
+	if opts.Properties == nil {
+		opts.Properties = c.Options().Properties
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = c.Logger()
+	} else {
+		logger = logger.With("kafka", opts.Name)
+	}
+	if c.Closed() {
+		return nil, fmt.Errorf("creating the log readers of kafka binding %q: %w", opts.Name, ErrClosed)
+	}
+	tail, admin, err := client.NewConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs", "log tail consumer")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Tails{
+		c: c, opts: opts, logger: logger, tail: tail, admin: admin,
+		topics: map[string]*logTopic{},
+		ctx:    ctx, cancel: cancel,
+	}
+	l.pool = newReaderPool(l)
+	l.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	l.wg.Add(3)
+	go func() { defer l.wg.Done(); client.ForwardLogs(logger, tail.Logs(), "log-tail", ctx.Done()) }()
+	go l.poll()
+	go l.watchPartitions()
+	return l, nil
+}
+
+// Close stops the tail consumer and the history readers; open streams end
+// with ErrClosed.
+func (l *Tails) Close() {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		for _, t := range l.topics {
+			if t.idle != nil {
+				t.idle.Stop()
+			}
+		}
+		l.mu.Unlock()
+		l.cancel()
+		l.pool.close() // before the wait: the readers' log forwarders end with them
+		l.wg.Wait()
+		l.admin.Close()
+		_ = l.tail.Close()
+	})
+}
+
+// Stats are the log readers' sizes.
+type Stats struct {
+	Topics      int   // topics with a tail
+	Streams     int   // streams holding a topic
+	RingRecords int   // records held in rings
+	RingBytes   int64 // bytes accounted to rings
+	Readers     int   // history readers leased now
+}
+
+// Stats reports the log readers' sizes.
+func (l *Tails) Stats() Stats {
+	l.mu.Lock()
+	topics := make([]*logTopic, 0, len(l.topics))
+	var st Stats
+	for _, t := range l.topics {
+		topics = append(topics, t)
+		st.Streams += t.refs
+	}
+	l.mu.Unlock()
+	for _, t := range topics {
+		select {
+		case <-t.ready:
+		default:
+			continue
+		}
+		if t.err != nil {
+			continue
+		}
+		st.Topics++
+		t.ring.mu.RLock()
+		st.RingRecords += t.ring.count
+		st.RingBytes += t.ring.bytes
+		t.ring.mu.RUnlock()
+	}
+	st.Readers = l.pool.leased()
+	return st
+}
+
+// acquire returns the topic's tail, starting it on first use, held until
+// release. framer frames the ring's records when this call starts it;
+// budget grows the ring to at least that many records. A tail retired
+// meanwhile (its topic gained partitions) is let go of, and the stream
+// starts on a fresh one.
+func (l *Tails) acquire(ctx context.Context, topic string, framer Framer, budget int) (*logTopic, error) {
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return nil, ErrClosed
+		}
+		t := l.topics[topic]
+		if t == nil {
+			t = &logTopic{name: topic, ready: make(chan struct{}), retired: make(chan struct{})}
+			if l.opts.Decoders != nil {
+				t.decode = l.opts.Decoders(topic)
+			}
+			l.topics[topic] = t
+			l.wg.Add(1)
+			go l.start(t, framer)
+		}
+		t.refs++
+		if t.idle != nil {
+			t.idle.Stop()
+			t.idle = nil
+		}
+		l.mu.Unlock()
+
+		select {
+		case <-t.ready:
+		case <-ctx.Done():
+			l.release(t)
+			return nil, fmt.Errorf("%w: the tail of topic %s: %w", client.ErrNotReady, topic, ctx.Err())
+		case <-l.ctx.Done():
+			l.release(t)
+			return nil, ErrClosed
+		}
+		if t.err != nil {
+			l.release(t)
+			return nil, t.err
+		}
+		// Retiring happens under mu: a tail not retired by now is retired
+		// only with this stream counted, which then ends with it.
+		l.mu.Lock()
+		retired := t.retiredErr != nil
+		l.mu.Unlock()
+		if retired {
+			l.release(t)
+			continue
+		}
+		t.ring.grow(budget)
+		return t, nil
+	}
+}
+
+// release lets go of a topic; the last stream out starts its idle timer.
+func (l *Tails) release(t *logTopic) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.refs--
+	if t.refs > 0 || l.closed || l.topics[t.name] != t {
+		return
+	}
+	select {
+	case <-t.ready:
+		if t.err != nil {
+			delete(l.topics, t.name) // a failed start is retried by the next stream
+			return
+		}
+	default: // still starting: the idle timer stops it if nobody comes
+	}
+	t.idle = time.AfterFunc(l.opts.TopicIdle, func() { l.evict(t) })
+}
+
+// evict stops the tail of a topic nobody streamed for TopicIdle.
+func (l *Tails) evict(t *logTopic) {
+	l.assignMu.Lock()
+	defer l.assignMu.Unlock()
+	l.mu.Lock()
+	if t.refs > 0 || l.closed || l.topics[t.name] != t {
+		l.mu.Unlock()
+		return
+	}
+	select {
+	case <-t.ready:
+	default: // still starting: look again later
+		t.idle = time.AfterFunc(l.opts.TopicIdle, func() { l.evict(t) })
+		l.mu.Unlock()
+		return
+	}
+	delete(l.topics, t.name)
+	l.mu.Unlock()
+	if t.err != nil {
+		return
+	}
+	if err := l.unassign(t); err != nil {
+		l.logger.Warn("stopping the tail of an idle topic failed", "topic", t.name, "err", err)
+	}
+	l.logger.Debug("tail of an idle topic stopped", "topic", t.name)
+}
+
+// retire ends the tail of a topic that now has now partitions: its streams
+// end with a PartitionsChangedError and the next stream of the topic starts
+// a fresh tail reading all of them (the ring cannot grow partitions).
+func (l *Tails) retire(t *logTopic, now int) {
+	l.assignMu.Lock()
+	defer l.assignMu.Unlock()
+	l.mu.Lock()
+	if l.closed || l.topics[t.name] != t {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.topics, t.name)
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
+	}
+	was := t.ring.partitions
+	t.retiredErr = &PartitionsChangedError{Topic: t.name, Was: was, Now: now}
+	close(t.retired)
+	streams := t.refs
+	l.mu.Unlock()
+	l.logger.Info("topic gained partitions: its fetch streams end, to resume by id on a fresh tail",
+		"topic", t.name, "from", was, "to", now, "streams", streams)
+	if err := l.unassign(t); err != nil {
+		l.logger.Warn("stopping the tail of a topic that gained partitions failed", "topic", t.name, "err", err)
+	}
+}
+
+// unassign takes a started topic's partitions from the tail consumer, then
+// waits out a poll batch that may still hold their records. Called with
+// assignMu held, after the topic left l.topics.
+func (l *Tails) unassign(t *logTopic) error {
+	parts := make([]kafka.TopicPartition, t.ring.partitions)
+	for p := range parts {
+		parts[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p)}
+	}
+	if err := l.tail.IncrementalUnassign(parts); err != nil {
+		return fmt.Errorf("unassigning topic %s from the log tail: %w", t.name, err)
+	}
+	// librdkafka drops what it queued for the partitions; a batch the poll
+	// loop took before is done (its records dropped, as the topic is gone)
+	// once pollMu is free.
+	l.pollMu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier.
+	l.pollMu.Unlock()
+	return nil
+}
+
+// start reads the topic's partitions and watermarks and assigns the tail
+// consumer: at the high watermark, less a backfill of half the ring so that
+// recent resumes (and whole small topics) are served from memory.
+func (l *Tails) start(t *logTopic, framer Framer) {
+	defer l.wg.Done()
+	defer close(t.ready)
+	ctx, cancel := context.WithTimeout(l.ctx, l.opts.KafkaTimeout)
+	defer cancel()
+	n, lo, hi, err := l.watermarks(ctx, t.name)
+	if err != nil {
+		t.err = err
+		return
+	}
+	start := make([]int64, n)
+	backfill := int64(max(l.opts.RingRecords/(2*n), 1))
+	for p := range start {
+		start[p] = max(lo[p], hi[p]-backfill)
+	}
+	r := newRing(framer, n, l.opts.RingRecords, l.opts.RingBytes, start, hi)
+	r.topic, r.decode = t.name, t.decode
+	assign := make([]kafka.TopicPartition, n)
+	for p := range assign {
+		assign[p] = kafka.TopicPartition{Topic: &t.name, Partition: int32(p), Offset: kafka.Offset(start[p])}
+	}
+	// The ring is registered under assignMu: not before an earlier tail of
+	// the topic is unassigned and its records are out of the poll loop.
+	l.assignMu.Lock()
+	l.mu.Lock() // the poll loop looks rings up under mu
+	t.lo, t.ring = lo, r
+	l.mu.Unlock()
+	err = l.tail.IncrementalAssign(assign)
+	l.assignMu.Unlock()
+	if err != nil {
+		l.mu.Lock() // the poll loop reads err of a registered ring under mu
+		t.err = fmt.Errorf("assigning topic %s to the log tail: %w", t.name, err)
+		l.mu.Unlock()
+		return
+	}
+	l.logger.Debug("log tail started", "topic", t.name, "partitions", n, "start", start, "end", hi)
+}
+
+// watermarks reads a topic's partition count and low and high watermarks.
+func (l *Tails) watermarks(ctx context.Context, topic string) (n int, lo, hi []int64, err error) {
+	ms := int(l.opts.KafkaTimeout / time.Millisecond)
+	for {
+		md, err := l.tail.GetMetadata(&topic, false, ms)
+		if err == nil {
+			tm, ok := md.Topics[topic]
+			switch {
+			case !ok:
+				err = fmt.Errorf("topic %s is not in the metadata answer", topic)
+			case tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic:
+				return 0, nil, nil, fmt.Errorf("%w: %s", client.ErrUnknownTopic, topic)
+			case tm.Error.Code() != kafka.ErrNoError:
+				err = tm.Error
+			case len(tm.Partitions) == 0:
+				err = fmt.Errorf("topic %s has no partitions yet", topic)
+			default:
+				n = len(tm.Partitions)
+			}
+		}
+		if n > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			return 0, nil, nil, fmt.Errorf("%w: reading the metadata of topic %s: %v", client.ErrNotReady, topic, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	lo, hi = make([]int64, n), make([]int64, n)
+	for p := 0; p < n; p++ {
+		l, h, err := l.tail.QueryWatermarkOffsets(topic, int32(p), ms)
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("%w: reading the watermarks of %s[%d]: %v", client.ErrNotReady, topic, p, err)
+		}
+		lo[p], hi[p] = l, h
+	}
+	return n, lo, hi, nil
+}
+
+// highWatermark asks the broker for the end of one partition.
+func (l *Tails) highWatermark(topic string, p int32) (int64, error) {
+	_, hi, err := l.tail.QueryWatermarkOffsets(topic, p, int(l.opts.KafkaTimeout/time.Millisecond))
+	return hi, err
+}
+
+// maxPollBatch bounds the events folded into rings per wake-up of streams.
+const maxPollBatch = 1024
+
+// poll is the one goroutine of the tail consumer: it folds records into the
+// rings in batches, waking the streams of a ring once per batch.
+func (l *Tails) poll() {
+	defer l.wg.Done()
+	byTopic := map[string][]*kafka.Message{}
+	var eofs []kafka.PartitionEOF
+	for l.ctx.Err() == nil {
+		l.pollMu.Lock()
+		eofs = l.pollBatch(byTopic, eofs[:0])
+		l.pollMu.Unlock()
+	}
+}
+
+// pollBatch polls one batch (waiting up to 100ms for its first event) and
+// folds it into the rings. byTopic and eofs are buffers to reuse: byTopic is
+// left empty, eofs returned.
+func (l *Tails) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) []kafka.PartitionEOF {
+	ev := l.tail.Poll(100)
+	for i := 0; ev != nil && i < maxPollBatch; i++ {
+		switch e := ev.(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error == nil && e.TopicPartition.Topic != nil {
+				byTopic[*e.TopicPartition.Topic] = append(byTopic[*e.TopicPartition.Topic], e)
+			}
+		case kafka.PartitionEOF:
+			eofs = append(eofs, e)
+		case kafka.Error:
+			l.logger.Debug("log tail consumer", "err", e)
+		case *kafka.Stats:
+			l.c.Options().Stats.Record("log-tail", e.String())
+		}
+		ev = l.tail.Poll(0)
+	}
+	if len(byTopic) == 0 && len(eofs) == 0 {
+		return eofs
+	}
+	rings := l.ringsOf(byTopic, eofs)
+	for name, msgs := range byTopic {
+		if r := rings[name]; r != nil {
+			r.append(msgs)
+		}
+		delete(byTopic, name)
+	}
+	return eofs
+}
+
+// ringsOf returns the rings of the topics a batch has records of, and
+// records the partition ends it reached.
+func (l *Tails) ringsOf(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) map[string]*ring {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rings := make(map[string]*ring, len(byTopic))
+	for name := range byTopic {
+		if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
+			rings[name] = t.ring
+		}
+	}
+	for _, e := range eofs {
+		if e.Topic == nil {
+			continue
+		}
+		if t := l.topics[*e.Topic]; t != nil && t.ring != nil {
+			t.ring.sawEnd(e.Partition, int64(e.Offset))
+		}
+	}
+	return rings
+}
+
+// watchPartitions checks every PartitionCheck whether topics with a tail
+// gained partitions, which their ring cannot hold, and retires those tails.
+func (l *Tails) watchPartitions() {
+	defer l.wg.Done()
+	follow.CheckEvery(l.ctx, l.opts.PartitionCheck, l.logger, "streamed topics", l.checkPartitions)
+}
+
+// checkPartitions describes every started topic in one request and retires
+// the tails of those that gained partitions.
+func (l *Tails) checkPartitions() error {
+	l.mu.Lock()
+	started := make(map[string]*logTopic, len(l.topics))
+	names := make([]string, 0, len(l.topics))
+	for name, t := range l.topics {
+		select {
+		case <-t.ready:
+			if t.err == nil {
+				started[name] = t
+				names = append(names, name)
+			}
+		default: // still starting: it reads the current count itself
+		}
+	}
+	l.mu.Unlock()
+	counts, err := follow.PartitionCounts(l.ctx, l.admin, names, l.opts.KafkaTimeout)
+	for name, n := range counts {
+		if t := started[name]; t != nil && n > t.ring.partitions {
+			l.retire(t, n)
+		}
+	}
+	return err
+}

@@ -1,0 +1,3 @@
+// Package produce holds the producers of a cluster, one per acks mode,
+// and the outcomes of their produces.
+package produce
