@@ -13,13 +13,6 @@ import (
 	"testing"
 )
 
-// pendingFile lists citations still waiting in parts of the tree that are
-// being rewritten elsewhere, as "path: line text" (the text trimmed, so an
-// entry survives lines moving). It must end empty: an entry is only a
-// promise that the citation goes away. An entry that no longer matches
-// fails the test, so the list cannot keep stale promises either.
-const pendingFile = "testdata/citations-pending.txt"
-
 // This file names every banned citation in order to find it, so it is the
 // one file the scan skips.
 const selfFile = "docs/selfcontained_test.go"
@@ -37,7 +30,6 @@ const selfFile = "docs/selfcontained_test.go"
 // checked against its headings), and issues of other public projects
 // named with their repository ("envoyproxy/envoy#46237").
 func TestRepositoryIsSelfContained(t *testing.T) {
-	pending := readPending(t, pendingFile)
 	repo, err := scanRepository("..")
 	if err != nil {
 		t.Fatal(err)
@@ -45,19 +37,8 @@ func TestRepositoryIsSelfContained(t *testing.T) {
 	if repo.scanned < 200 {
 		t.Fatalf("scanned only %d files: the walk is broken", repo.scanned)
 	}
-	used := map[string]bool{}
 	for _, f := range repo.findings {
-		key := f.file + ": " + strings.TrimSpace(f.text)
-		if _, ok := pending[key]; ok {
-			used[key] = true
-			continue
-		}
 		t.Errorf("%s:%d: %s\n\t%s", f.file, f.line, f.why, strings.TrimSpace(f.text))
-	}
-	for key, n := range pending {
-		if !used[key] {
-			t.Errorf("docs/%s:%d: pending entry matches no citation any more, remove it: %s", pendingFile, n, key)
-		}
 	}
 }
 
@@ -180,7 +161,7 @@ func (r *repository) walk() error {
 // scanned says whether f is a text file whose words a reader reads: code,
 // docs, configuration, schemas, scripts and test data, not fuzz corpora.
 func scanned(f string) bool {
-	if f == selfFile || f == "docs/"+pendingFile || strings.Contains(f, "/testdata/fuzz/") {
+	if f == selfFile || strings.Contains(f, "/testdata/fuzz/") {
 		return false
 	}
 	switch path.Ext(f) {
@@ -419,22 +400,4 @@ func (r *repository) docHeadings(doc string) map[string]bool {
 		}
 	}
 	return h
-}
-
-// readPending reads the pending list: "path: line text" per line, blank
-// lines and lines starting with # ignored. It returns each entry's line.
-func readPending(t *testing.T, name string) map[string]int {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending := map[string]int{}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		pending[line] = i + 1
-	}
-	return pending
 }

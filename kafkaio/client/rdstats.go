@@ -15,7 +15,8 @@ import (
 const DefaultStatisticsInterval = 15 * time.Second
 
 // ClientStats are the parts of one librdkafka statistics event
-// (STATISTICS.md) the metrics report.
+// (https://github.com/confluentinc/librdkafka/blob/master/STATISTICS.md) the
+// metrics report.
 type ClientStats struct {
 	Type string // producer or consumer
 	// MsgCnt and MsgSize are the messages (and their bytes) in the client's
