@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -47,14 +45,8 @@ type exchange struct {
 	// holds its exchange for the whole wait, and the request would keep its
 	// header list and path parameters alive with it (≈ 600 B per waiter).
 
-	// The request's attributes in log lines (kind, path, request_id, the
-	// trace's ids, binding, route) are made from the exchange's own fields
-	// when a line is logged: most exchanges log nothing, and slog's With
-	// formats its attributes eagerly. logStage says how many of the groups
-	// are known (logKnown*), loggedStage how many the logger carries.
-	logMu       sync.Mutex // the handler goroutine of a gRPC call logs too
-	logStage    uint8
-	loggedStage uint8
+	log exchangeLog // the request's attributes in log lines, and a failure's cause
+
 	kind        uint8 // kindHTTP or kindGRPC; 0 before the request headers
 	mode        uint8 // metrics: modeCodeLongPoll or modeCodeStream; 0 for a request
 	inClosed    bool  // Recv failed: the request stream ended
@@ -64,16 +56,6 @@ type exchange struct {
 	// or a body chunk, or trailers), so it sends nothing more on the stream
 	// and the exchange ends with its answer (see linger).
 	reqEnded bool
-	// logText is the request's path without its query followed by its
-	// x-request-id, copied out of the request's headers so that a waiting
-	// exchange does not keep their whole string alive; logSplit ends the path.
-	logText  string
-	logSplit int
-	logged   *slog.Logger
-	// cause, when set, is why the exchange failed in the processor's own
-	// terms (a panic, a protocol error), logged in place of what the answer
-	// says. Guarded by logMu.
-	cause *failCause
 
 	// The request's messages are read by the exchange's goroutine itself
 	// until it must wait for them and for something else at once (a gRPC
@@ -87,13 +69,6 @@ type exchange struct {
 	// series is the matched route (series.cfg) with its metric series, in
 	// snap; nil until a route matched.
 	series *routeSeries
-}
-
-// failCause is why an exchange failed in the processor's own terms, with
-// the attributes logged with it.
-type failCause struct {
-	text  string
-	attrs []any
 }
 
 // reader is the exchange's reader goroutine's state.
@@ -290,11 +265,7 @@ func (x *exchange) run() error {
 	}
 	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
 	x.ctx, x.span = x.s.tracing.start(x.ctx, kindLabel(x.kind), logPath, headers)
-	x.logMu.Lock()
-	// One new string (the concatenation copies both) instead of two
-	// substrings that keep the request's header string alive.
-	x.logText, x.logSplit, x.logStage = logPath+headers.Get("x-request-id"), len(logPath), logKnownRequest
-	x.logMu.Unlock()
+	x.log.requestKnown(logPath, headers.Get("x-request-id"))
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
@@ -310,9 +281,7 @@ func (x *exchange) run() error {
 		return x.failAndLinger(f)
 	}
 	x.binding = b.Config
-	x.logMu.Lock()
-	x.logStage = logKnownBinding
-	x.logMu.Unlock()
+	x.log.known(logKnownBinding)
 	md := first.GetMetadataContext().GetFilterMetadata()
 	if isGRPC {
 		return x.runGRPC(rh, headers, md, b)
