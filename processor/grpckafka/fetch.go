@@ -18,39 +18,6 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Fetch streams (DESIGN §6.4, spec §1.2 fetch, §4.3).
-//
-//   - The request is one empty message (google.protobuf.Empty); anything
-//     else is INVALID_ARGUMENT. A client that half-closes without a message
-//     is taken as having sent an empty one.
-//   - Response headers go out at once, with the metadata of the `meta:*`
-//     headers of the first record the stream delivers from history (the
-//     stream reads that record before answering; with no history they carry
-//     no metadata).
-//   - History: a compacted topic's view (cleanup.policy contains compact),
-//     else the retained log from the earliest offset; then live records
-//     until the client cancels. Tombstones are skipped; filters select.
-//   - A topic with a value model (protobuf) sends each record checked and
-//     without the registry's framing, decoded once per record by the log
-//     tail; records that do not match are left out (counted), and a record
-//     whose schema cannot be had ends the stream UNAVAILABLE before it. Its
-//     history is the retained log even when compacted: its view holds what
-//     HTTP is served.
-//   - Each message is the record value plus the reliability field holding
-//     the message id: the stream's position after it, that is per partition
-//     the next offset it has dispatched up to. The reliability metadata
-//     (text, base64 in either alphabet, padded or not, or its -bin form)
-//     resumes after such a position; a malformed id is INVALID_ARGUMENT; an
-//     empty value counts as absent; a position beyond the end of the log
-//     restarts from the earliest offset.
-//   - The processor cannot see whether the client reads (Envoy gives ext_proc
-//     no flow control); a stream more than limits.stream-lag-budget records
-//     behind the topic's tail ends with RESOURCE_EXHAUSTED and the client
-//     resumes by id. On drain, streams end with UNAVAILABLE; so do the streams
-//     of a topic that gained partitions (the tail reading it is retired): a
-//     client resuming by id continues in the partitions its id names, and
-//     reads the new ones from their earliest offset.
-
 // fetch answers one call of a fetch route.
 func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
 	if call.Drain.Err() != nil {

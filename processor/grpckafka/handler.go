@@ -1,13 +1,3 @@
-// Package grpckafka answers calls matched to grpc-kafka routes (DESIGN §6.4,
-// §6.5): fetch streams and correlated produce.
-//
-// Fetch (fetch.go): a server stream of the topic's records, history then
-// live until the client cancels, each message carrying its message id in
-// the reliability field so the client can resume after it. Produce
-// (produce.go): every request message becomes a record, the client's
-// half-close a null-value record, and the responder's reply records with the
-// call's correlation id become the response, ended by a null-value reply
-// carrying the status.
 package grpckafka
 
 import (

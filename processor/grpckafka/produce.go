@@ -21,56 +21,8 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Produce calls (DESIGN §6.5, spec §1.2 produce, §4.4). Every call shape
-// (unary, client, server and bidi streaming) maps alike:
-//
-//   - Each request message becomes one record: value = the message without
-//     its prefix; key = with.key, or the correlation id; headers = the
-//     overrides, then service, method, reply-to and correlation-id (names
-//     from options.correlation.headers), then `meta:<name>` for the request
-//     metadata (see requestMeta). The client's half-close becomes one
-//     null-value record with the same key and headers, and so does a client
-//     that goes away mid-call once something was written (best effort), so
-//     the responder knows the request ended.
-//   - Correlation id: `<idempotency-key metadata, or a UUID>-<hex md5>` of the
-//     service, method and reply-to headers (name and value), the override
-//     values and the identities of the route's guards (by guard name) — the
-//     reference's digest plus the identity, so two callers never share a
-//     reply. The payload is not part of it: an idempotency key names the
-//     call.
-//   - Replies: reply records with the correlation id, from the cluster's reply
-//     index, watched before anything is produced. Each record with a value is
-//     one response message (the first one's `meta:*` headers are the response
-//     metadata); a null-value record ends the call with the status header
-//     (options.correlation.headers.status, default gateway:status; OK when
-//     absent, as a responder that only writes successes would) and the
-//     message header, its `meta:*` headers as trailers.
-//   - Replay: with an idempotency key, the call claims its correlation id
-//     (kafkaroute.Claim: the key index read up to the topic's end, through
-//     any replica) and the reply index is caught up: a call whose request
-//     ended in the log, or that has a stored reply (complete or partial), is
-//     a replay: it attaches to the replies and produces nothing; one whose
-//     first messages are in the log writes only the ones after them. A call
-//     with the same correlation id already in flight on this replica
-//     attaches to it. Past limits.idempotency-window: FAILED_PRECONDITION.
-//   - Timeouts: grpc-timeout bounds the call (the exchange answers
-//     DEADLINE_EXCEEDED). limits.reply-timeout bounds the silence while the
-//     call waits for its responder: it runs from each request record (and
-//     the half-close) and restarts at each reply; after a reply it stops
-//     until the client sends again, unless the client has half-closed, so a
-//     bidi stream may idle between exchanges. Elapsed: DEADLINE_EXCEEDED.
-//   - Oneway (no reply-to): records carry the overrides and `meta:*` only
-//     (and the correlation id, `<key>-<hex md5>` as above without reply-to,
-//     when the call has an idempotency key), key = with.key (or none), no
-//     terminal record; once every record is acknowledged, one empty message
-//     and OK. A keyed call writes only the messages after those the log
-//     holds of its correlation id, one call per id at a time per replica.
-//
-// Errors (DESIGN §6.6): a record not enqueued, or not acknowledged within
-// limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry
-// safe); a broker rejection is RESOURCE_EXHAUSTED (too large),
-// PERMISSION_DENIED (ACL) or INTERNAL, with the broker's reason.
-
+// produce answers one call of a produce route, as the package comment
+// describes under "Produce calls".
 func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
 	w := call.Match.Route.With
 	opts := grpcOptions(call.Match.Binding)

@@ -1,6 +1,3 @@
-// Package httpkafka answers requests matched to http-kafka routes (DESIGN §6.2,
-// §6.3): fetch from views of compacted topics, and produce with correlated
-// replies.
 package httpkafka
 
 import (
