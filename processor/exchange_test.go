@@ -181,7 +181,7 @@ func TestHTTPChunkedBody(t *testing.T) {
 			for _, o := range opts {
 				if o.GetHeader().GetKey() == "set-cookie" {
 					cookies++
-					//lint:ignore SA1019 Envoy reads the deprecated append.
+					//nolint:staticcheck // SA1019: Envoy reads the deprecated append.
 					if app := o.GetAppend(); (cookies == 2) != (app != nil && app.GetValue()) {
 						t.Fatalf("set-cookie %d append %v", cookies, app)
 					}

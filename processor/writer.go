@@ -470,7 +470,7 @@ func fillMutation(m *extprocv3.HeaderMutation, set []*corev3.HeaderValueOption, 
 		o.Header = &vals[i]
 		for _, prev := range hs[:i] {
 			if prev.Name == h.Name {
-				//lint:ignore SA1019 Envoy's ext_proc reads the deprecated append only (mutation_utils.cc), not append_action.
+				//nolint:staticcheck // SA1019: Envoy's ext_proc reads the deprecated append only (mutation_utils.cc), not append_action.
 				o.Append = wrapperspb.Bool(true)
 				break
 			}

@@ -37,7 +37,7 @@ func answerAfterEOS(resp *extprocv3.ProcessingResponse, ends chan<- error) func(
 // §3 / §10.7: ImmediateResponse -> local reply for HTTP clients, on
 // HTTP/1.1 and h2c; then the Process stream is cancelled, not half-closed.
 func TestImmediateResponseHTTP(t *testing.T) {
-	//lint:ignore SA1019 Envoy's ext_proc reads only the deprecated append field.
+	//nolint:staticcheck // SA1019: Envoy's ext_proc reads only the deprecated append field.
 	appendOpt := &corev3.HeaderValueOption{Header: hv("x-custom", "w"), Append: wrapperspbBool(true)}
 	mut := setHeaders("x-custom", "v", "x-envoy-foo", "bar", "host", "evil", "server", "mine")
 	mut.SetHeaders = append(mut.SetHeaders, appendOpt)
