@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
@@ -149,7 +150,7 @@ func TestHTTPChunkedBody(t *testing.T) {
 				s.body([]byte(`"x"}`), true)
 			case "trailers":
 				s.body([]byte(`"x"}`), false)
-				s.send(trailersMsg("x-checksum", "abc"))
+				s.send(extproctest.RequestTrailers("x-checksum", "abc"))
 			case "empty-eos":
 				s.body([]byte(`"x"}`), false)
 				s.body(nil, true)
@@ -402,7 +403,7 @@ func TestFirstMessageMustBeRequestHeaders(t *testing.T) {
 func TestWrongBodyMode(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) { o.Logger = slog.New(slog.DiscardHandler) })
 	s := h.open()
-	m := headersMsg(false, httpReq("POST", "/items")...)
+	m := extproctest.RequestHeaders(false, httpReq("POST", "/items")...)
 	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_BUFFERED}
 	s.send(m)
 	p := problemOf(t, s.immediate(), 500)
@@ -413,13 +414,13 @@ func TestWrongBodyMode(t *testing.T) {
 
 	// gRPC requests get the same as INTERNAL, and FDS is accepted.
 	s = h.open()
-	m = headersMsg(false, grpcReq("/example.Echo/Say")...)
+	m = extproctest.RequestHeaders(false, grpcReq("/example.Echo/Say")...)
 	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_NONE}
 	s.send(m)
 	grpcError(t, s.immediate(), codes.Internal)
 	s.finish()
 	s = h.open()
-	m = headersMsg(true, httpReq("GET", "/items/1")...)
+	m = extproctest.RequestHeaders(true, httpReq("GET", "/items/1")...)
 	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
 	s.send(m)
 	problemOf(t, s.immediate(), 501)
@@ -1024,7 +1025,7 @@ func BenchmarkExchange(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.Send(headersMsg(true, bc.hdrs...)); err != nil {
+				if err := s.Send(extproctest.RequestHeaders(true, bc.hdrs...)); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := s.Recv(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
@@ -54,26 +55,26 @@ func decodeFuzz(data []byte) []*extprocv3.ProcessingRequest {
 		eos := op&0x80 != 0
 		switch int(op&0x7f) % 9 {
 		case 0, 7:
-			msgs = append(msgs, headersMsg(eos, fuzzHeaderSets[int(next())%len(fuzzHeaderSets)]...))
+			msgs = append(msgs, extproctest.RequestHeaders(eos, fuzzHeaderSets[int(next())%len(fuzzHeaderSets)]...))
 		case 1:
 			n := min(int(next())%32, len(data)-i)
-			msgs = append(msgs, bodyMsg(bytes.Clone(data[i:i+n]), eos))
+			msgs = append(msgs, extproctest.RequestBody(bytes.Clone(data[i:i+n]), eos))
 			i += n
 		case 2:
-			msgs = append(msgs, bodyMsg(grpcwire.Frame(bytes.Repeat([]byte("m"), int(next())%80)), eos))
+			msgs = append(msgs, extproctest.RequestBody(grpcwire.Frame(bytes.Repeat([]byte("m"), int(next())%80)), eos))
 		case 3:
-			msgs = append(msgs, trailersMsg("x-t", "1"))
+			msgs = append(msgs, extproctest.RequestTrailers("x-t", "1"))
 		case 4:
 			msgs = append(msgs, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(":status", "200")}}})
+				ResponseHeaders: &extprocv3.HttpHeaders{Headers: extproctest.HeaderMap(":status", "200")}}})
 		case 5:
 			msgs = append(msgs, &extprocv3.ProcessingRequest{})
 		case 6:
-			msgs = append(msgs, bodyMsg(nil, true))
+			msgs = append(msgs, extproctest.RequestBody(nil, true))
 		case 8:
 			frame := grpcwire.Frame(bytes.Repeat([]byte("s"), int(next())%40))
 			cut := int(next()) % len(frame)
-			msgs = append(msgs, bodyMsg(frame[:cut], false), bodyMsg(frame[cut:], eos))
+			msgs = append(msgs, extproctest.RequestBody(frame[:cut], false), extproctest.RequestBody(frame[cut:], eos))
 		}
 	}
 	return msgs

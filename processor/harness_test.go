@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
@@ -132,32 +133,6 @@ func (h *harness) open(md ...string) *stream {
 	return st
 }
 
-func headerMap(kv ...string) *corev3.HeaderMap {
-	hm := &corev3.HeaderMap{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
-	}
-	return hm
-}
-
-func headersMsg(eos bool, kv ...string) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: headerMap(kv...), EndOfStream: eos},
-	}}
-}
-
-func bodyMsg(b []byte, eos bool) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: b, EndOfStream: eos},
-	}}
-}
-
-func trailersMsg(kv ...string) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
-		RequestTrailers: &extprocv3.HttpTrailers{Trailers: headerMap(kv...)},
-	}}
-}
-
 func (s *stream) send(m *extprocv3.ProcessingRequest) {
 	s.t.Helper()
 	if err := s.s.Send(m); err != nil && !errors.Is(err, io.EOF) {
@@ -165,8 +140,11 @@ func (s *stream) send(m *extprocv3.ProcessingRequest) {
 	}
 }
 
-func (s *stream) headers(eos bool, kv ...string) { s.t.Helper(); s.send(headersMsg(eos, kv...)) }
-func (s *stream) body(b []byte, eos bool)        { s.t.Helper(); s.send(bodyMsg(b, eos)) }
+func (s *stream) headers(eos bool, kv ...string) {
+	s.t.Helper()
+	s.send(extproctest.RequestHeaders(eos, kv...))
+}
+func (s *stream) body(b []byte, eos bool) { s.t.Helper(); s.send(extproctest.RequestBody(b, eos)) }
 
 // recv returns the next answer message.
 func (s *stream) recv() *extprocv3.ProcessingResponse {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
@@ -143,7 +144,7 @@ func TestAnswerEndsCompleteRequest(t *testing.T) {
 		{"http trailers", func(s *stream) {
 			s.headers(false, httpReq("POST", "/items")...)
 			s.body([]byte("{}"), false)
-			s.send(trailersMsg("x-t", "1"))
+			s.send(extproctest.RequestTrailers("x-t", "1"))
 		}, false},
 		{"http 413 on the last chunk", func(s *stream) {
 			s.headers(false, httpReq("POST", "/items")...)
@@ -157,7 +158,7 @@ func TestAnswerEndsCompleteRequest(t *testing.T) {
 		{"grpc trailers", func(s *stream) {
 			s.headers(false, grpcReq("/example.Echo/Say")...)
 			s.body(frame, false)
-			s.send(trailersMsg())
+			s.send(extproctest.RequestTrailers())
 		}, true},
 	}
 	logger, logs := debugLogger()
