@@ -2,9 +2,7 @@ package processor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -17,7 +15,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -71,14 +68,6 @@ type exchange struct {
 	series *routeSeries
 }
 
-// reader is the exchange's reader goroutine's state.
-type reader struct {
-	in   chan *extprocv3.ProcessingRequest // closed when Recv fails
-	err  error                             // why Recv failed; written before in is closed, read only after
-	stop chan struct{}                     // closed when the exchange ends
-	done chan struct{}
-}
-
 // The request's kinds (exchange.kind).
 const (
 	kindHTTP uint8 = 1 + iota
@@ -91,15 +80,6 @@ const (
 	modeCodeStream
 )
 
-// failure is an answer the exchange makes itself (DESIGN §6.6), rendered as
-// problem+json for HTTP and as a status for gRPC.
-type failure struct {
-	http    int
-	grpc    codes.Code
-	detail  string
-	headers []route.Header
-}
-
 func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
 	return &exchange{
 		s:    s,
@@ -107,89 +87,6 @@ func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *e
 		snap: s.snap.Load(),
 		w:    writer{stream: stream},
 	}
-}
-
-// startReader hands Recv to a reader goroutine from now on. Only the
-// exchange's goroutine calls it.
-func (x *exchange) startReader() {
-	if x.rd != nil || x.inClosed {
-		return
-	}
-	rd := &reader{
-		in:   make(chan *extprocv3.ProcessingRequest, inboundQueue),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	x.rd = rd
-	x.s.live.Add(1)
-	go x.read(rd)
-}
-
-// read is the reader goroutine: once started, the only caller of Recv.
-func (x *exchange) read(rd *reader) {
-	defer x.s.live.Done()
-	defer close(rd.done)
-	defer close(rd.in)
-	for {
-		req, err := x.w.stream.Recv()
-		if err != nil {
-			rd.err = err
-			return
-		}
-		select {
-		case rd.in <- req:
-		case <-rd.stop:
-			return
-		}
-	}
-}
-
-// next waits for the next ext_proc message; false once the stream ended.
-func (x *exchange) next() (*extprocv3.ProcessingRequest, bool) {
-	if x.inClosed {
-		return nil, false
-	}
-	if x.rd == nil {
-		// Recv returns when the stream is cancelled, so this waits no longer
-		// than the select below would.
-		req, err := x.w.stream.Recv()
-		if err != nil {
-			x.recvEnded(err)
-			return nil, false
-		}
-		return req, true
-	}
-	select {
-	case m, ok := <-x.rd.in:
-		if !ok {
-			x.recvEnded(x.rd.err)
-		}
-		return m, ok
-	case <-x.ctx.Done():
-		return nil, false
-	}
-}
-
-// recvEnded records that Recv failed with err: the request stream ended.
-// With a reader, call it only once rd.in is closed.
-func (x *exchange) recvEnded(err error) {
-	x.inClosed = true
-	x.halfClosed = errors.Is(err, io.EOF)
-}
-
-// clientGone reports whether the stream ended because Envoy cancelled it (the
-// client went away) rather than by a half-close.
-func (x *exchange) clientGone() bool {
-	return x.ctx.Err() != nil || (x.inClosed && !x.halfClosed)
-}
-
-// inOrNil is the reader's channel until it is closed, then nil (never ready);
-// nil too without a reader.
-func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
-	if x.inClosed || x.rd == nil {
-		return nil
-	}
-	return x.rd.in
 }
 
 // close ends the exchange: the reader stops, and the outcome is counted.
@@ -322,69 +219,6 @@ func kindOf(typ config.BindingType) string {
 		return "gRPC"
 	}
 	return "HTTP"
-}
-
-// routeFailure turns a matching error into the answer of DESIGN §6.1.
-func routeFailure(err error, what string) *failure {
-	var ge *route.GuardError
-	var me *route.MethodError
-	switch {
-	case errors.As(err, &me):
-		allow := strings.Join(me.Allow, ", ")
-		return &failure{http: http.StatusMethodNotAllowed, grpc: codes.Unimplemented,
-			detail:  fmt.Sprintf("no route answers %s; the routes of this path accept %s", what, allow),
-			headers: []route.Header{{Name: "allow", Value: allow}}}
-	case errors.As(err, &ge) && ge.Forbidden:
-		return &failure{http: http.StatusForbidden, grpc: codes.PermissionDenied,
-			detail: fmt.Sprintf("the credentials lack role(s) %s required by guard %q", strings.Join(ge.Missing, ", "), ge.Guard)}
-	case errors.As(err, &ge):
-		return &failure{http: http.StatusUnauthorized, grpc: codes.Unauthenticated,
-			detail:  fmt.Sprintf("send valid credentials (authorization: Bearer <token>) for guard %q: %v", ge.Guard, ge.Err),
-			headers: []route.Header{{Name: "www-authenticate", Value: "Bearer"}}}
-	default:
-		return &failure{http: http.StatusNotFound, grpc: codes.Unimplemented, detail: "no route matches " + what}
-	}
-}
-
-// fail sends the exchange's own terminal answer.
-func (x *exchange) fail(f *failure) {
-	var err error
-	if x.w.grpc {
-		code := f.grpc
-		if code == codes.OK { // a failure written for HTTP only: never answer it as a success
-			code = codes.Internal
-			if f.http == http.StatusBadRequest {
-				code = codes.InvalidArgument
-			}
-		}
-		err = x.w.finishGRPC(capability.Status{Code: code, Message: f.detail, Trailers: f.headers})
-	} else {
-		st := f.http
-		if st == 0 {
-			st = grpcwire.HTTPStatus(f.grpc)
-		}
-		err = x.w.answerHTTP(capability.ProblemResponse(st, f.detail, f.headers...))
-	}
-	x.logSendErr(err)
-}
-
-func (x *exchange) failAndLinger(f *failure) error {
-	x.fail(f)
-	x.linger()
-	return nil
-}
-
-func (x *exchange) logSendErr(err error) {
-	if err == nil || errors.Is(err, errAnswered) {
-		return
-	}
-	if x.ctx.Err() != nil || status.Code(err) == codes.Canceled {
-		if x.debugging() {
-			x.logger().Debug("answer not sent: the stream was cancelled", "err", err)
-		}
-		return
-	}
-	x.logger().Warn("sending the answer failed", "err", err)
 }
 
 // lingerQuiet is how long the linger waits for Envoy's cancel alone before
