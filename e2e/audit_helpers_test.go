@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -48,7 +48,7 @@ func withAuditUsers(o *stack.DevOptions) {
 // contains every one of says (case-sensitive). It returns the detail.
 func auditProblem(t *testing.T, what string, resp *http.Response, body string, status int, says ...string) string {
 	t.Helper()
-	var p capability.Problem
+	var p handler.Problem
 	err := json.Unmarshal([]byte(body), &p)
 	switch {
 	case resp.StatusCode != status:

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
@@ -76,7 +76,7 @@ func (userGuard) Check(_ context.Context, _ string, h route.Headers, _ map[strin
 // waiter and flight counts.
 func handlerOf(dst **httpkafka.Handler) func(*stack.DevOptions) {
 	return func(o *stack.DevOptions) {
-		o.WrapHTTP = func(h capability.HTTPHandler) capability.HTTPHandler {
+		o.WrapHTTP = func(h handler.HTTPHandler) handler.HTTPHandler {
 			if hk, ok := h.(*httpkafka.Handler); ok {
 				*dst = hk
 			}

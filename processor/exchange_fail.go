@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -58,13 +58,13 @@ func (x *exchange) fail(f *failure) {
 				code = codes.InvalidArgument
 			}
 		}
-		err = x.w.finishGRPC(capability.Status{Code: code, Message: f.detail, Trailers: f.headers})
+		err = x.w.finishGRPC(handler.Status{Code: code, Message: f.detail, Trailers: f.headers})
 	} else {
 		st := f.http
 		if st == 0 {
 			st = grpcwire.HTTPStatus(f.grpc)
 		}
-		err = x.w.answerHTTP(capability.ProblemResponse(st, f.detail, f.headers...))
+		err = x.w.answerHTTP(handler.ProblemResponse(st, f.detail, f.headers...))
 	}
 	x.logSendErr(err)
 }

@@ -8,7 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -43,7 +43,7 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		return x.failAndLinger(f)
 	}
 
-	req := &capability.HTTPRequest{
+	req := &handler.HTTPRequest{
 		Method: method, Path: p, RawQuery: query, Authority: headers.Get(":authority"),
 		Headers: headers, Trailers: trailers, Body: body,
 		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
@@ -136,17 +136,17 @@ func tooLarge(limit int64) *failure {
 		detail: fmt.Sprintf("the request body is larger than limits.max-body (%d bytes); send a smaller body", limit)}
 }
 
-func (x *exchange) handleHTTP(req *capability.HTTPRequest) (resp *capability.HTTPResponse) {
+func (x *exchange) handleHTTP(req *handler.HTTPRequest) (resp *handler.HTTPResponse) {
 	defer func() {
 		if p := recover(); p != nil {
 			x.failedBecause(fmt.Sprintf("the http-kafka handler panicked: %v", p), "stack", string(debug.Stack()))
 			resp = nil
 		}
 		if resp == nil {
-			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
+			resp = handler.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		} else if resp.Status < 200 || resp.Status > 599 {
 			x.failedBecause(fmt.Sprintf("the http-kafka handler answered an invalid status %d", resp.Status))
-			resp = capability.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
+			resp = handler.ProblemResponse(http.StatusInternalServerError, "the processor failed to answer; see its log")
 		}
 	}()
 	return x.s.http.HandleHTTP(x.ctx, req)

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -80,28 +80,28 @@ func decodeFuzz(data []byte) []*extprocv3.ProcessingRequest {
 	return msgs
 }
 
-type fuzzHTTP struct{ stub capability.HTTPHandler }
+type fuzzHTTP struct{ stub handler.HTTPHandler }
 
-func (f fuzzHTTP) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (f fuzzHTTP) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	if req.Headers.Get("x-fuzz-mode") == "big" {
-		return &capability.HTTPResponse{Status: 200, Body: bytes.Repeat([]byte("b"), maxChunk+10)}
+		return &handler.HTTPResponse{Status: 200, Body: bytes.Repeat([]byte("b"), maxChunk+10)}
 	}
 	return f.stub.HandleHTTP(ctx, req)
 }
 
-type fuzzGRPC struct{ stub capability.GRPCHandler }
+type fuzzGRPC struct{ stub handler.GRPCHandler }
 
-func (f fuzzGRPC) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (f fuzzGRPC) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	switch call.Headers.Get("x-fuzz-mode") {
 	case "echo":
 		return echo(ctx, call)
 	case "early":
 		if err := call.Out.Send(ctx, []byte("hi")); err != nil {
-			return capability.NewStatus(codes.Internal, err.Error())
+			return handler.NewStatus(codes.Internal, err.Error())
 		}
 		for {
 			if _, err := call.In.Recv(ctx); err != nil {
-				return capability.NewStatus(codes.NotFound, "done: "+err.Error())
+				return handler.NewStatus(codes.NotFound, "done: "+err.Error())
 			}
 		}
 	}

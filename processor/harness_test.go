@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -205,30 +205,30 @@ func mutationHeaders(ir *extprocv3.ImmediateResponse) []*corev3.HeaderValue {
 
 // Test handlers.
 
-type httpFunc func(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse
+type httpFunc func(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse
 
-func (f httpFunc) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (f httpFunc) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	return f(ctx, req)
 }
 
-type grpcFunc func(ctx context.Context, call *capability.GRPCCall) capability.Status
+type grpcFunc func(ctx context.Context, call *handler.GRPCCall) handler.Status
 
-func (f grpcFunc) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (f grpcFunc) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	return f(ctx, call)
 }
 
 // echo answers every request message with itself, then OK.
-func echo(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func echo(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	for {
 		m, err := call.In.Recv(ctx)
 		if errors.Is(err, io.EOF) {
-			return capability.OK()
+			return handler.OK()
 		}
 		if err != nil {
-			return capability.NewStatus(13, err.Error())
+			return handler.NewStatus(13, err.Error())
 		}
 		if err := call.Out.Send(ctx, m); err != nil {
-			return capability.NewStatus(13, err.Error())
+			return handler.NewStatus(13, err.Error())
 		}
 	}
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 )
 
 // answerIncomplete opens a stream whose request is still incomplete when the
@@ -36,10 +36,10 @@ func answerIncomplete(t *testing.T, h *harness, kind string) *stream {
 }
 
 func answerOK(o *Options) {
-	o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
-		return &capability.HTTPResponse{Status: 204}
+	o.HTTP = httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
+		return &handler.HTTPResponse{Status: 204}
 	})
-	o.GRPC = grpcFunc(func(context.Context, *capability.GRPCCall) capability.Status { return capability.OK() })
+	o.GRPC = grpcFunc(func(context.Context, *handler.GRPCCall) handler.Status { return handler.OK() })
 }
 
 // debugLogger logs at debug level into a buffer.
@@ -165,8 +165,8 @@ func TestAnswerEndsCompleteRequest(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
 		o.CloseWait = time.Hour
 		o.Logger = logger
-		o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
-			return &capability.HTTPResponse{Status: 204}
+		o.HTTP = httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
+			return &handler.HTTPResponse{Status: 204}
 		})
 		o.GRPC = grpcFunc(echo)
 	})

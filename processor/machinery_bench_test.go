@@ -20,8 +20,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/cputime"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -45,7 +45,7 @@ func machineryRequest() (*extprocv3.ProcessingRequest, *extprocv3.ProcessingRequ
 
 // machineryAnswer is the handler's answer: a 201 with a reply's body and
 // its content type, as the demo responder's echo answers.
-var machineryAnswer = &capability.HTTPResponse{
+var machineryAnswer = &handler.HTTPResponse{
 	Status:  201,
 	Headers: []route.Header{{Name: "content-type", Value: "application/json"}},
 	Body:    []byte(`{"method":"POST","path":"/orders/o-1","key":"o-1","body":{"order":"o-1","state":"accepted"}}`),
@@ -133,7 +133,7 @@ func BenchmarkMachinery(b *testing.B) {
 	srv, err := New(Options{
 		Config: cfg, Registerer: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		HTTP:   httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse { return machineryAnswer }),
+		HTTP:   httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse { return machineryAnswer }),
 		GRPC:   grpcFunc(echo),
 	})
 	if err != nil {

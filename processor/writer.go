@@ -15,8 +15,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -94,10 +94,10 @@ func (w *writer) statusLabel() string {
 // problemCause is what a failed HTTP answer says of its cause: the detail
 // of a problem+json body (the processor's own words, never the request's
 // body), else the status text.
-func problemCause(r *capability.HTTPResponse) string {
+func problemCause(r *handler.HTTPResponse) string {
 	for _, h := range r.Headers {
 		if h.Name == "content-type" && h.Value == "application/problem+json" {
-			var p capability.Problem
+			var p handler.Problem
 			if json.Unmarshal(r.Body, &p) == nil && p.Detail != "" {
 				return p.Detail
 			}
@@ -122,7 +122,7 @@ func (w *writer) send(r *extprocv3.ProcessingResponse) error {
 // answerHTTP sends the terminal answer of an HTTP exchange: an
 // ImmediateResponse, or a StreamedImmediateResponse when the body is above
 // maxChunk or the status is one Envoy's HttpStatus enum does not define.
-func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
+func (w *writer) answerHTTP(r *handler.HTTPResponse) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != idle {
@@ -152,9 +152,9 @@ func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
 	return w.sendBody(r.Body, true)
 }
 
-// --- gRPC (capability.ResponseWriter for the handler, plus the terminal) ---
+// --- gRPC (handler.ResponseWriter for the handler, plus the terminal) ---
 
-// SendHeader implements capability.ResponseWriter.
+// SendHeader implements handler.ResponseWriter.
 func (w *writer) SendHeader(ctx context.Context, md []route.Header) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -167,12 +167,12 @@ func (w *writer) SendHeader(ctx context.Context, md []route.Header) error {
 	return w.grpcHeaders(md)
 }
 
-// Send implements capability.ResponseWriter.
+// Send implements handler.ResponseWriter.
 func (w *writer) Send(ctx context.Context, msg []byte) error {
 	return w.SendFramed(ctx, grpcwire.Frame(msg))
 }
 
-// SendFramed implements capability.ResponseWriter.
+// SendFramed implements handler.ResponseWriter.
 func (w *writer) SendFramed(ctx context.Context, frames []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -217,7 +217,7 @@ func (w *writer) grpcHeaders(md []route.Header) error {
 // success still streams (headers, then trailers: DESIGN §3) and an error is
 // an ImmediateResponse with grpc_status (Envoy turns it into a trailers-only
 // reply whose grpc-message is the percent-encoded body).
-func (w *writer) finishGRPC(st capability.Status) error {
+func (w *writer) finishGRPC(st handler.Status) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -113,7 +113,7 @@ func TestProduceStatusSaysWhatARetryDoes(t *testing.T) {
 	keyless := kafkaroute.RetryHint{Name: "idempotency-key metadata"}
 	for _, c := range []struct {
 		name string
-		st   capability.Status
+		st   handler.Status
 		code codes.Code
 		says string
 	}{

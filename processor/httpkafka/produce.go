@@ -12,15 +12,15 @@ import (
 	"unsafe"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
 // produce answers one request matched to a produce route.
-func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *handler.HTTPRequest) *handler.HTTPResponse {
 	w := req.Match.Route.With
 	opts := httpOptions(req.Match.Binding)
 	if isFollowUp(req) {
@@ -36,7 +36,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	}
 	topic, err := kafkaroute.Topic(w, p.refs.Resolve)
 	if err != nil {
-		return capability.ProblemResponse(http.StatusBadRequest, err.Error())
+		return handler.ProblemResponse(http.StatusBadRequest, err.Error())
 	}
 	var key []byte // nil: no key; a template resolving to "" gives an empty key
 	if w.Key != nil {
@@ -49,7 +49,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 			// The record cannot be written before the probe answers.
 			return produceFailure(ctx, fmt.Errorf("%w: %w", kafkaio.ErrNotEnqueued, err), topic, w.Topic.Static(), p.retry)
 		case compacted:
-			return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+			return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 				"topic %q is compacted, so its records need a key, and this request resolves an empty one (the route's with.key)", topic))
 		}
 	}
@@ -88,7 +88,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 
 // produceCall is one produce request being answered.
 type produceCall struct {
-	req  *capability.HTTPRequest
+	req  *handler.HTTPRequest
 	with *config.With
 	opts *config.HTTPOptions
 	// refs resolve the route's templates; its idempotency key is given or
@@ -101,15 +101,15 @@ type produceCall struct {
 
 // idempotencyKey reads the idempotency header, or takes the UUID that
 // stands for it from uuids; a malformed or repeated header is a 400.
-func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *capability.HTTPResponse {
+func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *handler.HTTPResponse {
 	name := p.opts.IdempotencyHeader
 	vs := p.req.Headers.Values(name)
 	key, given, err := uuids.IdempotencyKey(vs)
 	switch {
 	case errors.Is(err, kafkaroute.ErrRepeatedKey):
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
 	case err != nil:
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, kafkaroute.MaxIdempotencyKey))
 	}
 	p.refs.IdempotencyKey = key
@@ -120,7 +120,7 @@ func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *capability.HTTPRe
 // contentType refuses a request with several content-types: a record
 // carries one, and Envoy joins repeated content-type headers into one value
 // with ",", which no consumer could read as a media type.
-func (p *produceCall) contentType() *capability.HTTPResponse {
+func (p *produceCall) contentType() *handler.HTTPResponse {
 	n := 0
 	for _, h := range p.req.Headers { // not Values: no slice per request
 		if h.Name == "content-type" {
@@ -128,7 +128,7 @@ func (p *produceCall) contentType() *capability.HTTPResponse {
 		}
 	}
 	if n > 1 {
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one content-type, not %d", n))
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one content-type, not %d", n))
 	}
 	return nil
 }
@@ -144,8 +144,8 @@ func (p *produceCall) resolveURL(part config.TemplatePart) string {
 }
 
 // accepted is the 202 of an async request: every async entry as a header.
-func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
-	r := &capability.HTTPResponse{Status: http.StatusAccepted}
+func (p *produceCall) accepted(applied string) *handler.HTTPResponse {
+	r := &handler.HTTPResponse{Status: http.StatusAccepted}
 	for _, a := range p.with.Async {
 		r.Headers = append(r.Headers, route.Header{Name: a.Name, Value: a.Value.Expand(p.resolveURL)})
 	}
@@ -154,7 +154,7 @@ func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
 
 // reply answers with a reply record, converted for the client when the
 // reply topic's model has a view.
-func (p *produceCall) reply(ctx context.Context, rec *kafkaio.Record, applied string) *capability.HTTPResponse {
+func (p *produceCall) reply(ctx context.Context, rec *kafkaio.Record, applied string) *handler.HTTPResponse {
 	rec, bad := decodeReply(ctx, p.kafka, rec)
 	if bad != nil {
 		return bad
@@ -174,7 +174,7 @@ func httpOptions(b *config.Binding) *config.HTTPOptions {
 
 // isFollowUp: a GET through a condition with {correlationId} of a route
 // with reply-to and async (the loader allows {correlationId} nowhere else).
-func isFollowUp(req *capability.HTTPRequest) bool {
+func isFollowUp(req *handler.HTTPRequest) bool {
 	w, m := req.Match.Route.With, req.Match
 	if w.ReplyTo == "" || len(w.Async) == 0 || req.Method != http.MethodGet ||
 		m.Condition < 0 || m.Condition >= len(m.Route.When) {
@@ -189,7 +189,7 @@ func isFollowUp(req *capability.HTTPRequest) bool {
 // and writes only if no record with it is in the log (kafkaroute.Claim):
 // its retry answers 204 again without writing.
 func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCall,
-	rec *kafkaio.Record, overrides []kafkaio.Header) *capability.HTTPResponse {
+	rec *kafkaio.Record, overrides []kafkaio.Header) *handler.HTTPResponse {
 	req, w := p.req, p.with
 	ct, hasCT := req.Headers.Lookup("content-type")
 	if hasCT {
@@ -216,7 +216,7 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 		if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 			return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
 		}
-		return &capability.HTTPResponse{Status: http.StatusNoContent}
+		return &handler.HTTPResponse{Status: http.StatusNoContent}
 	}
 	release, err := h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: rec.Topic, CID: p.refs.CorrelationID})
 	if err != nil {
@@ -229,17 +229,17 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 	}
 	if st.Written() {
 		h.replays.Add(1)
-		return &capability.HTTPResponse{Status: http.StatusNoContent}
+		return &handler.HTTPResponse{Status: http.StatusNoContent}
 	}
 	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 		return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
 	}
-	return &capability.HTTPResponse{Status: http.StatusNoContent}
+	return &handler.HTTPResponse{Status: http.StatusNoContent}
 }
 
 // requestReply joins (or leads) the flight of the correlation id and
 // answers from its reply.
-func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *kafkaio.Record) *capability.HTTPResponse {
+func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *kafkaio.Record) *handler.HTTPResponse {
 	w, req, cid := p.with, p.req, p.refs.CorrelationID
 	// The reply topic is indexed when the routes are prepared (start and
 	// reload), before any request can match the route.
@@ -300,7 +300,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 	if !p.retry.Given {
 		retry = "this request has no " + p.opts.IdempotencyHeader + " header, so a retry writes it again (send one to make a retry safe)"
 	}
-	return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
+	return handler.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
 		"no reply within limits.reply-timeout (%v); the request was written to topic %q: %s", req.Limits.ReplyTimeout, rec.Topic, retry))
 }
 
@@ -414,14 +414,14 @@ func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *kafkaio.Record) 
 }
 
 // followUp answers a GET on an async location from the reply index.
-func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
+func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *handler.HTTPRequest, opts *config.HTTPOptions) *handler.HTTPResponse {
 	w := req.Match.Route.With
 	p := &produceCall{req: req, with: w, opts: opts, refs: *kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.refs.CorrelationID = req.Match.Params["correlationId"]
 	if !followUpAllowed(p.refs.CorrelationID, req.Match.Identities) {
 		// Malformed, or issued to another caller: either way not a
 		// location this caller was given.
-		return capability.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
+		return handler.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
 	}
 	replies := kr.Cluster.Replies
 	watch := replies.Watch(w.ReplyTo, p.refs.CorrelationID)
@@ -457,20 +457,20 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 // followUpExpired answers 410 for a follow-up whose request is past the
 // idempotency window, or no longer (or never) in the key index, so that
 // an expired result does not look pending forever.
-func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *produceCall) *capability.HTTPResponse {
+func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *produceCall) *handler.HTTPResponse {
 	topic, cid := p.with.Topic.Raw, p.refs.CorrelationID
 	st, err := kafkaroute.Claim(ctx, kr, topic, cid, p.req.Limits.KafkaTimeout)
 	var expired *kafkaroute.ExpiredError
 	switch {
 	case errors.As(err, &expired):
-		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusGone, fmt.Sprintf(
 			"the request of this location was written at %s, more than limits.idempotency-window (%v) ago, and no reply is stored: its result expired",
 			expired.First.UTC().Format(time.RFC3339), expired.Window))
 	case err != nil:
 		return produceFailure(ctx, err, topic, true, p.retry)
 	case !st.Written():
 		keys, _ := kr.Cluster.Keys()
-		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusGone, fmt.Sprintf(
 			"no request of this location was written to topic %q in the last 2 × limits.idempotency-window (%v), and no reply is stored: its result expired",
 			topic, 2*keys.Window()))
 	}
@@ -542,12 +542,12 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWat
 }
 
 // gone is the answer to a request whose client left; nobody reads it.
-func gone() *capability.HTTPResponse {
-	return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled")
+func gone() *handler.HTTPResponse {
+	return handler.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled")
 }
 
 // produceFailure maps what kept a record from Kafka (DESIGN §6.6).
-func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *capability.HTTPResponse {
+func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *handler.HTTPResponse {
 	var rejected *kafkaio.RejectedError
 	var expired *kafkaroute.ExpiredError
 	switch {
@@ -556,21 +556,21 @@ func produceFailure(ctx context.Context, err error, topic string, static bool, r
 	case errors.As(err, &rejected) && rejected.Limit > 0:
 		// librdkafka's own size check, not Kafka refusing: the request was
 		// larger than the producer takes (a broker's refusal stays 502).
-		return capability.ProblemResponse(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"the record for topic %q was not written: %s, which is limits.max-body plus room for headers; send a smaller body or fewer headers", topic, rejected.Reason))
 	case errors.As(err, &expired):
-		return capability.ProblemResponse(http.StatusGone, expired.Error())
+		return handler.ProblemResponse(http.StatusGone, expired.Error())
 	case errors.As(err, &rejected):
-		return capability.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
+		return handler.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && errors.Is(err, kafkaio.ErrNotReady):
 		// The reply topic (a route's static setting) is missing.
 		return unavailable(fmt.Sprintf("the route's reply topic does not exist in Kafka: %v", err))
 	case errors.Is(err, kafkaio.ErrUnknownTopic) && !static:
-		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+		return handler.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
 	case errors.Is(err, kafkaio.ErrUnknownTopic):
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case errors.Is(err, kafkaio.ErrUnacknowledged):
-		return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
 			"Kafka did not acknowledge the record for topic %q within limits.kafka-timeout: it may or may not have been written; %s", topic, retry.UnknownOutcome()))
 	case errors.Is(err, kafkaio.ErrNotReady):
 		return unavailable(fmt.Sprintf("nothing was written: the processor could not read back from Kafka in time (%v); retrying is safe", err))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -265,7 +265,7 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 // what the record is made of (topic, key, tombstone or value, content-type,
 // overrides) and the identities, so a retry through Envoy gets the same id
 // and the same key on another request does not.
-func onewayCorrelation(idem string, req *capability.HTTPRequest, rec *kafkaio.Record, ct string, overrides []kafkaio.Header) string {
+func onewayCorrelation(idem string, req *handler.HTTPRequest, rec *kafkaio.Record, ct string, overrides []kafkaio.Header) string {
 	c := newCorrelation()
 	c.str(rec.Topic)
 	c.field(rec.Key)
