@@ -10,3 +10,8 @@ test:
 # Fuzz every target for $(FUZZTIME) each (make fuzz-smoke FUZZTIME=5m).
 fuzz-smoke:
 	scripts/fuzz-smoke -t $(FUZZTIME)
+
+# The linter CI runs (.golangci.yml; CONTRIBUTING.md says what it holds).
+.PHONY: lint
+lint:
+	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...

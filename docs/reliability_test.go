@@ -19,7 +19,7 @@ import (
 // the bindings' handlers.
 var answeringPackages = []string{
 	"../processor", "../processor/httpkafka", "../processor/grpckafka",
-	"../processor/guard", "../processor/kafkaroute", "../processor/capability",
+	"../processor/guard", "../processor/kafkaroute", "../processor/handler",
 }
 
 // statusesInCode returns the HTTP statuses (http.StatusX) and gRPC codes

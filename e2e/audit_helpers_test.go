@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -28,7 +27,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -48,7 +48,7 @@ func withAuditUsers(o *stack.DevOptions) {
 // contains every one of says (case-sensitive). It returns the detail.
 func auditProblem(t *testing.T, what string, resp *http.Response, body string, status int, says ...string) string {
 	t.Helper()
-	var p capability.Problem
+	var p handler.Problem
 	err := json.Unmarshal([]byte(body), &p)
 	switch {
 	case resp.StatusCode != status:
@@ -357,13 +357,13 @@ func auditPeerReply(t *testing.T, e *env, headers [][2]string, body string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	hm := &corev3.HeaderMap{}
+	var kv []string
 	for _, h := range headers {
-		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: h[0], RawValue: []byte(h[1])})
+		kv = append(kv, h[0], h[1])
 	}
 	for _, m := range []*extprocv3.ProcessingRequest{
-		{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: hm}}},
-		{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}},
+		extproctest.RequestHeaders(false, kv...),
+		extproctest.RequestBody([]byte(body), true),
 	} {
 		if err := stream.Send(m); err != nil {
 			break // the processor ended the stream: Recv says why

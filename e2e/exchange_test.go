@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
@@ -47,27 +47,27 @@ limits: { max-body: 1KiB }
 // recorder wraps the capability handlers and keeps what reached them.
 type recorder struct {
 	mu    sync.Mutex
-	http  []*capability.HTTPRequest
-	grpc  []*capability.GRPCCall
-	inner capability.HTTPHandler
-	ginn  capability.GRPCHandler
+	http  []*handler.HTTPRequest
+	grpc  []*handler.GRPCCall
+	inner handler.HTTPHandler
+	ginn  handler.GRPCHandler
 }
 
-func (r *recorder) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (r *recorder) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	r.mu.Lock()
 	r.http = append(r.http, req)
 	r.mu.Unlock()
 	return r.inner.HandleHTTP(ctx, req)
 }
 
-func (r *recorder) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (r *recorder) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	r.mu.Lock()
 	r.grpc = append(r.grpc, call)
 	r.mu.Unlock()
 	return r.ginn.HandleGRPC(ctx, call)
 }
 
-func (r *recorder) lastHTTP(t *testing.T) *capability.HTTPRequest {
+func (r *recorder) lastHTTP(t *testing.T) *handler.HTTPRequest {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -79,8 +79,8 @@ func (r *recorder) lastHTTP(t *testing.T) *capability.HTTPRequest {
 
 func recording(rec *recorder) func(*stack.DevOptions) {
 	return func(o *stack.DevOptions) {
-		o.WrapHTTP = func(h capability.HTTPHandler) capability.HTTPHandler { rec.inner = h; return rec }
-		o.WrapGRPC = func(h capability.GRPCHandler) capability.GRPCHandler { rec.ginn = h; return rec }
+		o.WrapHTTP = func(h handler.HTTPHandler) handler.HTTPHandler { rec.inner = h; return rec }
+		o.WrapGRPC = func(h handler.GRPCHandler) handler.GRPCHandler { rec.ginn = h; return rec }
 	}
 }
 
@@ -164,7 +164,7 @@ func TestRequestsReachTheProcessorEncodedAsEnvoyDoes(t *testing.T) {
 func TestNoRoute(t *testing.T) {
 	e := startEnv(t, exchangeConfig)
 	resp, body := e.request(e.h1, "DELETE", "/nowhere", "")
-	var p capability.Problem
+	var p handler.Problem
 	if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != 404 || p.Status != 404 || p.Detail == "" ||
 		resp.Header.Get("content-type") != "application/problem+json" {
 		t.Fatalf("no HTTP route: %d %q (%v)", resp.StatusCode, body, err)
@@ -179,15 +179,15 @@ func TestNoRoute(t *testing.T) {
 // capabilities do, so the exchange's per-message limit is what ends the call.
 type draining struct{}
 
-func (draining) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (draining) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	var last []byte
 	for {
 		msg, err := call.In.Recv(ctx)
 		if err != nil {
 			if err := call.Out.Send(ctx, last); err != nil {
-				return capability.Status{Code: codes.Internal, Message: err.Error()}
+				return handler.Status{Code: codes.Internal, Message: err.Error()}
 			}
-			return capability.Status{Code: codes.OK}
+			return handler.Status{Code: codes.OK}
 		}
 		last = msg
 	}
@@ -195,7 +195,7 @@ func (draining) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capab
 
 func TestBodyOverTheLimit(t *testing.T) {
 	e := startEnv(t, exchangeConfig, func(o *stack.DevOptions) {
-		o.WrapGRPC = func(capability.GRPCHandler) capability.GRPCHandler { return draining{} }
+		o.WrapGRPC = func(handler.GRPCHandler) handler.GRPCHandler { return draining{} }
 	})
 	for _, c := range []*http.Client{e.h1, e.h2c} {
 		resp, body := e.request(c, "POST", "/things/1", strings.Repeat("x", 2048))

@@ -23,9 +23,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
@@ -34,7 +34,7 @@ import (
 // its counters.
 func grpcHandlerOf(dst **grpckafka.Handler) func(*stack.DevOptions) {
 	return func(o *stack.DevOptions) {
-		o.WrapGRPC = func(h capability.GRPCHandler) capability.GRPCHandler {
+		o.WrapGRPC = func(h handler.GRPCHandler) handler.GRPCHandler {
 			if gk, ok := h.(*grpckafka.Handler); ok {
 				*dst = gk
 			}

@@ -28,8 +28,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
@@ -155,7 +155,7 @@ type reached struct {
 type guardSpy struct {
 	mu    sync.Mutex
 	seen  []reached
-	inner capability.HTTPHandler
+	inner handler.HTTPHandler
 }
 
 func (s *guardSpy) record(m *route.Match) {
@@ -164,17 +164,17 @@ func (s *guardSpy) record(m *route.Match) {
 	s.seen = append(s.seen, reached{route: m.Route.Index, identities: m.Identities})
 }
 
-func (s *guardSpy) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (s *guardSpy) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	s.record(req.Match)
 	return s.inner.HandleHTTP(ctx, req)
 }
 
-func (s *guardSpy) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (s *guardSpy) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	s.record(call.Match)
 	if err := call.Out.Send(ctx, nil); err != nil {
-		return capability.NewStatus(codes.Internal, err.Error())
+		return handler.NewStatus(codes.Internal, err.Error())
 	}
-	return capability.OK()
+	return handler.OK()
 }
 
 // take returns what reached the handlers since the last take.
@@ -216,15 +216,15 @@ func (s *guardSpy) none(t *testing.T, what string) {
 
 func spying(s *guardSpy) func(*stack.DevOptions) {
 	return func(o *stack.DevOptions) {
-		o.WrapHTTP = func(h capability.HTTPHandler) capability.HTTPHandler { s.inner = h; return s }
-		o.WrapGRPC = func(capability.GRPCHandler) capability.GRPCHandler { return s }
+		o.WrapHTTP = func(h handler.HTTPHandler) handler.HTTPHandler { s.inner = h; return s }
+		o.WrapGRPC = func(handler.GRPCHandler) handler.GRPCHandler { return s }
 	}
 }
 
 // problemDetail decodes an application/problem+json body's detail.
 func problemDetail(t *testing.T, body string) string {
 	t.Helper()
-	var p capability.Problem
+	var p handler.Problem
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		t.Fatalf("not a problem: %q", body)
 	}

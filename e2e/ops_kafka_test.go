@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -36,20 +35,15 @@ limits: { kafka-timeout: 3s }
 `
 
 // waitScrape scrapes (without waiting for exchanges) until cond holds,
-// bounded.
+// and returns the scrape that met it.
 func (e *env) waitScrape(what string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mfs := e.scrapeNow()
-		if cond(mfs) {
-			return mfs
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("waited 30s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var mfs map[string]*dto.MetricFamily
+	pollUntil(e.t, what, func() bool {
+		mfs = e.scrapeNow()
+		return cond(mfs)
+	})
+	return mfs
 }
 
 // has tells whether a family has a sample whose labels include want.

@@ -252,17 +252,19 @@ func TestMetricSeriesStayBounded(t *testing.T) {
 
 func (e *env) waitReadiness(p *stack.Processor, want bool, reason string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ready, reasons := p.Readiness.Ready()
-		if ready == want && (reason == "" || strings.Contains(strings.Join(reasons, "; "), reason)) {
-			return
+	var ready bool
+	var reasons []string
+	met := false
+	defer func() { // pollUntil's failure ends the test through here
+		if !met {
+			e.t.Logf("last readiness seen: %v %v", ready, reasons)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("readiness %v %v, want %v with %q", ready, reasons, want, reason)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	pollUntil(e.t, fmt.Sprintf("readiness %v with %q", want, reason), func() bool {
+		ready, reasons = p.Readiness.Ready()
+		return ready == want && (reason == "" || strings.Contains(strings.Join(reasons, "; "), reason))
+	})
+	met = true
 }
 
 // Readiness is false while a view catches up, and when the brokers go away.

@@ -14,12 +14,11 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
@@ -30,46 +29,7 @@ import (
 // a consumer of its own, in (partition, offset) order.
 func (e *env) readTopic(topic string) []*kafka.Message {
 	e.t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers": e.dev.Broker.Addr(), "group.id": "read-back-" + uuid.NewString(),
-		"enable.auto.commit": false, "log_level": 3,
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	md, err := c.GetMetadata(&topic, false, 10000)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	tm := md.Topics[topic]
-	if tm.Error.Code() != kafka.ErrNoError {
-		e.t.Fatalf("topic %s: %v", topic, tm.Error)
-	}
-	var out []*kafka.Message
-	for _, p := range tm.Partitions {
-		lo, hi, err := c.QueryWatermarkOffsets(topic, p.ID, 10000)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if hi <= lo {
-			continue
-		}
-		if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p.ID, Offset: kafka.Offset(lo)}}); err != nil {
-			e.t.Fatal(err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for next := lo; next < hi; {
-			if time.Now().After(deadline) {
-				e.t.Fatalf("reading %s[%d]: at %d of %d", topic, p.ID, next, hi)
-			}
-			if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-				out = append(out, m)
-				next = int64(m.TopicPartition.Offset) + 1
-			}
-		}
-	}
-	return out
+	return auditRecords(e.t, e.dev.Broker.Addr(), topic, nil)
 }
 
 // recHeader is the first value of a record header.
@@ -116,7 +76,7 @@ func (userGuard) Check(_ context.Context, _ string, h route.Headers, _ map[strin
 // waiter and flight counts.
 func handlerOf(dst **httpkafka.Handler) func(*stack.DevOptions) {
 	return func(o *stack.DevOptions) {
-		o.WrapHTTP = func(h capability.HTTPHandler) capability.HTTPHandler {
+		o.WrapHTTP = func(h handler.HTTPHandler) handler.HTTPHandler {
 			if hk, ok := h.(*httpkafka.Handler); ok {
 				*dst = hk
 			}
@@ -125,15 +85,18 @@ func handlerOf(dst **httpkafka.Handler) func(*stack.DevOptions) {
 	}
 }
 
-// pollUntil polls cond (bounded) — for counters that have no event to wait on.
-func pollUntil(t *testing.T, what string, cond func() bool) {
+// pollUntil polls cond until it holds, for states that have no event to
+// wait on (counters, readiness, metrics): the one bounded poll of these
+// tests. The bound is generous, for a loaded machine; a state that never
+// comes fails the test, naming what.
+func pollUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

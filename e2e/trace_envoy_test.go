@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
@@ -48,12 +48,7 @@ func extProcWithMetadata(t *testing.T, e *env, md metadata.MD, headers ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	hm := &corev3.HeaderMap{}
-	for i := 0; i+1 < len(headers); i += 2 {
-		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: headers[i], RawValue: []byte(headers[i+1])})
-	}
-	if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: hm, EndOfStream: true}}}); err != nil {
+	if err := stream.Send(extproctest.RequestHeaders(true, headers...)); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.Recv()

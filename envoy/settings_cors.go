@@ -9,6 +9,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 const corsPolicyType = typeURLPrefix + "envoy.extensions.filters.http.cors.v3.CorsPolicy"
@@ -54,10 +55,20 @@ func corsFilterName(h *hcmv3.HttpConnectionManager, extProcIndex int) (string, e
 // corsPolicyOf merges the CorsPolicy per-filter configs keyed by filterName,
 // levels ordered from the most specific. It returns nil when no level has one.
 func corsPolicyOf(r *routev3.Route, vh *routev3.VirtualHost, filterName string, levels ...map[string]*anypb.Any) (*CORSPolicy, error) {
-	//lint:ignore SA1019 the deprecated field is read only to refuse it
+	//nolint:staticcheck // SA1019: the deprecated field is read only to refuse it
 	if r.GetRoute().GetCors() != nil || vh.GetCors() != nil {
 		return nil, errors.New("the deprecated cors field is not supported; use typed_per_filter_config")
 	}
+	ps, err := corsPolicies(filterName, levels)
+	if err != nil || len(ps) == 0 {
+		return nil, err
+	}
+	return mergeCORS(filterName, ps)
+}
+
+// corsPolicies are the CorsPolicy per-filter configs keyed by filterName of
+// the levels that have one, in the levels' order.
+func corsPolicies(filterName string, levels []map[string]*anypb.Any) ([]*corsv3.CorsPolicy, error) {
 	var ps []*corsv3.CorsPolicy
 	for _, level := range levels {
 		a, ok := level[filterName]
@@ -76,44 +87,55 @@ func corsPolicyOf(r *routev3.Route, vh *routev3.VirtualHost, filterName string, 
 		}
 		ps = append(ps, p)
 	}
-	if len(ps) == 0 {
-		return nil, nil
+	return ps, nil
+}
+
+// mergeCORS takes each field from the first of ps, the most specific
+// first, that sets it.
+func mergeCORS(filterName string, ps []*corsv3.CorsPolicy) (*CORSPolicy, error) {
+	c := &CORSPolicy{
+		AllowMethods:                 firstSet(ps, (*corsv3.CorsPolicy).GetAllowMethods, ""),
+		AllowHeaders:                 firstSet(ps, (*corsv3.CorsPolicy).GetAllowHeaders, ""),
+		ExposeHeaders:                firstSet(ps, (*corsv3.CorsPolicy).GetExposeHeaders, ""),
+		MaxAge:                       firstSet(ps, (*corsv3.CorsPolicy).GetMaxAge, ""),
+		AllowCredentials:             firstBool(ps, (*corsv3.CorsPolicy).GetAllowCredentials, false),
+		ForwardNotMatchingPreflights: firstBool(ps, (*corsv3.CorsPolicy).GetForwardNotMatchingPreflights, true),
+		AllowPrivateNetworkAccess:    firstBool(ps, (*corsv3.CorsPolicy).GetAllowPrivateNetworkAccess, false),
 	}
-	c := &CORSPolicy{ForwardNotMatchingPreflights: true}
-	first := func(get func(*corsv3.CorsPolicy) string) string {
-		for _, p := range ps {
-			if v := get(p); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
-	c.AllowMethods = first((*corsv3.CorsPolicy).GetAllowMethods)
-	c.AllowHeaders = first((*corsv3.CorsPolicy).GetAllowHeaders)
-	c.ExposeHeaders = first((*corsv3.CorsPolicy).GetExposeHeaders)
-	c.MaxAge = first((*corsv3.CorsPolicy).GetMaxAge)
-	credSet, fwdSet, pnaSet := false, false, false
 	for _, p := range ps {
-		if len(c.AllowOrigins) == 0 {
-			for _, m := range p.GetAllowOriginStringMatch() {
-				sm, err := stringMatch(m)
-				if err != nil {
-					return nil, fmt.Errorf("typed_per_filter_config %q: allow_origin_string_match: %w", filterName, err)
-				}
-				c.AllowOrigins = append(c.AllowOrigins, sm)
+		if len(c.AllowOrigins) > 0 {
+			break
+		}
+		for _, m := range p.GetAllowOriginStringMatch() {
+			sm, err := stringMatch(m)
+			if err != nil {
+				return nil, fmt.Errorf("typed_per_filter_config %q: allow_origin_string_match: %w", filterName, err)
 			}
-		}
-		if v := p.GetAllowCredentials(); v != nil && !credSet {
-			c.AllowCredentials, credSet = v.GetValue(), true
-		}
-		if v := p.GetForwardNotMatchingPreflights(); v != nil && !fwdSet {
-			c.ForwardNotMatchingPreflights, fwdSet = v.GetValue(), true
-		}
-		if v := p.GetAllowPrivateNetworkAccess(); v != nil && !pnaSet {
-			c.AllowPrivateNetworkAccess, pnaSet = v.GetValue(), true
+			c.AllowOrigins = append(c.AllowOrigins, sm)
 		}
 	}
 	return c, nil
+}
+
+// firstSet is the first non-empty value get reads from ps, else def.
+func firstSet(ps []*corsv3.CorsPolicy, get func(*corsv3.CorsPolicy) string, def string) string {
+	for _, p := range ps {
+		if v := get(p); v != "" {
+			return v
+		}
+	}
+	return def
+}
+
+// firstBool is the value of the first of ps that sets the field get reads,
+// else def.
+func firstBool(ps []*corsv3.CorsPolicy, get func(*corsv3.CorsPolicy) *wrapperspb.BoolValue, def bool) bool {
+	for _, p := range ps {
+		if v := get(p); v != nil {
+			return v.GetValue()
+		}
+	}
+	return def
 }
 
 func stringMatch(m *matcherv3.StringMatcher) (StringMatch, error) {

@@ -7,6 +7,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -52,29 +53,47 @@ func SettingsFrom(b *bootstrapv3.Bootstrap) (Settings, error) {
 		s.MaxRequestHeadersKB = int(v.GetValue())
 	}
 
-	//lint:ignore SA1019 the deprecated bootstrap tracing is read only to refuse it
+	//nolint:staticcheck // SA1019: the deprecated bootstrap tracing is read only to refuse it
 	if b.GetTracing() != nil {
 		return s, errors.New("envoy settings: the bootstrap's tracing (deprecated) is not emulated; name the provider in the connection manager's tracing")
 	}
-	s.Tracing, err = tracingOf(h.GetTracing())
+	if s.Tracing, err = tracingOf(h.GetTracing()); err != nil {
+		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+	}
+	ep, err := theExtProcFilter(h)
 	if err != nil {
 		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
 	}
+	s.ExtProc = extProcSettings(ep)
+	if s.Routes, err = routesOf(h, ep); err != nil {
+		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+	}
+	return s, nil
+}
 
+// theExtProcFilter is the connection manager's one ext_proc filter, which
+// must reach its processor through an Envoy cluster.
+func theExtProcFilter(h *hcmv3.HttpConnectionManager) (extProcFilter, error) {
 	eps, err := extProcFiltersOf(h)
 	if err != nil {
-		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+		return extProcFilter{}, err
 	}
 	if len(eps) != 1 {
-		return s, fmt.Errorf("envoy settings: %s has %d ext_proc filters, want exactly 1", where, len(eps))
+		return extProcFilter{}, fmt.Errorf("%d ext_proc filters, want exactly 1", len(eps))
 	}
 	ep := eps[0]
 	if ep.cfg.GetHttpService() != nil || ep.cfg.GetGrpcService().GetGoogleGrpc() != nil {
-		return s, fmt.Errorf("envoy settings: %s: ext_proc filter %q must use grpc_service.envoy_grpc", where, ep.name)
+		return extProcFilter{}, fmt.Errorf("ext_proc filter %q must use grpc_service.envoy_grpc", ep.name)
 	}
+	return ep, nil
+}
+
+// extProcSettings reduces the ext_proc filter's configuration, with Envoy's
+// defaults for what it leaves unset.
+func extProcSettings(ep extProcFilter) ExtProc {
 	gs := ep.cfg.GetGrpcService()
 	pm := ep.cfg.GetProcessingMode()
-	s.ExtProc = ExtProc{
+	x := ExtProc{
 		ClusterName:          gs.GetEnvoyGrpc().GetClusterName(),
 		Authority:            gs.GetEnvoyGrpc().GetAuthority(),
 		RequestHeaderMode:    pm.GetRequestHeaderMode().String(),
@@ -89,43 +108,45 @@ func SettingsFrom(b *bootstrapv3.Bootstrap) (Settings, error) {
 		ForwardingNamespaces: append([]string(nil), ep.cfg.GetMetadataOptions().GetForwardingNamespaces().GetUntyped()...),
 	}
 	if c := ep.cfg.GetStatusOnError().GetCode(); c != 0 {
-		s.ExtProc.StatusOnError = int(c)
+		x.StatusOnError = int(c)
 	}
 	if md := gs.GetInitialMetadata(); len(md) > 0 {
-		s.ExtProc.InitialMetadata = make(map[string]string, len(md))
+		x.InitialMetadata = make(map[string]string, len(md))
 		for _, hv := range md {
-			s.ExtProc.InitialMetadata[hv.GetKey()] = headerValue(hv.GetValue(), hv.GetRawValue())
+			x.InitialMetadata[hv.GetKey()] = headerValue(hv.GetValue(), hv.GetRawValue())
 		}
 	}
+	return x
+}
 
+// routesOf reduces the routes of the connection manager's one virtual host,
+// each with its CORS policy when a CORS filter runs before ext_proc.
+func routesOf(h *hcmv3.HttpConnectionManager, ep extProcFilter) ([]Route, error) {
 	corsName, err := corsFilterName(h, ep.index)
 	if err != nil {
-		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+		return nil, err
 	}
-
 	rc, err := staticRoutes(h)
 	if err != nil {
-		return s, fmt.Errorf("envoy settings: %s: %w", where, err)
+		return nil, err
 	}
 	vhs := rc.GetVirtualHosts()
 	if len(vhs) != 1 || len(vhs[0].GetDomains()) != 1 || vhs[0].GetDomains()[0] != "*" {
-		return s, fmt.Errorf("envoy settings: %s: route_config %q: want exactly one virtual host with domains [\"*\"]", where, rc.GetName())
+		return nil, fmt.Errorf("route_config %q: want exactly one virtual host with domains [\"*\"]", rc.GetName())
 	}
 	vh := vhs[0]
+	var routes []Route
 	for i, r := range vh.GetRoutes() {
 		rt, err := routeSettings(r, ep.name, rc.GetTypedPerFilterConfig(), vh.GetTypedPerFilterConfig())
-		if err != nil {
-			return s, fmt.Errorf("envoy settings: %s: virtual host %q routes[%d] %q: %w", where, vh.GetName(), i, r.GetName(), err)
-		}
-		if corsName != "" {
+		if err == nil && corsName != "" {
 			rt.CORS, err = corsPolicyOf(r, vh, corsName, r.GetTypedPerFilterConfig(), vh.GetTypedPerFilterConfig(), rc.GetTypedPerFilterConfig())
-			if err != nil {
-				return s, fmt.Errorf("envoy settings: %s: virtual host %q routes[%d] %q: %w", where, vh.GetName(), i, r.GetName(), err)
-			}
 		}
-		s.Routes = append(s.Routes, rt)
+		if err != nil {
+			return nil, fmt.Errorf("virtual host %q routes[%d] %q: %w", vh.GetName(), i, r.GetName(), err)
+		}
+		routes = append(routes, rt)
 	}
-	return s, nil
+	return routes, nil
 }
 
 // routeSettings reduces one route; rcPFC and vhPFC are the less specific

@@ -87,18 +87,7 @@ func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, path []strin
 	}
 	switch n.Type {
 	case "record", "error":
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return
-		}
-		for k, fv := range obj {
-			f := field(n, k)
-			if f == nil {
-				e.addViolation(Violation{Pointer: "#" + pointer(append(path, k)), Detail: "not a field of record " + n.Name})
-				continue
-			}
-			c.unknownKeys(e, &f.Type, fv, append(path, k))
-		}
+		c.unknownFields(e, n, v, path)
 	case "array":
 		if arr, ok := v.([]any); ok && n.Items != nil {
 			for i, x := range arr {
@@ -112,48 +101,80 @@ func (c avroCodec) unknownKeys(e *Error, n *avro.SchemaNode, v any, path []strin
 			}
 		}
 	case "union":
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return
+		c.unknownInUnion(e, n, v, path)
+	}
+}
+
+// unknownFields reports the keys of a record's object that are not its
+// fields, and the unknown keys within its fields' values.
+func (c avroCodec) unknownFields(e *Error, n *avro.SchemaNode, v any, path []string) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	for k, fv := range obj {
+		f := field(n, k)
+		if f == nil {
+			e.addViolation(Violation{Pointer: "#" + pointer(append(path, k)), Detail: "not a field of record " + n.Name})
+			continue
 		}
-		// Tagged: {"branch name": value}.
-		if len(obj) == 1 {
-			for k, x := range obj {
-				for i := range n.Branches {
-					if b := &n.Branches[i]; b.Type == k || b.Name == k || (b.Namespace+"."+b.Name) == k {
-						c.unknownKeys(e, b, x, append(path, k))
-						return
-					}
-				}
-			}
-		}
-		// Bare: the first record branch that declares every key, else the
-		// first record or map branch reports.
-		var first *avro.SchemaNode
-		for i := range n.Branches {
-			b := &n.Branches[i]
-			if r, ok := c.named[b.Type]; ok && b.Type != "record" {
-				b = r
-			}
-			if b.Type == "map" {
+		c.unknownKeys(e, &f.Type, fv, append(path, k))
+	}
+}
+
+// unknownInUnion reports the unknown keys of a union's object, against the
+// branch it names or, bare, the branch it fits.
+func (c avroCodec) unknownInUnion(e *Error, n *avro.SchemaNode, v any, path []string) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	// Tagged: {"branch name": value}.
+	if len(obj) == 1 {
+		for k, x := range obj {
+			if b := branchNamed(n, k); b != nil {
+				c.unknownKeys(e, b, x, append(path, k))
 				return
 			}
-			if b.Type != "record" {
-				continue
-			}
-			if first == nil {
-				first = b
-			}
-			probe := &Error{}
-			c.unknownKeys(probe, b, v, path)
-			if len(probe.Violations) == 0 {
-				return
-			}
-		}
-		if first != nil {
-			c.unknownKeys(e, first, v, path)
 		}
 	}
+	// Bare: the first record branch that declares every key, else the
+	// first record or map branch reports.
+	var first *avro.SchemaNode
+	for i := range n.Branches {
+		b := &n.Branches[i]
+		if r, ok := c.named[b.Type]; ok && b.Type != "record" {
+			b = r
+		}
+		if b.Type == "map" {
+			return
+		}
+		if b.Type != "record" {
+			continue
+		}
+		if first == nil {
+			first = b
+		}
+		probe := &Error{}
+		c.unknownKeys(probe, b, v, path)
+		if len(probe.Violations) == 0 {
+			return
+		}
+	}
+	if first != nil {
+		c.unknownKeys(e, first, v, path)
+	}
+}
+
+// branchNamed is the union's branch a tagged value names: by type, name or
+// full name.
+func branchNamed(n *avro.SchemaNode, name string) *avro.SchemaNode {
+	for i := range n.Branches {
+		if b := &n.Branches[i]; b.Type == name || b.Name == name || (b.Namespace+"."+b.Name) == name {
+			return b
+		}
+	}
+	return nil
 }
 
 func field(n *avro.SchemaNode, name string) *avro.SchemaField {

@@ -2,13 +2,9 @@ package processor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -19,7 +15,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -47,14 +42,8 @@ type exchange struct {
 	// holds its exchange for the whole wait, and the request would keep its
 	// header list and path parameters alive with it (≈ 600 B per waiter).
 
-	// The request's attributes in log lines (kind, path, request_id, the
-	// trace's ids, binding, route) are made from the exchange's own fields
-	// when a line is logged: most exchanges log nothing, and slog's With
-	// formats its attributes eagerly. logStage says how many of the groups
-	// are known (logKnown*), loggedStage how many the logger carries.
-	logMu       sync.Mutex // the handler goroutine of a gRPC call logs too
-	logStage    uint8
-	loggedStage uint8
+	log exchangeLog // the request's attributes in log lines, and a failure's cause
+
 	kind        uint8 // kindHTTP or kindGRPC; 0 before the request headers
 	mode        uint8 // metrics: modeCodeLongPoll or modeCodeStream; 0 for a request
 	inClosed    bool  // Recv failed: the request stream ended
@@ -64,16 +53,6 @@ type exchange struct {
 	// or a body chunk, or trailers), so it sends nothing more on the stream
 	// and the exchange ends with its answer (see linger).
 	reqEnded bool
-	// logText is the request's path without its query followed by its
-	// x-request-id, copied out of the request's headers so that a waiting
-	// exchange does not keep their whole string alive; logSplit ends the path.
-	logText  string
-	logSplit int
-	logged   *slog.Logger
-	// cause, when set, is why the exchange failed in the processor's own
-	// terms (a panic, a protocol error), logged in place of what the answer
-	// says. Guarded by logMu.
-	cause *failCause
 
 	// The request's messages are read by the exchange's goroutine itself
 	// until it must wait for them and for something else at once (a gRPC
@@ -89,21 +68,6 @@ type exchange struct {
 	series *routeSeries
 }
 
-// failCause is why an exchange failed in the processor's own terms, with
-// the attributes logged with it.
-type failCause struct {
-	text  string
-	attrs []any
-}
-
-// reader is the exchange's reader goroutine's state.
-type reader struct {
-	in   chan *extprocv3.ProcessingRequest // closed when Recv fails
-	err  error                             // why Recv failed; written before in is closed, read only after
-	stop chan struct{}                     // closed when the exchange ends
-	done chan struct{}
-}
-
 // The request's kinds (exchange.kind).
 const (
 	kindHTTP uint8 = 1 + iota
@@ -116,16 +80,6 @@ const (
 	modeCodeStream
 )
 
-// failure is an answer the exchange makes itself, rendered as problem+json
-// for HTTP and as a status for gRPC (docs/reliability.md lists every answer
-// and what it says about the request's records).
-type failure struct {
-	http    int
-	grpc    codes.Code
-	detail  string
-	headers []route.Header
-}
-
 func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
 	return &exchange{
 		s:    s,
@@ -133,89 +87,6 @@ func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *e
 		snap: s.snap.Load(),
 		w:    writer{stream: stream},
 	}
-}
-
-// startReader hands Recv to a reader goroutine from now on. Only the
-// exchange's goroutine calls it.
-func (x *exchange) startReader() {
-	if x.rd != nil || x.inClosed {
-		return
-	}
-	rd := &reader{
-		in:   make(chan *extprocv3.ProcessingRequest, inboundQueue),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	x.rd = rd
-	x.s.live.Add(1)
-	go x.read(rd)
-}
-
-// read is the reader goroutine: once started, the only caller of Recv.
-func (x *exchange) read(rd *reader) {
-	defer x.s.live.Done()
-	defer close(rd.done)
-	defer close(rd.in)
-	for {
-		req, err := x.w.stream.Recv()
-		if err != nil {
-			rd.err = err
-			return
-		}
-		select {
-		case rd.in <- req:
-		case <-rd.stop:
-			return
-		}
-	}
-}
-
-// next waits for the next ext_proc message; false once the stream ended.
-func (x *exchange) next() (*extprocv3.ProcessingRequest, bool) {
-	if x.inClosed {
-		return nil, false
-	}
-	if x.rd == nil {
-		// Recv returns when the stream is cancelled, so this waits no longer
-		// than the select below would.
-		req, err := x.w.stream.Recv()
-		if err != nil {
-			x.recvEnded(err)
-			return nil, false
-		}
-		return req, true
-	}
-	select {
-	case m, ok := <-x.rd.in:
-		if !ok {
-			x.recvEnded(x.rd.err)
-		}
-		return m, ok
-	case <-x.ctx.Done():
-		return nil, false
-	}
-}
-
-// recvEnded records that Recv failed with err: the request stream ended.
-// With a reader, call it only once rd.in is closed.
-func (x *exchange) recvEnded(err error) {
-	x.inClosed = true
-	x.halfClosed = errors.Is(err, io.EOF)
-}
-
-// clientGone reports whether the stream ended because Envoy cancelled it (the
-// client went away) rather than by a half-close.
-func (x *exchange) clientGone() bool {
-	return x.ctx.Err() != nil || (x.inClosed && !x.halfClosed)
-}
-
-// inOrNil is the reader's channel until it is closed, then nil (never ready);
-// nil too without a reader.
-func (x *exchange) inOrNil() <-chan *extprocv3.ProcessingRequest {
-	if x.inClosed || x.rd == nil {
-		return nil
-	}
-	return x.rd.in
 }
 
 // close ends the exchange: the reader stops, and the outcome is counted.
@@ -291,11 +162,7 @@ func (x *exchange) run() error {
 	}
 	logPath, _ := route.SplitPath(headers.Get(":path")) // a query may carry credentials
 	x.ctx, x.span = x.s.tracing.start(x.ctx, kindLabel(x.kind), logPath, headers)
-	x.logMu.Lock()
-	// One new string (the concatenation copies both) instead of two
-	// substrings that keep the request's header string alive.
-	x.logText, x.logSplit, x.logStage = logPath+headers.Get("x-request-id"), len(logPath), logKnownRequest
-	x.logMu.Unlock()
+	x.log.requestKnown(logPath, headers.Get("x-request-id"))
 
 	if pc := first.GetProtocolConfig(); pc != nil && pc.GetRequestBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 		return x.failAndLinger(&failure{http: http.StatusInternalServerError, grpc: codes.Internal,
@@ -311,9 +178,7 @@ func (x *exchange) run() error {
 		return x.failAndLinger(f)
 	}
 	x.binding = b.Config
-	x.logMu.Lock()
-	x.logStage = logKnownBinding
-	x.logMu.Unlock()
+	x.log.known(logKnownBinding)
 	md := first.GetMetadataContext().GetFilterMetadata()
 	if isGRPC {
 		return x.runGRPC(rh, headers, md, b)
@@ -354,72 +219,6 @@ func kindOf(typ config.BindingType) string {
 		return "gRPC"
 	}
 	return "HTTP"
-}
-
-// routeFailure turns a matching error into its answer: no route taken, one
-// skipped for its guard, is 401 or 403 (what clients expect, not Zilla's
-// 404); a path whose routes refuse the method is 405; no route is 404 /
-// UNIMPLEMENTED (docs/design.md#routes-and-guards).
-func routeFailure(err error, what string) *failure {
-	var ge *route.GuardError
-	var me *route.MethodError
-	switch {
-	case errors.As(err, &me):
-		allow := strings.Join(me.Allow, ", ")
-		return &failure{http: http.StatusMethodNotAllowed, grpc: codes.Unimplemented,
-			detail:  fmt.Sprintf("no route answers %s; the routes of this path accept %s", what, allow),
-			headers: []route.Header{{Name: "allow", Value: allow}}}
-	case errors.As(err, &ge) && ge.Forbidden:
-		return &failure{http: http.StatusForbidden, grpc: codes.PermissionDenied,
-			detail: fmt.Sprintf("the credentials lack role(s) %s required by guard %q", strings.Join(ge.Missing, ", "), ge.Guard)}
-	case errors.As(err, &ge):
-		return &failure{http: http.StatusUnauthorized, grpc: codes.Unauthenticated,
-			detail:  fmt.Sprintf("send valid credentials (authorization: Bearer <token>) for guard %q: %v", ge.Guard, ge.Err),
-			headers: []route.Header{{Name: "www-authenticate", Value: "Bearer"}}}
-	default:
-		return &failure{http: http.StatusNotFound, grpc: codes.Unimplemented, detail: "no route matches " + what}
-	}
-}
-
-// fail sends the exchange's own terminal answer.
-func (x *exchange) fail(f *failure) {
-	var err error
-	if x.w.grpc {
-		code := f.grpc
-		if code == codes.OK { // a failure written for HTTP only: never answer it as a success
-			code = codes.Internal
-			if f.http == http.StatusBadRequest {
-				code = codes.InvalidArgument
-			}
-		}
-		err = x.w.finishGRPC(capability.Status{Code: code, Message: f.detail, Trailers: f.headers})
-	} else {
-		st := f.http
-		if st == 0 {
-			st = grpcwire.HTTPStatus(f.grpc)
-		}
-		err = x.w.answerHTTP(capability.ProblemResponse(st, f.detail, f.headers...))
-	}
-	x.logSendErr(err)
-}
-
-func (x *exchange) failAndLinger(f *failure) error {
-	x.fail(f)
-	x.linger()
-	return nil
-}
-
-func (x *exchange) logSendErr(err error) {
-	if err == nil || errors.Is(err, errAnswered) {
-		return
-	}
-	if x.ctx.Err() != nil || status.Code(err) == codes.Canceled {
-		if x.debugging() {
-			x.logger().Debug("answer not sent: the stream was cancelled", "err", err)
-		}
-		return
-	}
-	x.logger().Warn("sending the answer failed", "err", err)
 }
 
 // lingerQuiet is how long the linger waits for Envoy's cancel alone before

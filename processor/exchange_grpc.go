@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -23,7 +23,7 @@ type inbox struct {
 	err error // why the request stream ended; written before ch is closed
 }
 
-// Recv implements capability.MessageReader.
+// Recv implements handler.MessageReader.
 func (in *inbox) Recv(ctx context.Context) ([]byte, error) {
 	select {
 	case m, ok := <-in.ch:
@@ -66,7 +66,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 	x.startReader() // the request's messages and the handler are awaited together
 	c := &call{x: x, in: &inbox{ch: make(chan []byte, 1)}, cancel: cancel, hdone: make(chan struct{}), open: true, timeout: timeout}
 	c.dec = grpcwire.NewDecoder(x.snap.limits.MaxBody)
-	c.start(hctx, &capability.GRPCCall{
+	c.start(hctx, &handler.GRPCCall{
 		Service: svc, Method: method, Headers: headers,
 		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
 		In: c.in, Out: &x.w,
@@ -81,7 +81,7 @@ func (x *exchange) runGRPC(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 
 // start runs the handler apart from the exchange, which goes on feeding it
 // the request's messages.
-func (c *call) start(hctx context.Context, gc *capability.GRPCCall) {
+func (c *call) start(hctx context.Context, gc *handler.GRPCCall) {
 	x := c.x
 	x.s.live.Add(1)
 	go func() {
@@ -101,7 +101,7 @@ func (c *call) serve(headers route.Headers) error {
 		case <-c.hdone:
 			st := c.result
 			if c.timedOut && st.Code != codes.OK {
-				st = capability.Status{Code: codes.DeadlineExceeded, Message: fmt.Sprintf("the call's grpc-timeout (%v) elapsed", c.timeout)}
+				st = handler.Status{Code: codes.DeadlineExceeded, Message: fmt.Sprintf("the call's grpc-timeout (%v) elapsed", c.timeout)}
 			}
 			x.logSendErr(x.w.finishGRPC(st))
 			x.linger()
@@ -166,9 +166,9 @@ type call struct {
 	cancel context.CancelFunc
 	hdone  chan struct{} // closed when the handler returned
 
-	timeout  time.Duration     // grpc-timeout; 0: none
-	result   capability.Status // the handler's; read once hdone is closed
-	timedOut bool              // grpc-timeout elapsed before the handler returned
+	timeout  time.Duration  // grpc-timeout; 0: none
+	result   handler.Status // the handler's; read once hdone is closed
+	timedOut bool           // grpc-timeout elapsed before the handler returned
 
 	pending []grpcwire.Message
 }
@@ -242,11 +242,11 @@ func (c *call) abandon() error {
 	return nil
 }
 
-func (x *exchange) handleGRPC(ctx context.Context, call *capability.GRPCCall) (st capability.Status) {
+func (x *exchange) handleGRPC(ctx context.Context, call *handler.GRPCCall) (st handler.Status) {
 	defer func() {
 		if p := recover(); p != nil {
 			x.failedBecause(fmt.Sprintf("the grpc-kafka handler panicked: %v", p), "stack", string(debug.Stack()))
-			st = capability.Status{Code: codes.Internal, Message: "the processor failed to answer; see its log"}
+			st = handler.Status{Code: codes.Internal, Message: "the processor failed to answer; see its log"}
 		}
 	}()
 	return x.s.grpc.HandleGRPC(ctx, call)

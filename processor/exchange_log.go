@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -16,42 +17,106 @@ import (
 func (x *exchange) debugging() bool { return x.s.log.Enabled(x.ctx, slog.LevelDebug) }
 
 // The groups of the request's log attributes, in the order they become
-// known (exchange.logStage).
+// known (exchangeLog.stage).
 const (
 	logKnownRequest uint8 = 1 + iota // kind, path, request_id, trace ids
 	logKnownBinding                  // binding
 	logKnownRoute                    // route
 )
 
+// exchangeLog is an exchange's logging state. The request's attributes in
+// log lines (kind, path, request_id, the trace's ids, binding, route) are
+// made from the exchange's own fields when a line is logged, not when they
+// become known: most exchanges log nothing, and slog's With formats its
+// attributes eagerly. Its fields are guarded by mu: the handler goroutine
+// of a gRPC call logs too.
+type exchangeLog struct {
+	mu      sync.Mutex
+	stage   uint8 // how many groups of attributes are known (logKnown*)
+	carried uint8 // how many of them logger carries
+	// split ends the path in text. An int32 keeps the state's small fields
+	// in one word: a long poll holds its exchange for the whole wait.
+	split int32
+	// text is the request's path without its query followed by its
+	// x-request-id, copied out of the request's headers so that a waiting
+	// exchange does not keep their whole string alive.
+	text   string
+	logger *slog.Logger // nil until the first line
+	// cause, when set, is why the exchange failed in the processor's own
+	// terms (a panic, a protocol error), logged in place of what the answer
+	// says.
+	cause *failCause
+}
+
+// failCause is why an exchange failed in the processor's own terms, with
+// the attributes logged with it.
+type failCause struct {
+	text  string
+	attrs []any
+}
+
+// requestKnown records the request's path (without its query: a query may
+// carry credentials) and request id.
+func (l *exchangeLog) requestKnown(path, requestID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// One new string (the concatenation copies both) instead of two
+	// substrings that keep the request's header string alive.
+	l.text, l.split, l.stage = path+requestID, int32(len(path)), logKnownRequest
+}
+
+// known records that the attributes up to stage are known.
+func (l *exchangeLog) known(stage uint8) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stage = stage
+}
+
+// setCause records the cause logged when the exchange ends.
+func (l *exchangeLog) setCause(c *failCause) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cause = c
+}
+
+// failCause is the cause recorded, or nil.
+func (l *exchangeLog) failCause() *failCause {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cause
+}
+
 // logger is the exchange's logger, with the request's attributes.
 func (x *exchange) logger() *slog.Logger {
-	x.logMu.Lock()
-	defer x.logMu.Unlock()
-	if x.logged == nil || x.loggedStage < x.logStage {
-		base := x.logged
+	l := &x.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.logger == nil || l.carried < l.stage {
+		base := l.logger
 		if base == nil {
 			base = x.s.log
 		}
-		if attrs := x.logAttrsSince(x.loggedStage); len(attrs) > 0 {
+		if attrs := x.logAttrsSince(l.carried); len(attrs) > 0 {
 			base = slog.New(base.Handler().WithAttrs(attrs))
 		}
-		x.logged, x.loggedStage = base, x.logStage
+		l.logger, l.carried = base, l.stage
 	}
-	return x.logged
+	return l.logger
 }
 
 // logAttrsSince are the attributes of the groups known now but not at
-// stage. Called with logMu held.
+// stage. Called with x.log.mu held.
 func (x *exchange) logAttrsSince(stage uint8) []slog.Attr {
 	var attrs []slog.Attr
-	if stage < logKnownRequest && x.logStage >= logKnownRequest {
-		attrs = append(attrs, slog.String("kind", kindLabel(x.kind)), slog.String("path", x.logText[:x.logSplit]), slog.String("request_id", x.logText[x.logSplit:]))
+	l := &x.log
+	if stage < logKnownRequest && l.stage >= logKnownRequest {
+		attrs = append(attrs, slog.String("kind", kindLabel(x.kind)), slog.String("path", l.text[:l.split]), slog.String("request_id", l.text[l.split:]))
 		attrs = append(attrs, traceAttrs(x.span)...)
 	}
-	if stage < logKnownBinding && x.logStage >= logKnownBinding {
+	if stage < logKnownBinding && l.stage >= logKnownBinding {
 		attrs = append(attrs, slog.String("binding", x.binding.Name))
 	}
-	if stage < logKnownRoute && x.logStage >= logKnownRoute {
+	if stage < logKnownRoute && l.stage >= logKnownRoute {
 		attrs = append(attrs, slog.String("route", x.series.cfg.ID))
 	}
 	return attrs
@@ -62,9 +127,7 @@ func (x *exchange) logAttrsSince(stage uint8) []slog.Attr {
 // failures, info for the client's mistakes, error for a panic. Nothing of
 // the request's body or credentials is in it.
 func (x *exchange) logEnd(st, answerCause string, answered bool) {
-	x.logMu.Lock()
-	c := x.cause
-	x.logMu.Unlock()
+	c := x.log.failCause()
 	var cause string
 	var attrs []any
 	if c != nil {
@@ -93,9 +156,7 @@ func (x *exchange) logEnd(st, answerCause string, answered bool) {
 
 // failedBecause records the cause logged when the exchange ends.
 func (x *exchange) failedBecause(cause string, attrs ...any) {
-	x.logMu.Lock()
-	defer x.logMu.Unlock()
-	x.cause = &failCause{text: cause, attrs: attrs}
+	x.log.setCause(&failCause{text: cause, attrs: attrs})
 }
 
 // failedStatus tells server errors (5xx, and gRPC codes other than OK and
@@ -158,9 +219,7 @@ func (x *exchange) matched(m *route.Match, headers route.Headers) {
 			x.mode = modeCodeLongPoll
 		}
 	}
-	x.logMu.Lock()
-	x.logStage = logKnownRoute
-	x.logMu.Unlock()
+	x.log.known(logKnownRoute)
 	if x.debugging() {
 		x.logger().Debug("route matched") // the logger carries the route
 	}

@@ -20,10 +20,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -118,11 +119,11 @@ func TestHTTPMatchedRouteAnswers501(t *testing.T) {
 }
 
 func TestHTTPChunkedBody(t *testing.T) {
-	got := make(chan *capability.HTTPRequest, 1)
+	got := make(chan *handler.HTTPRequest, 1)
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(_ context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(_ context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			got <- req
-			return &capability.HTTPResponse{Status: 201, Headers: []route.Header{
+			return &handler.HTTPResponse{Status: 201, Headers: []route.Header{
 				{Name: "Content-Type", Value: "text/plain"}, {Name: "set-cookie", Value: "a=1"}, {Name: "set-cookie", Value: "b=2"},
 				{Name: "content-length", Value: "999"}, {Name: ":status", Value: "200"},
 			}, Body: []byte("created")}
@@ -149,7 +150,7 @@ func TestHTTPChunkedBody(t *testing.T) {
 				s.body([]byte(`"x"}`), true)
 			case "trailers":
 				s.body([]byte(`"x"}`), false)
-				s.send(trailersMsg("x-checksum", "abc"))
+				s.send(extproctest.RequestTrailers("x-checksum", "abc"))
 			case "empty-eos":
 				s.body([]byte(`"x"}`), false)
 				s.body(nil, true)
@@ -181,7 +182,7 @@ func TestHTTPChunkedBody(t *testing.T) {
 			for _, o := range opts {
 				if o.GetHeader().GetKey() == "set-cookie" {
 					cookies++
-					//lint:ignore SA1019 Envoy reads the deprecated append.
+					//nolint:staticcheck // SA1019: Envoy reads the deprecated append.
 					if app := o.GetAppend(); (cookies == 2) != (app != nil && app.GetValue()) {
 						t.Fatalf("set-cookie %d append %v", cookies, app)
 					}
@@ -197,7 +198,7 @@ func TestHTTPChunkedBody(t *testing.T) {
 
 func TestHTTPBodyOverLimit(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
 			t.Error("handler called for a body over the limit")
 			return nil
 		})
@@ -231,8 +232,8 @@ func TestHTTPBodyOverLimit(t *testing.T) {
 func TestHTTPLargeBodyStreams(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), (maxChunk*2+1000)/16)
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(_ context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
-			return &capability.HTTPResponse{Status: 200, Headers: []route.Header{{Name: "content-type", Value: "application/json"}}, Body: big}
+		o.HTTP = httpFunc(func(_ context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
+			return &handler.HTTPResponse{Status: 200, Headers: []route.Header{{Name: "content-type", Value: "application/json"}}, Body: big}
 		})
 	})
 	t.Run("GET", func(t *testing.T) {
@@ -283,8 +284,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestHTTPUndefinedStatusStreams(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
-			return &capability.HTTPResponse{Status: 299, Body: []byte("x")}
+		o.HTTP = httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
+			return &handler.HTTPResponse{Status: 299, Body: []byte("x")}
 		})
 	})
 	s := h.open()
@@ -302,9 +303,9 @@ func TestHTTPUndefinedStatusStreams(t *testing.T) {
 func TestHTTPHeadOnFetchRoute(t *testing.T) {
 	got := make(chan string, 1)
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(_ context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(_ context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			got <- req.Method + " " + req.Match.Params["id"]
-			return &capability.HTTPResponse{Status: 200, Body: []byte("v")}
+			return &handler.HTTPResponse{Status: 200, Body: []byte("v")}
 		})
 	})
 	s := h.open()
@@ -320,10 +321,10 @@ func TestHTTPHeadOnFetchRoute(t *testing.T) {
 
 func TestHTTPHandlerFailures(t *testing.T) {
 	for name, f := range map[string]httpFunc{
-		"nil":   func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse { return nil },
-		"panic": func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse { panic("boom") },
-		"status": func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
-			return &capability.HTTPResponse{Status: 100}
+		"nil":   func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse { return nil },
+		"panic": func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse { panic("boom") },
+		"status": func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
+			return &handler.HTTPResponse{Status: 100}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -361,9 +362,9 @@ func TestMissingPseudoHeaders(t *testing.T) {
 func TestBodyAfterEndOfStreamIgnored(t *testing.T) {
 	calls := make(chan []byte, 2)
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(_ context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(_ context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			calls <- req.Body
-			return &capability.HTTPResponse{Status: 204}
+			return &handler.HTTPResponse{Status: 204}
 		})
 	})
 	s := h.open()
@@ -402,7 +403,7 @@ func TestFirstMessageMustBeRequestHeaders(t *testing.T) {
 func TestWrongBodyMode(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) { o.Logger = slog.New(slog.DiscardHandler) })
 	s := h.open()
-	m := headersMsg(false, httpReq("POST", "/items")...)
+	m := extproctest.RequestHeaders(false, httpReq("POST", "/items")...)
 	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_BUFFERED}
 	s.send(m)
 	p := problemOf(t, s.immediate(), 500)
@@ -413,13 +414,13 @@ func TestWrongBodyMode(t *testing.T) {
 
 	// gRPC requests get the same as INTERNAL, and FDS is accepted.
 	s = h.open()
-	m = headersMsg(false, grpcReq("/example.Echo/Say")...)
+	m = extproctest.RequestHeaders(false, grpcReq("/example.Echo/Say")...)
 	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_NONE}
 	s.send(m)
 	grpcError(t, s.immediate(), codes.Internal)
 	s.finish()
 	s = h.open()
-	m = headersMsg(true, httpReq("GET", "/items/1")...)
+	m = extproctest.RequestHeaders(true, httpReq("GET", "/items/1")...)
 	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
 	s.send(m)
 	problemOf(t, s.immediate(), 501)
@@ -496,9 +497,9 @@ func TestGuardAnswers(t *testing.T) {
 	got := make(chan string, 1)
 	h := newHarness(t, testConfig(t), func(o *Options) {
 		o.Guards = guards
-		o.HTTP = httpFunc(func(_ context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(_ context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			got <- req.Match.Identities["jwt0"].Subject
-			return &capability.HTTPResponse{Status: 204}
+			return &handler.HTTPResponse{Status: 204}
 		})
 	})
 	s := h.open()
@@ -693,14 +694,14 @@ func TestGRPCFrameErrors(t *testing.T) {
 
 func TestGRPCErrorAfterHeaders(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.GRPC = grpcFunc(func(ctx context.Context, call *capability.GRPCCall) capability.Status {
+		o.GRPC = grpcFunc(func(ctx context.Context, call *handler.GRPCCall) handler.Status {
 			if err := call.Out.SendHeader(ctx, []route.Header{{Name: "x-meta", Value: "1"}}); err != nil {
-				return capability.NewStatus(codes.Internal, err.Error())
+				return handler.NewStatus(codes.Internal, err.Error())
 			}
 			if err := call.Out.SendHeader(ctx, nil); err == nil {
-				return capability.NewStatus(codes.Internal, "second SendHeader accepted")
+				return handler.NewStatus(codes.Internal, "second SendHeader accepted")
 			}
-			return capability.Status{Code: codes.NotFound, Message: "topic \"x\" 100% gone\n", Trailers: []route.Header{{Name: "x-t", Value: "v"}, {Name: "grpc-status", Value: "0"}}}
+			return handler.Status{Code: codes.NotFound, Message: "topic \"x\" 100% gone\n", Trailers: []route.Header{{Name: "x-t", Value: "v"}, {Name: "grpc-status", Value: "0"}}}
 		})
 	})
 	s := h.open()
@@ -722,7 +723,7 @@ func TestGRPCErrorAfterHeaders(t *testing.T) {
 
 func TestGRPCSuccessWithoutMessages(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.GRPC = grpcFunc(func(context.Context, *capability.GRPCCall) capability.Status { return capability.OK() })
+		o.GRPC = grpcFunc(func(context.Context, *handler.GRPCCall) handler.Status { return handler.OK() })
 	})
 	s := h.open()
 	s.headers(false, grpcReq("/example.Echo/Say")...)
@@ -751,9 +752,9 @@ func TestGRPCHalfCloseMidRequest(t *testing.T) {
 
 func TestGRPCTimeout(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.GRPC = grpcFunc(func(ctx context.Context, call *capability.GRPCCall) capability.Status {
+		o.GRPC = grpcFunc(func(ctx context.Context, call *handler.GRPCCall) handler.Status {
 			<-ctx.Done()
-			return capability.NewStatus(codes.Canceled, ctx.Err().Error())
+			return handler.NewStatus(codes.Canceled, ctx.Err().Error())
 		})
 	})
 	s := h.open()
@@ -770,7 +771,7 @@ func TestGRPCTimeout(t *testing.T) {
 func TestGRPCHandlerPanics(t *testing.T) {
 	h := newHarness(t, testConfig(t), func(o *Options) {
 		o.Logger = slog.New(slog.DiscardHandler)
-		o.GRPC = grpcFunc(func(context.Context, *capability.GRPCCall) capability.Status { panic("boom") })
+		o.GRPC = grpcFunc(func(context.Context, *handler.GRPCCall) handler.Status { panic("boom") })
 	})
 	s := h.open()
 	s.headers(true, grpcReq("/example.Echo/Say")...)
@@ -783,15 +784,15 @@ func TestGRPCHandlerPanics(t *testing.T) {
 func TestGRPCHandlerNotReading(t *testing.T) {
 	release := make(chan struct{})
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.GRPC = grpcFunc(func(ctx context.Context, call *capability.GRPCCall) capability.Status {
+		o.GRPC = grpcFunc(func(ctx context.Context, call *handler.GRPCCall) handler.Status {
 			if err := call.Out.Send(ctx, []byte("hello")); err != nil {
-				return capability.NewStatus(codes.Internal, err.Error())
+				return handler.NewStatus(codes.Internal, err.Error())
 			}
 			select {
 			case <-release:
-				return capability.OK()
+				return handler.OK()
 			case <-ctx.Done():
-				return capability.NewStatus(codes.Canceled, "gone")
+				return handler.NewStatus(codes.Canceled, "gone")
 			}
 		})
 	})
@@ -824,13 +825,13 @@ func TestClientCancel(t *testing.T) {
 					close(entered)
 					return route.Identity{Roles: []string{"admin"}}, nil
 				})
-				o.HTTP = httpFunc(func(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+				o.HTTP = httpFunc(func(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 					close(entered)
 					<-ctx.Done()
 					close(sawCancel)
 					return nil
 				})
-				o.GRPC = grpcFunc(func(ctx context.Context, call *capability.GRPCCall) capability.Status {
+				o.GRPC = grpcFunc(func(ctx context.Context, call *handler.GRPCCall) handler.Status {
 					close(entered)
 					if kind == "grpc-recv" {
 						_, err := call.In.Recv(ctx)
@@ -841,7 +842,7 @@ func TestClientCancel(t *testing.T) {
 						<-ctx.Done()
 					}
 					close(sawCancel)
-					return capability.OK()
+					return handler.OK()
 				})
 			})
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -873,10 +874,10 @@ func TestDrainReachesHandlers(t *testing.T) {
 	drain, stop := context.WithCancel(context.Background())
 	h := newHarness(t, testConfig(t), func(o *Options) {
 		o.Drain = drain
-		o.HTTP = httpFunc(func(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			select {
 			case <-req.Drain.Done():
-				return &capability.HTTPResponse{Status: 304}
+				return &handler.HTTPResponse{Status: 304}
 			case <-ctx.Done():
 				return nil
 			}
@@ -895,10 +896,10 @@ func TestSwap(t *testing.T) {
 	entered := make(chan string, 2)
 	release := make(chan struct{})
 	h := newHarness(t, testConfig(t), func(o *Options) {
-		o.HTTP = httpFunc(func(_ context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(_ context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			entered <- req.Match.Route.With.Topic.Raw
 			<-release
-			return &capability.HTTPResponse{Status: 204}
+			return &handler.HTTPResponse{Status: 204}
 		})
 	})
 	old := h.open()
@@ -1024,7 +1025,7 @@ func BenchmarkExchange(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.Send(headersMsg(true, bc.hdrs...)); err != nil {
+				if err := s.Send(extproctest.RequestHeaders(true, bc.hdrs...)); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := s.Recv(); err != nil {

@@ -13,9 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -54,53 +55,53 @@ func decodeFuzz(data []byte) []*extprocv3.ProcessingRequest {
 		eos := op&0x80 != 0
 		switch int(op&0x7f) % 9 {
 		case 0, 7:
-			msgs = append(msgs, headersMsg(eos, fuzzHeaderSets[int(next())%len(fuzzHeaderSets)]...))
+			msgs = append(msgs, extproctest.RequestHeaders(eos, fuzzHeaderSets[int(next())%len(fuzzHeaderSets)]...))
 		case 1:
 			n := min(int(next())%32, len(data)-i)
-			msgs = append(msgs, bodyMsg(bytes.Clone(data[i:i+n]), eos))
+			msgs = append(msgs, extproctest.RequestBody(bytes.Clone(data[i:i+n]), eos))
 			i += n
 		case 2:
-			msgs = append(msgs, bodyMsg(grpcwire.Frame(bytes.Repeat([]byte("m"), int(next())%80)), eos))
+			msgs = append(msgs, extproctest.RequestBody(grpcwire.Frame(bytes.Repeat([]byte("m"), int(next())%80)), eos))
 		case 3:
-			msgs = append(msgs, trailersMsg("x-t", "1"))
+			msgs = append(msgs, extproctest.RequestTrailers("x-t", "1"))
 		case 4:
 			msgs = append(msgs, &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(":status", "200")}}})
+				ResponseHeaders: &extprocv3.HttpHeaders{Headers: extproctest.HeaderMap(":status", "200")}}})
 		case 5:
 			msgs = append(msgs, &extprocv3.ProcessingRequest{})
 		case 6:
-			msgs = append(msgs, bodyMsg(nil, true))
+			msgs = append(msgs, extproctest.RequestBody(nil, true))
 		case 8:
 			frame := grpcwire.Frame(bytes.Repeat([]byte("s"), int(next())%40))
 			cut := int(next()) % len(frame)
-			msgs = append(msgs, bodyMsg(frame[:cut], false), bodyMsg(frame[cut:], eos))
+			msgs = append(msgs, extproctest.RequestBody(frame[:cut], false), extproctest.RequestBody(frame[cut:], eos))
 		}
 	}
 	return msgs
 }
 
-type fuzzHTTP struct{ stub capability.HTTPHandler }
+type fuzzHTTP struct{ stub handler.HTTPHandler }
 
-func (f fuzzHTTP) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (f fuzzHTTP) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	if req.Headers.Get("x-fuzz-mode") == "big" {
-		return &capability.HTTPResponse{Status: 200, Body: bytes.Repeat([]byte("b"), maxChunk+10)}
+		return &handler.HTTPResponse{Status: 200, Body: bytes.Repeat([]byte("b"), maxChunk+10)}
 	}
 	return f.stub.HandleHTTP(ctx, req)
 }
 
-type fuzzGRPC struct{ stub capability.GRPCHandler }
+type fuzzGRPC struct{ stub handler.GRPCHandler }
 
-func (f fuzzGRPC) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (f fuzzGRPC) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	switch call.Headers.Get("x-fuzz-mode") {
 	case "echo":
 		return echo(ctx, call)
 	case "early":
 		if err := call.Out.Send(ctx, []byte("hi")); err != nil {
-			return capability.NewStatus(codes.Internal, err.Error())
+			return handler.NewStatus(codes.Internal, err.Error())
 		}
 		for {
 			if _, err := call.In.Recv(ctx); err != nil {
-				return capability.NewStatus(codes.NotFound, "done: "+err.Error())
+				return handler.NewStatus(codes.NotFound, "done: "+err.Error())
 			}
 		}
 	}

@@ -17,9 +17,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -132,32 +133,6 @@ func (h *harness) open(md ...string) *stream {
 	return st
 }
 
-func headerMap(kv ...string) *corev3.HeaderMap {
-	hm := &corev3.HeaderMap{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
-	}
-	return hm
-}
-
-func headersMsg(eos bool, kv ...string) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: headerMap(kv...), EndOfStream: eos},
-	}}
-}
-
-func bodyMsg(b []byte, eos bool) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-		RequestBody: &extprocv3.HttpBody{Body: b, EndOfStream: eos},
-	}}
-}
-
-func trailersMsg(kv ...string) *extprocv3.ProcessingRequest {
-	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
-		RequestTrailers: &extprocv3.HttpTrailers{Trailers: headerMap(kv...)},
-	}}
-}
-
 func (s *stream) send(m *extprocv3.ProcessingRequest) {
 	s.t.Helper()
 	if err := s.s.Send(m); err != nil && !errors.Is(err, io.EOF) {
@@ -165,8 +140,11 @@ func (s *stream) send(m *extprocv3.ProcessingRequest) {
 	}
 }
 
-func (s *stream) headers(eos bool, kv ...string) { s.t.Helper(); s.send(headersMsg(eos, kv...)) }
-func (s *stream) body(b []byte, eos bool)        { s.t.Helper(); s.send(bodyMsg(b, eos)) }
+func (s *stream) headers(eos bool, kv ...string) {
+	s.t.Helper()
+	s.send(extproctest.RequestHeaders(eos, kv...))
+}
+func (s *stream) body(b []byte, eos bool) { s.t.Helper(); s.send(extproctest.RequestBody(b, eos)) }
 
 // recv returns the next answer message.
 func (s *stream) recv() *extprocv3.ProcessingResponse {
@@ -227,30 +205,30 @@ func mutationHeaders(ir *extprocv3.ImmediateResponse) []*corev3.HeaderValue {
 
 // Test handlers.
 
-type httpFunc func(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse
+type httpFunc func(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse
 
-func (f httpFunc) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (f httpFunc) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	return f(ctx, req)
 }
 
-type grpcFunc func(ctx context.Context, call *capability.GRPCCall) capability.Status
+type grpcFunc func(ctx context.Context, call *handler.GRPCCall) handler.Status
 
-func (f grpcFunc) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (f grpcFunc) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	return f(ctx, call)
 }
 
 // echo answers every request message with itself, then OK.
-func echo(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func echo(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	for {
 		m, err := call.In.Recv(ctx)
 		if errors.Is(err, io.EOF) {
-			return capability.OK()
+			return handler.OK()
 		}
 		if err != nil {
-			return capability.NewStatus(13, err.Error())
+			return handler.NewStatus(13, err.Error())
 		}
 		if err := call.Out.Send(ctx, m); err != nil {
-			return capability.NewStatus(13, err.Error())
+			return handler.NewStatus(13, err.Error())
 		}
 	}
 }

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 )
 
 // answerIncomplete opens a stream whose request is still incomplete when the
@@ -35,10 +36,10 @@ func answerIncomplete(t *testing.T, h *harness, kind string) *stream {
 }
 
 func answerOK(o *Options) {
-	o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
-		return &capability.HTTPResponse{Status: 204}
+	o.HTTP = httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
+		return &handler.HTTPResponse{Status: 204}
 	})
-	o.GRPC = grpcFunc(func(context.Context, *capability.GRPCCall) capability.Status { return capability.OK() })
+	o.GRPC = grpcFunc(func(context.Context, *handler.GRPCCall) handler.Status { return handler.OK() })
 }
 
 // debugLogger logs at debug level into a buffer.
@@ -143,7 +144,7 @@ func TestAnswerEndsCompleteRequest(t *testing.T) {
 		{"http trailers", func(s *stream) {
 			s.headers(false, httpReq("POST", "/items")...)
 			s.body([]byte("{}"), false)
-			s.send(trailersMsg("x-t", "1"))
+			s.send(extproctest.RequestTrailers("x-t", "1"))
 		}, false},
 		{"http 413 on the last chunk", func(s *stream) {
 			s.headers(false, httpReq("POST", "/items")...)
@@ -157,15 +158,15 @@ func TestAnswerEndsCompleteRequest(t *testing.T) {
 		{"grpc trailers", func(s *stream) {
 			s.headers(false, grpcReq("/example.Echo/Say")...)
 			s.body(frame, false)
-			s.send(trailersMsg())
+			s.send(extproctest.RequestTrailers())
 		}, true},
 	}
 	logger, logs := debugLogger()
 	h := newHarness(t, testConfig(t), func(o *Options) {
 		o.CloseWait = time.Hour
 		o.Logger = logger
-		o.HTTP = httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse {
-			return &capability.HTTPResponse{Status: 204}
+		o.HTTP = httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse {
+			return &handler.HTTPResponse{Status: 204}
 		})
 		o.GRPC = grpcFunc(echo)
 	})

@@ -19,8 +19,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/cputime"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -29,7 +30,7 @@ import (
 // in one chunk), the shape of the load generator's request-reply scenario.
 func machineryRequest() (*extprocv3.ProcessingRequest, *extprocv3.ProcessingRequest) {
 	body := []byte(`{"order":"o-1","items":[{"sku":"A-100","qty":2},{"sku":"B-200","qty":1}],"note":"machinery"}`)
-	h := headersMsg(false, ":authority", "gateway.local", ":path", "/orders/o-1", ":method", "POST", ":scheme", "http",
+	h := extproctest.RequestHeaders(false, ":authority", "gateway.local", ":path", "/orders/o-1", ":method", "POST", ":scheme", "http",
 		"user-agent", "kafka-ext-proc-load", "accept", "*/*", "content-type", "application/json",
 		"content-length", strconv.Itoa(len(body)), "x-forwarded-proto", "http", "x-request-id", "6f0c6d0e-2b0a-4a7e-9d4e-2f1f0d4c8a11")
 	h.MetadataContext = &corev3.Metadata{}
@@ -37,14 +38,14 @@ func machineryRequest() (*extprocv3.ProcessingRequest, *extprocv3.ProcessingRequ
 		RequestBodyMode:  filterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
 		ResponseBodyMode: filterv3.ProcessingMode_NONE,
 	}
-	b := bodyMsg(body, true)
+	b := extproctest.RequestBody(body, true)
 	b.MetadataContext = &corev3.Metadata{}
 	return h, b
 }
 
 // machineryAnswer is the handler's answer: a 201 with a reply's body and
 // its content type, as the demo responder's echo answers.
-var machineryAnswer = &capability.HTTPResponse{
+var machineryAnswer = &handler.HTTPResponse{
 	Status:  201,
 	Headers: []route.Header{{Name: "content-type", Value: "application/json"}},
 	Body:    []byte(`{"method":"POST","path":"/orders/o-1","key":"o-1","body":{"order":"o-1","state":"accepted"}}`),
@@ -132,7 +133,7 @@ func BenchmarkMachinery(b *testing.B) {
 	srv, err := New(Options{
 		Config: cfg, Registerer: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		HTTP:   httpFunc(func(context.Context, *capability.HTTPRequest) *capability.HTTPResponse { return machineryAnswer }),
+		HTTP:   httpFunc(func(context.Context, *handler.HTTPRequest) *handler.HTTPResponse { return machineryAnswer }),
 		GRPC:   grpcFunc(echo),
 	})
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -46,7 +46,7 @@ func TestRouteSeriesCountUnderTheRoutesLabels(t *testing.T) {
 	}
 	entered := make(chan struct{}, 1)
 	h := newHarness(t, cfg, func(o *Options) {
-		o.HTTP = httpFunc(func(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+		o.HTTP = httpFunc(func(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 			if req.Path == "/items/hang" {
 				entered <- struct{}{}
 				<-ctx.Done()
@@ -56,10 +56,10 @@ func TestRouteSeriesCountUnderTheRoutesLabels(t *testing.T) {
 			if req.Method == "POST" {
 				st = 503
 			}
-			return &capability.HTTPResponse{Status: st}
+			return &handler.HTTPResponse{Status: st}
 		})
-		o.GRPC = grpcFunc(func(context.Context, *capability.GRPCCall) capability.Status {
-			return capability.NewStatus(codes.NotFound, "no such thing")
+		o.GRPC = grpcFunc(func(context.Context, *handler.GRPCCall) handler.Status {
+			return handler.NewStatus(codes.NotFound, "no such thing")
 		})
 	})
 	get := func(path string, extra ...string) {

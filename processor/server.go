@@ -35,8 +35,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -68,8 +68,8 @@ type Options struct {
 	// HTTP and GRPC answer matched routes (required: the bindings, e.g.
 	// httpkafka and grpckafka, are the caller's choice, so this package
 	// depends on none of them).
-	HTTP capability.HTTPHandler
-	GRPC capability.GRPCHandler
+	HTTP handler.HTTPHandler
+	GRPC handler.GRPCHandler
 	// TracerProvider makes a span per exchange (nil: no tracing).
 	TracerProvider trace.TracerProvider
 	// CloseWait bounds the wait for Envoy to cancel a stream answered
@@ -86,8 +86,8 @@ type Server struct {
 	log       *slog.Logger
 	drain     context.Context
 	guards    GuardChecker
-	http      capability.HTTPHandler
-	grpc      capability.GRPCHandler
+	http      handler.HTTPHandler
+	grpc      handler.GRPCHandler
 	metrics   *metrics
 	closeWait time.Duration
 	timers    timerpool.Pool // the lingers' timers: one per lingering exchange, stopped within closeWait

@@ -1,12 +1,12 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,10 +14,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -48,15 +47,29 @@ const (
 type writer struct {
 	mu     sync.Mutex
 	stream extprocv3.ExternalProcessor_ProcessServer
-	ctype  string    // gRPC response content-type
-	cause  string    // a failed answer's reason (problem detail, gRPC message), for the log
-	at     time.Time // when the terminal answer was sent
-	err    error     // first send error
-	code   int32     // the terminal answer's HTTP status, or gRPC code when grpc
+	err    error  // first send error
+	final  final  // the terminal answer, once state is done
+	ctype  string // gRPC response content-type, from the request's
+	code   int32  // the terminal answer's HTTP status, or gRPC code when grpc
 	grpc   bool
 	head   bool // HTTP HEAD: headers only
 	closed bool // gRPC: the exchange ended the call; handler writes fail
 	state  writerState
+}
+
+// final is what the exchange's log and duration say of the terminal
+// answer. Its code stays beside the writer's flags, where it takes no word
+// of its own: a long poll holds its exchange, writer included, for the
+// whole wait.
+type final struct {
+	at    time.Time // when it was sent
+	cause string    // a failed answer's reason (problem detail, gRPC message); "" for a success
+}
+
+// finish records the terminal answer as sent now.
+func (w *writer) finish(code int32, cause string) {
+	w.state, w.code = done, code
+	w.final = final{at: time.Now(), cause: cause}
 }
 
 // answered reports whether the terminal answer was sent, its status label,
@@ -67,7 +80,7 @@ func (w *writer) answered() (status, cause string, at time.Time, ok bool) {
 	if w.state != done {
 		return "", "", time.Time{}, false
 	}
-	return w.statusLabel(), w.cause, w.at, true
+	return w.statusLabel(), w.final.cause, w.final.at, true
 }
 
 // statusLabel is the metrics label of the terminal answer's code.
@@ -81,10 +94,10 @@ func (w *writer) statusLabel() string {
 // problemCause is what a failed HTTP answer says of its cause: the detail
 // of a problem+json body (the processor's own words, never the request's
 // body), else the status text.
-func problemCause(r *capability.HTTPResponse) string {
+func problemCause(r *handler.HTTPResponse) string {
 	for _, h := range r.Headers {
 		if h.Name == "content-type" && h.Value == "application/problem+json" {
-			var p capability.Problem
+			var p handler.Problem
 			if json.Unmarshal(r.Body, &p) == nil && p.Detail != "" {
 				return p.Detail
 			}
@@ -109,17 +122,17 @@ func (w *writer) send(r *extprocv3.ProcessingResponse) error {
 // answerHTTP sends the terminal answer of an HTTP exchange: an
 // ImmediateResponse, or a StreamedImmediateResponse when the body is above
 // maxChunk or the status is one Envoy's HttpStatus enum does not define.
-func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
+func (w *writer) answerHTTP(r *handler.HTTPResponse) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != idle {
 		return errAnswered
 	}
-	w.state, w.at = done, time.Now()
-	w.code = int32(r.Status)
+	var cause string
 	if r.Status >= 400 {
-		w.cause = problemCause(r)
+		cause = problemCause(r)
 	}
+	w.finish(int32(r.Status), cause)
 	headers := responseHeaders(r.Headers)
 	if len(r.Body) <= maxChunk && definedStatus(r.Status) {
 		return w.send(immediateHTTP(r.Status, headers, r.Body))
@@ -139,78 +152,9 @@ func (w *writer) answerHTTP(r *capability.HTTPResponse) error {
 	return w.sendBody(r.Body, true)
 }
 
-// definedStatus reports whether ImmediateResponse can carry the status:
-// Envoy's HttpStatus enum lists the registered codes only.
-func definedStatus(code int) bool {
-	return code >= 200 && code < len(definedStatuses) && definedStatuses[code]
-}
+// --- gRPC (handler.ResponseWriter for the handler, plus the terminal) ---
 
-// definedStatuses are the codes of Envoy's HttpStatus enum up to 599, read
-// once: every answer asks, and a look-up in the enum's name map hashed the
-// code each time.
-var definedStatuses = func() (t [600]bool) {
-	for code := range typev3.StatusCode_name {
-		if code >= 0 && int(code) < len(t) {
-			t[code] = true
-		}
-	}
-	return t
-}()
-
-// hopByHop reports response headers the exchange owns or the connection does.
-func hopByHop(name string) bool {
-	switch name {
-	case "content-length", "transfer-encoding", "connection", "keep-alive",
-		"upgrade", "te", "trailer", "proxy-connection":
-		return true
-	}
-	return false
-}
-
-// statusLabels are the HTTP statuses' decimal forms, so that labelling an
-// answer (every exchange does) allocates nothing.
-var statusLabels = func() (t [600]string) {
-	for i := range t {
-		t[i] = strconv.Itoa(i)
-	}
-	return t
-}()
-
-func statusLabel(code int) string {
-	if code >= 0 && code < len(statusLabels) {
-		return statusLabels[code]
-	}
-	return strconv.Itoa(code)
-}
-
-// responseHeaders lower-cases names and drops pseudo-headers and the headers
-// the exchange or the connection owns. It returns in itself when nothing
-// needs either, as handlers' headers usually do not: callers only read it.
-func responseHeaders(in []route.Header) []route.Header {
-	clean := true
-	for _, h := range in {
-		if h.Name == "" || h.Name[0] == ':' || hopByHop(h.Name) || lower(h.Name) != h.Name {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return in
-	}
-	out := make([]route.Header, 0, len(in))
-	for _, h := range in {
-		name := strings.ToLower(h.Name)
-		if name == "" || name[0] == ':' || hopByHop(name) {
-			continue
-		}
-		out = append(out, route.Header{Name: name, Value: h.Value})
-	}
-	return out
-}
-
-// --- gRPC (capability.ResponseWriter for the handler, plus the terminal) ---
-
-// SendHeader implements capability.ResponseWriter.
+// SendHeader implements handler.ResponseWriter.
 func (w *writer) SendHeader(ctx context.Context, md []route.Header) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -223,12 +167,12 @@ func (w *writer) SendHeader(ctx context.Context, md []route.Header) error {
 	return w.grpcHeaders(md)
 }
 
-// Send implements capability.ResponseWriter.
+// Send implements handler.ResponseWriter.
 func (w *writer) Send(ctx context.Context, msg []byte) error {
 	return w.SendFramed(ctx, grpcwire.Frame(msg))
 }
 
-// SendFramed implements capability.ResponseWriter.
+// SendFramed implements handler.ResponseWriter.
 func (w *writer) SendFramed(ctx context.Context, frames []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -274,7 +218,7 @@ func (w *writer) grpcHeaders(md []route.Header) error {
 // only be a trailers-only reply, with no message) and an error is an
 // ImmediateResponse with grpc_status (Envoy turns it into a trailers-only
 // reply whose grpc-message is the percent-encoded body).
-func (w *writer) finishGRPC(st capability.Status) error {
+func (w *writer) finishGRPC(st handler.Status) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
@@ -282,14 +226,11 @@ func (w *writer) finishGRPC(st capability.Status) error {
 		return errAnswered
 	}
 	state := w.state
-	w.state, w.at = done, time.Now()
-	w.code = int32(st.Code)
+	var cause string
 	if st.Code != codes.OK {
-		w.cause = st.Message
-		if w.cause == "" {
-			w.cause = grpcwire.CodeName(st.Code)
-		}
+		cause = cmp.Or(st.Message, grpcwire.CodeName(st.Code))
 	}
+	w.finish(int32(st.Code), cause)
 	if state == idle && st.Code != codes.OK {
 		return w.send(immediate(&extprocv3.ImmediateResponse{
 			Status:     &typev3.HttpStatus{Code: typev3.StatusCode_OK}, // Envoy forces 200 for gRPC
@@ -348,135 +289,4 @@ func (w *writer) sendBody(body []byte, eos bool) error {
 		}
 		body = body[n:]
 	}
-}
-
-// --- ext_proc message helpers ---
-
-func hv(name, value string) *corev3.HeaderValue {
-	return &corev3.HeaderValue{Key: name, RawValue: []byte(value)} // Envoy reads raw_value only
-}
-
-func immediate(ir *extprocv3.ImmediateResponse) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: ir}}
-}
-
-func streamedHeaders(hm []*corev3.HeaderValue, eos bool) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
-		StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_HeadersResponse{
-			HeadersResponse: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: hm}, EndOfStream: eos},
-		}},
-	}}
-}
-
-// immediateMsg is the messages of an HTTP ImmediateResponse answer in one
-// allocation, with room for two headers (a fetch's content-type and etag, a
-// problem's content-type and one more) and their bytes: built apart they
-// were nine allocations per answer, of about the same bytes (768 B). More
-// headers or bytes take allocations of their own. Answers with one header
-// (a reply's content-type) or none (a oneway write's 204) take the smaller
-// immediateMsg1 and immediateBase: every answer's bytes are zeroed and
-// then scanned by the collector. The room for the values' bytes is sized
-// so that each type, with the 8-byte header the runtime puts before an
-// object of more than 512 B with pointers, fills its size class: 768 B
-// and 576 B (they took 896 B and 640 B with 8 bytes more).
-type immediateMsg struct {
-	immediateBase
-	mut  extprocv3.HeaderMutation
-	set  [2]*corev3.HeaderValueOption
-	opts [2]corev3.HeaderValueOption
-	vals [2]corev3.HeaderValue
-	raw  [72]byte
-}
-
-// immediateMsg1 is immediateMsg with room for one header.
-type immediateMsg1 struct {
-	immediateBase
-	mut  extprocv3.HeaderMutation
-	set  [1]*corev3.HeaderValueOption
-	opts [1]corev3.HeaderValueOption
-	vals [1]corev3.HeaderValue
-	raw  [48]byte
-}
-
-// immediateBase is the messages of every ImmediateResponse answer.
-type immediateBase struct {
-	resp  extprocv3.ProcessingResponse
-	oneof extprocv3.ProcessingResponse_ImmediateResponse
-	ir    extprocv3.ImmediateResponse
-	st    typev3.HttpStatus
-}
-
-// immediateHTTP is the ImmediateResponse of an HTTP answer.
-func immediateHTTP(code int, hs []route.Header, body []byte) *extprocv3.ProcessingResponse {
-	var m *immediateBase
-	switch {
-	case len(hs) == 0:
-		m = new(immediateBase)
-	case len(hs) == 1:
-		a := new(immediateMsg1)
-		fillMutation(&a.mut, a.set[:0], a.opts[:], a.vals[:], a.raw[:0], hs)
-		m = &a.immediateBase
-		m.ir.Headers = &a.mut
-	default:
-		a := new(immediateMsg)
-		fillMutation(&a.mut, a.set[:0], a.opts[:], a.vals[:], a.raw[:0], hs)
-		m = &a.immediateBase
-		m.ir.Headers = &a.mut
-	}
-	m.st.Code = typev3.StatusCode(code)
-	m.ir.Status = &m.st
-	m.ir.Body = body
-	m.ir.Details = "kafka_ext_proc"
-	m.oneof.ImmediateResponse = &m.ir
-	m.resp.Response = &m.oneof
-	return &m.resp
-}
-
-// mutation renders headers for an ImmediateResponse.
-func mutation(hs []route.Header) *extprocv3.HeaderMutation {
-	if len(hs) == 0 {
-		return nil
-	}
-	m := &extprocv3.HeaderMutation{}
-	fillMutation(m, nil, nil, nil, nil, hs)
-	return m
-}
-
-// fillMutation sets m's headers, using set, opts, vals and raw as storage
-// where they are large enough. Envoy overwrites by default; a repeated name
-// is appended so every value survives.
-func fillMutation(m *extprocv3.HeaderMutation, set []*corev3.HeaderValueOption, opts []corev3.HeaderValueOption,
-	vals []corev3.HeaderValue, raw []byte, hs []route.Header) {
-	// One allocation each for the options, the values and their bytes, not
-	// three per header: every answer carries several.
-	if len(opts) < len(hs) {
-		opts = make([]corev3.HeaderValueOption, len(hs))
-		vals = make([]corev3.HeaderValue, len(hs))
-	}
-	n := 0
-	for _, h := range hs {
-		n += len(h.Value)
-	}
-	if cap(raw) < n {
-		raw = make([]byte, 0, n)
-	}
-	if cap(set) < len(hs) {
-		set = make([]*corev3.HeaderValueOption, 0, len(hs))
-	}
-	for i, h := range hs {
-		start := len(raw)
-		raw = append(raw, h.Value...)
-		vals[i].Key, vals[i].RawValue = h.Name, raw[start:len(raw):len(raw)] // Envoy reads raw_value only
-		o := &opts[i]
-		o.Header = &vals[i]
-		for _, prev := range hs[:i] {
-			if prev.Name == h.Name {
-				//lint:ignore SA1019 Envoy's ext_proc reads the deprecated append only (mutation_utils.cc), not append_action.
-				o.Append = wrapperspb.Bool(true)
-				break
-			}
-		}
-		set = append(set, o)
-	}
-	m.SetHeaders = set
 }

@@ -41,7 +41,7 @@ func TestImmediateHTTPHeaders(t *testing.T) {
 				o := &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: h.Name, RawValue: []byte(h.Value)}}
 				for _, prev := range hs[:i] {
 					if prev.Name == h.Name {
-						//lint:ignore SA1019 what Envoy reads (see fillMutation)
+						//nolint:staticcheck // SA1019: what Envoy reads (see fillMutation)
 						o.Append = wrapperspb.Bool(true)
 						break
 					}

@@ -24,8 +24,8 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/responder"
 )
 
@@ -49,8 +49,8 @@ type DevOptions struct {
 	// Guards, WrapHTTP and WrapGRPC pass through to the processor (see
 	// ProcessorOptions).
 	Guards   processor.GuardChecker
-	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
-	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
+	WrapHTTP func(handler.HTTPHandler) handler.HTTPHandler
+	WrapGRPC func(handler.GRPCHandler) handler.GRPCHandler
 	// Responders are started against the embedded broker once the topics
 	// exist (their bootstrap.servers is set to it; with Existing, their
 	// properties are used as given), before the processor.

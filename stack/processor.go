@@ -29,10 +29,10 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/admin"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/guard"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
@@ -56,8 +56,8 @@ type ProcessorOptions struct {
 	TracerProvider trace.TracerProvider
 	// WrapHTTP and WrapGRPC, when set, wrap the capability handlers (tests
 	// observe what reaches them).
-	WrapHTTP func(capability.HTTPHandler) capability.HTTPHandler
-	WrapGRPC func(capability.GRPCHandler) capability.GRPCHandler
+	WrapHTTP func(handler.HTTPHandler) handler.HTTPHandler
+	WrapGRPC func(handler.GRPCHandler) handler.GRPCHandler
 	// PartitionCheck is how often the Kafka readers look for partitions
 	// added to their topics (0: every 30s; tests shorten it).
 	PartitionCheck time.Duration
@@ -191,11 +191,11 @@ func guardsOf(opts ProcessorOptions) (guards processor.GuardChecker, checker *gu
 // bindingHandlers builds the binding handlers over the routes' Kafka side,
 // registers their metrics, and applies the options' wrappers.
 func bindingHandlers(opts ProcessorOptions, reg prometheus.Registerer, logger *slog.Logger, httpk *httpkafka.Handler,
-	routes *kafkaroute.Kafka) (capability.HTTPHandler, capability.GRPCHandler) {
+	routes *kafkaroute.Kafka) (handler.HTTPHandler, handler.GRPCHandler) {
 	grpck := grpckafka.New(logger, routes)
 	registerCapabilityMetrics(reg, httpk, grpck)
-	var httpH capability.HTTPHandler = httpk
-	var grpcH capability.GRPCHandler = grpck
+	var httpH handler.HTTPHandler = httpk
+	var grpcH handler.GRPCHandler = grpck
 	if opts.WrapHTTP != nil {
 		httpH = opts.WrapHTTP(httpH)
 	}

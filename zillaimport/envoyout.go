@@ -303,24 +303,7 @@ func writeListener(b *strings.Builder, l listener) {
 		emit(&sub, l.cors, "                  ")
 		b.WriteString(sub.String())
 	}
-	b.WriteString("              routes:\n")
-	for i, r := range l.routes {
-		match := fmt.Sprintf("prefix: %s", scalar(r.prefix))
-		if r.path != "" {
-			match = fmt.Sprintf("path: %s", scalar(r.path))
-		}
-		fmt.Fprintf(b, "              - name: %s_%d\n", r.binding, i)
-		if r.grpc {
-			fmt.Fprintf(b, "                match: { %s, grpc: {} }\n", match)
-			b.WriteString("                route: { cluster: placeholder, timeout: 0s, idle_timeout: 3600s }\n")
-		} else {
-			fmt.Fprintf(b, "                match: { %s }\n", match)
-			b.WriteString("                direct_response: { status: 504, body: { inline_string: \"no answer from kafka-ext-proc\\n\" } }\n")
-		}
-		b.WriteString("                typed_per_filter_config:\n                  envoy.filters.http.ext_proc:\n")
-		b.WriteString("                    \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute\n")
-		fmt.Fprintf(b, "                    overrides: { grpc_initial_metadata: [{ key: x-kafka-ext-proc-binding, value: %s }] }\n", scalar(r.binding))
-	}
+	writeRoutes(b, l.routes)
 	// Other paths go to the processor too: it answers them 404 (gRPC
 	// UNIMPLEMENTED) with a problem detail saying no route matches.
 	b.WriteString(`              # Any other path: the processor answers 404 / UNIMPLEMENTED, saying no route matches.
@@ -357,6 +340,29 @@ func writeListener(b *strings.Builder, l listener) {
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
 `)
+}
+
+// writeRoutes writes the virtual host's routes, one per route of the
+// processor's configuration that the listener serves.
+func writeRoutes(b *strings.Builder, routes []envoyRoute) {
+	b.WriteString("              routes:\n")
+	for i, r := range routes {
+		match := fmt.Sprintf("prefix: %s", scalar(r.prefix))
+		if r.path != "" {
+			match = fmt.Sprintf("path: %s", scalar(r.path))
+		}
+		fmt.Fprintf(b, "              - name: %s_%d\n", r.binding, i)
+		if r.grpc {
+			fmt.Fprintf(b, "                match: { %s, grpc: {} }\n", match)
+			b.WriteString("                route: { cluster: placeholder, timeout: 0s, idle_timeout: 3600s }\n")
+		} else {
+			fmt.Fprintf(b, "                match: { %s }\n", match)
+			b.WriteString("                direct_response: { status: 504, body: { inline_string: \"no answer from kafka-ext-proc\\n\" } }\n")
+		}
+		b.WriteString("                typed_per_filter_config:\n                  envoy.filters.http.ext_proc:\n")
+		b.WriteString("                    \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute\n")
+		fmt.Fprintf(b, "                    overrides: { grpc_initial_metadata: [{ key: x-kafka-ext-proc-binding, value: %s }] }\n", scalar(r.binding))
+	}
 }
 
 const envoyClusters = `

@@ -106,24 +106,15 @@ func (im *importer) note(n *node, format string, args ...any) {
 	im.notes = append(im.notes, note{n.pos.Line, fmt.Sprintf(format, args...)})
 }
 
+// run translates the whole document: the top level, then the bindings in
+// the order their references need, then notes on what nothing used.
 func (im *importer) run() {
 	im.kafka, im.procs, im.guards, im.catalogs = &omap{}, &omap{}, &omap{}, &omap{}
 	if im.root.kind != mapNode {
 		im.errorf(im.root, "a zilla.yaml is a map with bindings")
 		return
 	}
-	for _, e := range im.root.entries {
-		switch e.key {
-		case "name":
-			im.note(e.val, "name %q (Zilla's namespace) dropped: binding names stand alone here", e.val.str())
-		case "bindings", "guards", "vaults", "catalogs":
-			// read below
-		case "telemetry":
-			im.telemetry(e.val)
-		default:
-			im.errorf(e.val, "top-level %q is not something the importer knows; only name, bindings, guards, vaults, catalogs and telemetry", e.key)
-		}
-	}
+	im.topLevel()
 	bs := im.root.get("bindings")
 	if bs == nil || bs.kind != mapNode {
 		im.errorf(im.root, "no bindings")
@@ -138,6 +129,31 @@ func (im *importer) run() {
 			im.guard(e.key, e.val)
 		}
 	}
+	im.translateBindings()
+	im.unusedBindings()
+	im.unusedResources()
+}
+
+// topLevel reads the document's top-level keys other than the bindings,
+// guards, vaults and catalogs, which run reads in their turn.
+func (im *importer) topLevel() {
+	for _, e := range im.root.entries {
+		switch e.key {
+		case "name":
+			im.note(e.val, "name %q (Zilla's namespace) dropped: binding names stand alone here", e.val.str())
+		case "bindings", "guards", "vaults", "catalogs":
+			// read by run
+		case "telemetry":
+			im.telemetry(e.val)
+		default:
+			im.errorf(e.val, "top-level %q is not something the importer knows; only name, bindings, guards, vaults, catalogs and telemetry", e.key)
+		}
+	}
+}
+
+// translateBindings translates the bindings the processor has a
+// counterpart for.
+func (im *importer) translateBindings() {
 	// Kafka clusters first: the proxies' routes name them.
 	for _, name := range im.order {
 		b := im.bindings[name]
@@ -157,6 +173,10 @@ func (im *importer) run() {
 			im.tcpServer(name, b)
 		}
 	}
+}
+
+// unusedBindings explains each binding no translation accounted for.
+func (im *importer) unusedBindings() {
 	// kafka-grpc first: its refusal accounts for its client chain.
 	for _, kafkaGRPC := range []bool{true, false} {
 		for _, name := range im.order {
@@ -168,6 +188,11 @@ func (im *importer) run() {
 			im.unused(name, b)
 		}
 	}
+}
+
+// unusedResources notes the guards, vaults and catalogs dropped because
+// nothing translated uses them.
+func (im *importer) unusedResources() {
 	if gs := im.root.get("guards"); gs != nil {
 		for _, e := range gs.mapEntries() {
 			if !im.used["guard "+e.key] && e.val.get("type").str() == "inline" {

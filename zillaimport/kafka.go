@@ -156,58 +156,18 @@ func (im *importer) tlsClient(name string, b *node, props *omap) []string {
 	}
 	vopts := vault.get("options")
 	if trust := opts.get("trust"); trust != nil {
-		store := vopts.get("trust")
-		if store == nil {
-			im.errorf(trust, "options.trust names certificates, but the vault has no trust store")
+		if !im.tlsTrust(name, b, trust, vopts, props) {
 			return nil
 		}
-		file, typ := im.scalarOf(store.get("store"), "trust.store"), strings.ToLower(store.get("type").str())
-		pass := shellEnv(im.scalarOf(store.get("password"), "trust.password"))
-		pem := strings.TrimSuffix(file, path.Ext(file)) + ".pem"
-		props.set("ssl.ca.location", pem)
-		var how string
-		switch typ {
-		case "", "pkcs12", "p12":
-			how = fmt.Sprintf("openssl pkcs12 -in %s -nokeys -passin pass:\"%s\" -out %s", file, pass, pem)
-		case "jks":
-			var cmds []string
-			for i, alias := range trust.strs() {
-				redirect := ">"
-				if i > 0 {
-					redirect = ">>"
-				}
-				cmds = append(cmds, fmt.Sprintf("keytool -exportcert -rfc -keystore %s -storepass \"%s\" -alias %s %s %s", file, pass, alias, redirect, pem))
-			}
-			how = strings.Join(cmds, "\n  ")
-		default:
-			im.errorf(store.get("type"), "trust store type %s cannot be translated: jks or pkcs12", typ)
-		}
-		props.comment("ssl.ca.location", fmt.Sprintf("tls client %s (line %d): librdkafka reads PEM, not the %s store %s; convert the certificates %v once:\n  %s", name, b.pos.Line, cmpOr(typ, "pkcs12"), file, trust.strs(), how))
 	} else if opts.get("trustcacerts").str() == "true" {
 		props.set("ssl.ca.location", "probe", fmt.Sprintf("tls client %s: trustcacerts; librdkafka probes the system's CA locations", name))
 	}
 	if keys := opts.get("keys"); keys != nil {
-		store := vopts.get("keys")
-		if store == nil {
-			im.errorf(keys, "options.keys names keys, but the vault has no key store")
+		more, ok := im.tlsKeys(name, keys, vopts, props)
+		if !ok {
 			return nil
 		}
-		file, typ := im.scalarOf(store.get("store"), "keys.store"), strings.ToLower(store.get("type").str())
-		pass := im.scalarOf(store.get("password"), "keys.password")
-		shellPass := shellEnv(pass)
-		switch typ {
-		case "", "pkcs12", "p12":
-			props.set("ssl.keystore.location", file)
-		case "jks":
-			p12 := strings.TrimSuffix(file, path.Ext(file)) + ".p12"
-			props.set("ssl.keystore.location", p12, fmt.Sprintf("tls client %s: librdkafka reads PKCS#12, not JKS; convert once:\n  keytool -importkeystore -srckeystore %s -srcstoretype JKS -srcstorepass \"%s\" -destkeystore %s -deststoretype PKCS12 -deststorepass \"%s\"", name, file, shellPass, p12, shellPass))
-		default:
-			im.errorf(store.get("type"), "key store type %s cannot be translated: jks or pkcs12", typ)
-		}
-		props.set("ssl.keystore.password", pass)
-		if len(keys.strs()) > 1 {
-			comments = append(comments, fmt.Sprintf("tls client %s: several keys %v; librdkafka presents the one key of the store", name, keys.strs()))
-		}
+		comments = append(comments, more...)
 	}
 	if sni := opts.get("sni"); sni != nil {
 		comments = append(comments, fmt.Sprintf("tls client %s: sni %v dropped: librdkafka sends each broker's host name", name, sni.strs()))
@@ -219,6 +179,69 @@ func (im *importer) tlsClient(name string, b *node, props *omap) []string {
 		comments = append(comments, "the store passwords appear only in the conversion commands; a PEM CA file needs none")
 	}
 	return comments
+}
+
+// tlsTrust maps options.trust, the certificates of the vault's trust store
+// a tls client binding trusts, onto ssl.ca.location; false when the vault
+// has no trust store.
+func (im *importer) tlsTrust(name string, b, trust, vopts *node, props *omap) bool {
+	store := vopts.get("trust")
+	if store == nil {
+		im.errorf(trust, "options.trust names certificates, but the vault has no trust store")
+		return false
+	}
+	file, typ := im.scalarOf(store.get("store"), "trust.store"), strings.ToLower(store.get("type").str())
+	pass := shellEnv(im.scalarOf(store.get("password"), "trust.password"))
+	pem := strings.TrimSuffix(file, path.Ext(file)) + ".pem"
+	props.set("ssl.ca.location", pem)
+	var how string
+	switch typ {
+	case "", "pkcs12", "p12":
+		how = fmt.Sprintf("openssl pkcs12 -in %s -nokeys -passin pass:\"%s\" -out %s", file, pass, pem)
+	case "jks":
+		var cmds []string
+		for i, alias := range trust.strs() {
+			redirect := ">"
+			if i > 0 {
+				redirect = ">>"
+			}
+			cmds = append(cmds, fmt.Sprintf("keytool -exportcert -rfc -keystore %s -storepass \"%s\" -alias %s %s %s", file, pass, alias, redirect, pem))
+		}
+		how = strings.Join(cmds, "\n  ")
+	default:
+		im.errorf(store.get("type"), "trust store type %s cannot be translated: jks or pkcs12", typ)
+	}
+	props.comment("ssl.ca.location", fmt.Sprintf("tls client %s (line %d): librdkafka reads PEM, not the %s store %s; convert the certificates %v once:\n  %s", name, b.pos.Line, cmpOr(typ, "pkcs12"), file, trust.strs(), how))
+	return true
+}
+
+// tlsKeys maps options.keys, the keys of the vault's key store a tls client
+// binding presents, onto ssl.keystore.*; it returns the comments that
+// explain the mapping, and false when the vault has no key store.
+func (im *importer) tlsKeys(name string, keys, vopts *node, props *omap) ([]string, bool) {
+	var comments []string
+	store := vopts.get("keys")
+	if store == nil {
+		im.errorf(keys, "options.keys names keys, but the vault has no key store")
+		return nil, false
+	}
+	file, typ := im.scalarOf(store.get("store"), "keys.store"), strings.ToLower(store.get("type").str())
+	pass := im.scalarOf(store.get("password"), "keys.password")
+	shellPass := shellEnv(pass)
+	switch typ {
+	case "", "pkcs12", "p12":
+		props.set("ssl.keystore.location", file)
+	case "jks":
+		p12 := strings.TrimSuffix(file, path.Ext(file)) + ".p12"
+		props.set("ssl.keystore.location", p12, fmt.Sprintf("tls client %s: librdkafka reads PKCS#12, not JKS; convert once:\n  keytool -importkeystore -srckeystore %s -srcstoretype JKS -srcstorepass \"%s\" -destkeystore %s -deststoretype PKCS12 -deststorepass \"%s\"", name, file, shellPass, p12, shellPass))
+	default:
+		im.errorf(store.get("type"), "key store type %s cannot be translated: jks or pkcs12", typ)
+	}
+	props.set("ssl.keystore.password", pass)
+	if len(keys.strs()) > 1 {
+		comments = append(comments, fmt.Sprintf("tls client %s: several keys %v; librdkafka presents the one key of the store", name, keys.strs()))
+	}
+	return comments, true
 }
 
 func cmpOr(s, def string) string {

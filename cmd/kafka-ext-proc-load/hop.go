@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -176,22 +176,22 @@ type machineryHandler struct {
 
 type machineryAnswer struct {
 	worker int
-	resp   *capability.HTTPResponse
+	resp   *handler.HTTPResponse
 }
 
-func (h *machineryHandler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (h *machineryHandler) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	a, ok := h.answers[req.Path]
 	if !ok {
-		return capability.ProblemResponse(http.StatusBadRequest, "the machinery baseline answers the scenario's POSTs, not "+req.Path)
+		return handler.ProblemResponse(http.StatusBadRequest, "the machinery baseline answers the scenario's POSTs, not "+req.Path)
 	}
 	if err := h.do(ctx, a.worker); err != nil {
-		return capability.ProblemResponse(http.StatusServiceUnavailable, "the raw work: "+err.Error())
+		return handler.ProblemResponse(http.StatusServiceUnavailable, "the raw work: "+err.Error())
 	}
 	return a.resp
 }
 
-func (h *machineryHandler) HandleGRPC(context.Context, *capability.GRPCCall) capability.Status {
-	return capability.Status{Code: codes.Unimplemented, Message: "the machinery baseline serves the scenario's HTTP routes only"}
+func (h *machineryHandler) HandleGRPC(context.Context, *handler.GRPCCall) handler.Status {
+	return handler.Status{Code: codes.Unimplemented, Message: "the machinery baseline serves the scenario's HTTP routes only"}
 }
 
 // startMachinery serves the processor's exchange machinery with the bench
@@ -225,12 +225,12 @@ func startMachinery(logger *slog.Logger, limits string, do func(ctx context.Cont
 // httpResponseOf turns the processor's answer (one ImmediateResponse) back
 // into the handler's response it was written from; the processor's writer
 // then sends the same bytes again.
-func httpResponseOf(answer []*extprocv3.ProcessingResponse) (*capability.HTTPResponse, error) {
+func httpResponseOf(answer []*extprocv3.ProcessingResponse) (*handler.HTTPResponse, error) {
 	if len(answer) != 1 || answer[0].GetImmediateResponse() == nil {
 		return nil, fmt.Errorf("%d messages, want one ImmediateResponse", len(answer))
 	}
 	ir := answer[0].GetImmediateResponse()
-	resp := &capability.HTTPResponse{Status: int(ir.GetStatus().GetCode()), Body: ir.GetBody()}
+	resp := &handler.HTTPResponse{Status: int(ir.GetStatus().GetCode()), Body: ir.GetBody()}
 	for _, o := range ir.GetHeaders().GetSetHeaders() {
 		resp.Headers = append(resp.Headers, route.Header{Name: o.GetHeader().GetKey(), Value: string(o.GetHeader().GetRawValue())})
 	}

@@ -27,112 +27,151 @@ import (
 )
 
 func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", stderr)
-	cfgPath := fs.String("config", "", "configuration file (default: the bundled demo)")
-	envoyPath := fs.String("envoy", "", "envoy.yaml the emulator follows (default: the bundled envoy/envoy.yaml)")
-	front := fs.String("front", "127.0.0.1:8080", "Envoy emulator address (HTTP/1.1 and h2c)")
-	listen := fs.String("listen", "127.0.0.1:50051", "processor ext_proc address")
-	kafka := fs.String("kafka", "127.0.0.1:9092", "embedded Kafka broker address, or \"existing\": the configuration's own cluster (its bootstrap and security properties; no topic is created)")
-	processorAddr := fs.String("processor", "", "run only the Envoy emulator, in front of the processor (serve) already running at this ext_proc address")
-	adminAddr := fs.String("admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	data := fs.String("data", "", "keep the embedded broker's topics and records in this directory across restarts (default: in memory)")
-	partitions := fs.Int("partitions", 1, "partitions of the topics the embedded broker creates")
-	replicas := fs.Int("replicas", 1, "processors behind the emulator, which spreads requests over them round robin as Envoy does (the first on --listen and --admin, the others on free ports)")
-	var extra responderFlag
-	fs.Var(&extra, "responder", responderUsage)
-	var topics topicFlag
-	fs.Var(&topics, "topic", topicUsage)
-	if err := parseFlags(fs, args); err != nil {
+	f, err := parseDevFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if *partitions < 1 {
-		return usageError{fmt.Sprintf("--partitions %d: want at least 1", *partitions)}
+	logger, err := newLogger(stderr, f.level, false)
+	if err != nil {
+		return err
 	}
-	if *replicas < 1 || *replicas > 16 {
-		return usageError{fmt.Sprintf("--replicas %d: want 1 to 16", *replicas)}
+	envoyYAML := envoy.DefaultYAML()
+	if f.envoyPath != "" {
+		if envoyYAML, err = os.ReadFile(f.envoyPath); err != nil {
+			return fmt.Errorf("reading %s: %w", f.envoyPath, err)
+		}
+	}
+	if f.processor != "" {
+		return frontOnly(ctx, f.cfgPath, envoyYAML, f.front, f.processor, logger, stdout)
+	}
+	dc, err := loadDevConfig(f)
+	if err != nil {
+		return err
+	}
+	d, err := stack.StartDev(stack.DevOptions{
+		Config: dc.cfg, Envoy: envoyYAML, Existing: f.existing(),
+		Front: f.front, Listen: f.listen, Kafka: f.kafka, Admin: f.admin,
+		Logger: logger, Responders: dc.responders, Replicas: f.replicas,
+		BrokerOptions: embedded.Options{DataDir: f.data, Partitions: int32(f.partitions), Topics: f.topics},
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fmt.Fprint(stdout, banner(d, f.data, dc.dropped, dc.unsetEnv))
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping")
+	return nil
+}
+
+// devFlags are dev's command line.
+type devFlags struct {
+	cfgPath, envoyPath string
+	front, listen      string
+	kafka              string // an address, or "existing"
+	processor          string // run only the emulator, in front of this processor
+	admin, level, data string
+	partitions         int
+	replicas           int
+	responders         responderFlag
+	topics             topicFlag
+}
+
+// existing reports whether dev runs against the configuration's own
+// cluster instead of an embedded broker.
+func (f *devFlags) existing() bool { return f.kafka == "existing" }
+
+func parseDevFlags(args []string, stderr io.Writer) (*devFlags, error) {
+	f := &devFlags{}
+	fs := newFlags("dev", stderr)
+	fs.StringVar(&f.cfgPath, "config", "", "configuration file (default: the bundled demo)")
+	fs.StringVar(&f.envoyPath, "envoy", "", "envoy.yaml the emulator follows (default: the bundled envoy/envoy.yaml)")
+	fs.StringVar(&f.front, "front", "127.0.0.1:8080", "Envoy emulator address (HTTP/1.1 and h2c)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:50051", "processor ext_proc address")
+	fs.StringVar(&f.kafka, "kafka", "127.0.0.1:9092", "embedded Kafka broker address, or \"existing\": the configuration's own cluster (its bootstrap and security properties; no topic is created)")
+	fs.StringVar(&f.processor, "processor", "", "run only the Envoy emulator, in front of the processor (serve) already running at this ext_proc address")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:9090", "admin HTTP address (/metrics, /healthz, /readyz)")
+	fs.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.data, "data", "", "keep the embedded broker's topics and records in this directory across restarts (default: in memory)")
+	fs.IntVar(&f.partitions, "partitions", 1, "partitions of the topics the embedded broker creates")
+	fs.IntVar(&f.replicas, "replicas", 1, "processors behind the emulator, which spreads requests over them round robin as Envoy does (the first on --listen and --admin, the others on free ports)")
+	fs.Var(&f.responders, "responder", responderUsage)
+	fs.Var(&f.topics, "topic", topicUsage)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if f.partitions < 1 {
+		return nil, usageError{fmt.Sprintf("--partitions %d: want at least 1", f.partitions)}
+	}
+	if f.replicas < 1 || f.replicas > 16 {
+		return nil, usageError{fmt.Sprintf("--replicas %d: want 1 to 16", f.replicas)}
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	existing := *kafka == "existing"
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	for _, mode := range []struct {
 		on        bool
 		name      string
 		conflicts []string
 	}{
 		// No embedded broker runs in these modes.
-		{*processorAddr != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder", "replicas"}},
-		{existing, "--kafka existing", []string{"data", "partitions", "topic"}},
+		{f.processor != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder", "replicas"}},
+		{f.existing(), "--kafka existing", []string{"data", "partitions", "topic"}},
 	} {
 		for _, c := range mode.conflicts {
 			if mode.on && set[c] {
-				return usageError{fmt.Sprintf("--%s does not go with %s", c, mode.name)}
+				return nil, usageError{fmt.Sprintf("--%s does not go with %s", c, mode.name)}
 			}
 		}
 	}
-	logger, err := newLogger(stderr, *level, false)
-	if err != nil {
-		return err
-	}
-	envoyYAML := envoy.DefaultYAML()
-	if *envoyPath != "" {
-		if envoyYAML, err = os.ReadFile(*envoyPath); err != nil {
-			return fmt.Errorf("reading %s: %w", *envoyPath, err)
-		}
-	}
-	if *processorAddr != "" {
-		return frontOnly(ctx, *cfgPath, envoyYAML, *front, *processorAddr, logger, stdout)
-	}
-	var cfg *config.Config
-	var unsetEnv []string
-	var responders []responder.Options
-	if *cfgPath == "" {
-		cfg, err = config.Parse("demo.yaml", demoConfig, os.LookupEnv)
+	return f, nil
+}
+
+// devConfig is the configuration dev runs and what it changed to run it.
+type devConfig struct {
+	cfg        *config.Config
+	responders []responder.Options
+	dropped    map[string][]string // TLS and SASL properties dropped, by kafka binding
+	unsetEnv   []string            // environment variables unset, and not needed
+}
+
+// loadDevConfig loads the configuration dev runs (the bundled demo without
+// --config) and the responders that answer its request-reply routes.
+func loadDevConfig(f *devFlags) (*devConfig, error) {
+	dc := &devConfig{}
+	var err error
+	switch {
+	case f.cfgPath == "":
+		dc.cfg, err = config.Parse("demo.yaml", demoConfig, os.LookupEnv)
 		// The demo's request-reply route needs someone to answer.
-		responders = append(responders, responder.Options{
+		dc.responders = append(dc.responders, responder.Options{
 			Topic: "orders-requests", ReplyTo: "orders-responses", Handler: responder.HTTPEcho(),
 		}, responder.Options{
 			Topic: "echo-requests", ReplyTo: "echo-responses", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey,
 		})
-	} else if existing {
+	case f.existing():
 		// The user's cluster: every property counts, so every variable must be set.
-		cfg, err = config.Load(*cfgPath)
-	} else {
-		cfg, unsetEnv, err = loadForDev(*cfgPath)
+		dc.cfg, err = config.Load(f.cfgPath)
+	default:
+		dc.cfg, dc.unsetEnv, err = loadForDev(f.cfgPath)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var dropped map[string][]string
-	if !existing {
-		// The embedded broker speaks plaintext without authentication.
-		cfg, dropped = withoutKafkaSecurity(cfg)
-	}
-	if existing {
+	if f.existing() {
 		// The demo's responders answer on the configuration's own cluster.
-		for i := range responders {
-			responders[i].Properties = clusterOfTopic(cfg, responders[i].Topic)
+		for i := range dc.responders {
+			dc.responders[i].Properties = clusterOfTopic(dc.cfg, dc.responders[i].Topic)
 		}
+	} else {
+		// The embedded broker speaks plaintext without authentication.
+		dc.cfg, dc.dropped = withoutKafkaSecurity(dc.cfg)
 	}
-	more, err := extra.options(cfg, responders)
+	more, err := f.responders.options(dc.cfg, dc.responders)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	responders = append(responders, more...)
-	d, err := stack.StartDev(stack.DevOptions{
-		Config: cfg, Envoy: envoyYAML, Existing: existing,
-		Front: *front, Listen: *listen, Kafka: *kafka, Admin: *adminAddr,
-		Logger: logger, Responders: responders, Replicas: *replicas,
-		BrokerOptions: embedded.Options{DataDir: *data, Partitions: int32(*partitions), Topics: topics},
-	})
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	fmt.Fprint(stdout, banner(d, *data, dropped, unsetEnv))
-	<-ctx.Done()
-	fmt.Fprintln(stdout, "stopping")
-	return nil
+	dc.responders = append(dc.responders, more...)
+	return dc, nil
 }
 
 // unsetMarker stands in for an unset environment variable while dev loads a

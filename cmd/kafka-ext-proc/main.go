@@ -2,9 +2,23 @@
 // gRPC request streams into Kafka topic streams.
 //
 //	kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
-//	kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR]
+//	kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR] [--responder KIND:TOPIC]...
+//	                        [--data DIR] [--partitions N] [--topic NAME[:PARTITIONS]]...
 //	kafka-ext-proc validate --config FILE [--envoy FILE]
-//	kafka-ext-proc import zilla FILE [--envoy FILE]
+//	kafka-ext-proc responder --config FILE --responder KIND:TOPIC...
+//	kafka-ext-proc openapi  --config FILE [--binding NAME] [--format yaml|json] [--server URL]
+//	kafka-ext-proc healthcheck [--admin ADDR] [--path /readyz]
+//	kafka-ext-proc import zilla FILE [--envoy FILE]   (translate a zilla.yaml; prints the configuration)
+//	kafka-ext-proc version  (or --version)
+//
+// serve runs the processor; dev runs it with an embedded Kafka, an Envoy
+// emulator and demo responders in one process; validate checks a
+// configuration (and an envoy.yaml against it); responder runs the demo
+// responders on their own; openapi prints the OpenAPI 3.1 document of a
+// configuration's HTTP routes; healthcheck asks a running processor's admin
+// server whether it is ready, for container health checks; import translates
+// a Zilla configuration; version prints the build. The usage text above is
+// the one the command prints (main_test.go keeps the two alike).
 package main
 
 import (

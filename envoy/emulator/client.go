@@ -555,26 +555,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 	// mode_override is ignored when a configured body mode is FDS [code].
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestHeaders:
-		if x.localStarted {
-			x.spurious("request_headers reply after a local response started")
-			return
-		}
-		// HeadersCallback -> the request continues to the router, which
-		// answers at once (direct_response, no healthy upstream, 404);
-		// header mutations apply to the request headers ([code]).
-		// [rule header-reply-continues] A request_headers reply lets the
-		// request continue, with its mutations, to the route; the stream
-		// closes since nothing more is sent (response processing skipped).
-		// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleHeadersResponse; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
-		// envoy-test: GetAndSetHeaders (ext_proc_integration_test.cc)
-		// ours: TestProcessorLetsRequestThrough
-		h := append(Headers(nil), x.req.Headers...)
-		if err := applyHeaderMutation(r.RequestHeaders.GetResponse().GetHeaderMutation(), &h); err != nil {
-			x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
-			return
-		}
-		x.closeStream()
-		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_headers with CONTINUE"})
+		x.onHeadersReply(r.RequestHeaders)
 	case *extprocv3.ProcessingResponse_RequestBody:
 		// In FDS a body reply is valid only after the header reply (which
 		// ends the exchange here) and never during a local response:
@@ -583,27 +564,7 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		// InvalidBodyMessageAfterLocalResponseStarted]).
 		x.spurious("request_body reply")
 	case *extprocv3.ProcessingResponse_RequestTrailers:
-		if x.localStarted {
-			x.spurious("request_trailers reply during a local response") // [code]
-			return
-		}
-		// [rule trailers-reply-first] In FULL_DUPLEX_STREAMED a
-		// request_trailers reply is accepted in any state: its mutation
-		// applies only if the request had trailers, the unmodified request
-		// continues to the route, and the ext_proc stream closes (no
-		// response processing follows; a later header reply is never read).
-		// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleTrailersResponse, isValidTrailersCallbackState; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
-		// envoy-test: none
-		// ours: TestTrailersReplyBeforeHeaderReply
-		x.closeStream()
-		if x.hadTrailers {
-			var t Headers
-			if err := applyHeaderMutation(r.RequestTrailers.GetHeaderMutation(), &t); err != nil {
-				x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
-				return
-			}
-		}
-		x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_trailers before request_headers"})
+		x.onTrailersReply(r.RequestTrailers)
 	case *extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody, *extprocv3.ProcessingResponse_ResponseTrailers:
 		// Response processing is skipped, the encoding state is Idle.
 		x.spurious("response-direction reply")
@@ -626,6 +587,55 @@ func (x *Exchange) onResponse(resp *extprocv3.ProcessingResponse) {
 		// ignored or rejected as spurious. Processors must not send one.
 		x.spurious("empty ProcessingResponse")
 	}
+}
+
+// onHeadersReply applies a request_headers reply. Called with mu held.
+func (x *Exchange) onHeadersReply(r *extprocv3.HeadersResponse) {
+	if x.localStarted {
+		x.spurious("request_headers reply after a local response started")
+		return
+	}
+	// HeadersCallback -> the request continues to the router, which
+	// answers at once (direct_response, no healthy upstream, 404);
+	// header mutations apply to the request headers ([code]).
+	// [rule header-reply-continues] A request_headers reply lets the
+	// request continue, with its mutations, to the route; the stream
+	// closes since nothing more is sent (response processing skipped).
+	// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleHeadersResponse; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
+	// envoy-test: GetAndSetHeaders (ext_proc_integration_test.cc)
+	// ours: TestProcessorLetsRequestThrough
+	h := append(Headers(nil), x.req.Headers...)
+	if err := applyHeaderMutation(r.GetResponse().GetHeaderMutation(), &h); err != nil {
+		x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
+		return
+	}
+	x.closeStream()
+	x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_headers with CONTINUE"})
+}
+
+// onTrailersReply applies a request_trailers reply. Called with mu held.
+func (x *Exchange) onTrailersReply(r *extprocv3.TrailersResponse) {
+	if x.localStarted {
+		x.spurious("request_trailers reply during a local response") // [code]
+		return
+	}
+	// [rule trailers-reply-first] In FULL_DUPLEX_STREAMED a
+	// request_trailers reply is accepted in any state: its mutation
+	// applies only if the request had trailers, the unmodified request
+	// continues to the route, and the ext_proc stream closes (no
+	// response processing follows; a later header reply is never read).
+	// source: source/extensions/filters/http/ext_proc/processor_state.cc ProcessorState::handleTrailersResponse, isValidTrailersCallbackState; ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived
+	// envoy-test: none
+	// ours: TestTrailersReplyBeforeHeaderReply
+	x.closeStream()
+	if x.hadTrailers {
+		var t Headers
+		if err := applyHeaderMutation(r.GetHeaderMutation(), &t); err != nil {
+			x.fail(strings.ReplaceAll(err.Error(), " ", "_"))
+			return
+		}
+	}
+	x.emit(Action{Kind: ActionContinue, Reply: x.c.routeReply(x.req.Route, x.grpc, x.head), Details: "processor answered request_trailers before request_headers"})
 }
 
 // onImmediate is the kImmediateResponse case: processing completes, the

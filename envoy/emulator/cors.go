@@ -76,6 +76,49 @@ func (p *corsPolicy) originAllowed(origin string) bool {
 	return false
 }
 
+// preflight is the CORS filter's answer to a preflight from origin asking
+// for reqMethod.
+func (p *corsPolicy) preflight(h Headers, origin, reqMethod string, allowed bool) *LocalReply {
+	// [rule cors-preflight] A preflight (OPTIONS with a non-empty origin
+	// and access-control-request-method) is answered by the filter with
+	// 200 and no body, unless its origin is not allowed and
+	// forward_not_matching_preflights (default true) passes it on. The
+	// answer carries access-control-allow-origin (the request's origin,
+	// if allowed), -allow-credentials: true, -allow-methods and
+	// -allow-headers ("*" echoes the request's access-control-request-*),
+	// -max-age, and -allow-private-network when asked for and allowed.
+	// The request goes no further: ext_proc never sees it.
+	// source: source/extensions/filters/http/cors/cors_filter.cc CorsFilter::decodeHeaders
+	// envoy-test: CorsFilterTest.ValidOptionsRequestWithAllowCredentialsTrue, CorsFilterTest.OptionsRequestNotMatchingOrigin
+	// ours: TestCORSPreflight, e2e.TestCORSPreflightAnsweredByEnvoy
+	var out Headers
+	set := func(k, v string) { out = append(out, Header{Key: k, Value: v}) }
+	if allowed {
+		set("access-control-allow-origin", origin)
+	}
+	if p.AllowCredentials {
+		set("access-control-allow-credentials", "true")
+	}
+	if m := p.AllowMethods; m == "*" {
+		set("access-control-allow-methods", reqMethod)
+	} else if m != "" {
+		set("access-control-allow-methods", m)
+	}
+	if ah := p.AllowHeaders; ah == "*" {
+		v, _ := h.Get("access-control-request-headers")
+		set("access-control-allow-headers", v)
+	} else if ah != "" {
+		set("access-control-allow-headers", ah)
+	}
+	if p.MaxAge != "" {
+		set("access-control-max-age", p.MaxAge)
+	}
+	if v, _ := h.Get("access-control-request-private-network"); p.AllowPrivateNetworkAccess && v == "true" {
+		set("access-control-allow-private-network", "true")
+	}
+	return &LocalReply{Status: http.StatusOK, Headers: out, Details: "cors_response"}
+}
+
 // corsDecode is the CORS filter's decodeHeaders, run before ext_proc: it
 // returns the preflight answer when the filter answers the request itself,
 // and otherwise the headers its encodeHeaders adds to whatever answer the
@@ -99,44 +142,7 @@ func (e *Emulator) corsDecode(h Headers, route *envoy.Route) (preflight *LocalRe
 	method, _ := h.Get(":method")
 	reqMethod, _ := h.Get("access-control-request-method")
 	if method == http.MethodOptions && reqMethod != "" && (allowed || !p.ForwardNotMatchingPreflights) {
-		// [rule cors-preflight] A preflight (OPTIONS with a non-empty origin
-		// and access-control-request-method) is answered by the filter with
-		// 200 and no body, unless its origin is not allowed and
-		// forward_not_matching_preflights (default true) passes it on. The
-		// answer carries access-control-allow-origin (the request's origin,
-		// if allowed), -allow-credentials: true, -allow-methods and
-		// -allow-headers ("*" echoes the request's access-control-request-*),
-		// -max-age, and -allow-private-network when asked for and allowed.
-		// The request goes no further: ext_proc never sees it.
-		// source: source/extensions/filters/http/cors/cors_filter.cc CorsFilter::decodeHeaders
-		// envoy-test: CorsFilterTest.ValidOptionsRequestWithAllowCredentialsTrue, CorsFilterTest.OptionsRequestNotMatchingOrigin
-		// ours: TestCORSPreflight, e2e.TestCORSPreflightAnsweredByEnvoy
-		var out Headers
-		set := func(k, v string) { out = append(out, Header{Key: k, Value: v}) }
-		if allowed {
-			set("access-control-allow-origin", origin)
-		}
-		if p.AllowCredentials {
-			set("access-control-allow-credentials", "true")
-		}
-		if m := p.AllowMethods; m == "*" {
-			set("access-control-allow-methods", reqMethod)
-		} else if m != "" {
-			set("access-control-allow-methods", m)
-		}
-		if ah := p.AllowHeaders; ah == "*" {
-			v, _ := h.Get("access-control-request-headers")
-			set("access-control-allow-headers", v)
-		} else if ah != "" {
-			set("access-control-allow-headers", ah)
-		}
-		if p.MaxAge != "" {
-			set("access-control-max-age", p.MaxAge)
-		}
-		if v, _ := h.Get("access-control-request-private-network"); p.AllowPrivateNetworkAccess && v == "true" {
-			set("access-control-allow-private-network", "true")
-		}
-		return &LocalReply{Status: http.StatusOK, Headers: out, Details: "cors_response"}, nil
+		return p.preflight(h, origin, reqMethod, allowed), nil
 	}
 	if !allowed {
 		return nil, nil

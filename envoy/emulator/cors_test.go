@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 // corsSettings is the shipped envoy.yaml with its CORS route and filter
@@ -37,7 +38,7 @@ func corsSettings(t *testing.T) envoy.Settings {
 func answering(t *testing.T) *procServer {
 	return startProcessor(t, func(ps *procStream) error {
 		ps.next()
-		return ps.send(immediate(204, "", nil, setHeaders("etag", `"1"`)))
+		return ps.send(extproctest.Immediate(204, "", nil, extproctest.SetHeaders("etag", `"1"`)))
 	})
 }
 
@@ -125,10 +126,10 @@ func TestCORSActualRequest(t *testing.T) {
 
 	streamed := startProcessor(t, func(ps *procStream) error {
 		ps.next()
-		if err := ps.send(streamedHeaders(false, ":status", "200", "access-control-allow-origin", "*")); err != nil {
+		if err := ps.send(extproctest.StreamedHeaders(false, ":status", "200", "access-control-allow-origin", "*")); err != nil {
 			return err
 		}
-		return ps.send(streamedBody([]byte("x"), true))
+		return ps.send(extproctest.StreamedBody([]byte("x"), true))
 	})
 	addr = startEmulator(t, s, streamed.addr)
 	resp := do(t, h2cClient(t), "GET", "http://"+addr+"/items/2", "origin", "https://app.example.com")

@@ -13,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 func TestNewRefusesSettingsItDoesNotEmulate(t *testing.T) {
@@ -62,7 +63,7 @@ func TestHeaderEncodingHTTP1(t *testing.T) {
 	got := make(chan *extprocv3.ProcessingRequest, 1)
 	p := startProcessor(t, func(ps *procStream) error {
 		got <- ps.next()
-		return ps.send(immediate(200, "ok", nil, nil))
+		return ps.send(extproctest.Immediate(200, "ok", nil, nil))
 	})
 	addr := startEmulator(t, baseSettings(), p.addr)
 
@@ -147,7 +148,7 @@ func TestHeaderEncodingH2C(t *testing.T) {
 	p := startProcessor(t, func(ps *procStream) error {
 		msgs, _ := ps.readUntilEOS()
 		got <- msgs
-		return ps.send(immediate(200, "", u32(0), nil))
+		return ps.send(extproctest.Immediate(200, "", u32(0), nil))
 	})
 	addr := startEmulator(t, baseSettings(), p.addr)
 
@@ -226,7 +227,7 @@ func TestUpgradeH2CIsStripped(t *testing.T) {
 	got := make(chan *extprocv3.ProcessingRequest, 1)
 	p := startProcessor(t, func(ps *procStream) error {
 		got <- ps.next()
-		return ps.send(immediate(200, "plain", nil, nil))
+		return ps.send(extproctest.Immediate(200, "plain", nil, nil))
 	})
 	addr := startEmulator(t, baseSettings(), p.addr)
 	resp, body := rawHTTP1(t, addr, "GET /x HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
@@ -253,7 +254,7 @@ func TestUpgradeRefused(t *testing.T) {
 				paths <- string(h.GetRawValue())
 			}
 		}
-		return ps.send(immediate(200, "after", nil, nil))
+		return ps.send(extproctest.Immediate(200, "after", nil, nil))
 	})
 	addr := startEmulator(t, baseSettings(), p.addr)
 

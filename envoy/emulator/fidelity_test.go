@@ -13,6 +13,8 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 // Rules settled against Envoy's source (the emulator had the first five
@@ -51,8 +53,8 @@ func TestTrailersReplyBeforeHeaderReply(t *testing.T) {
 		mutation *extprocv3.HeaderMutation
 		body     string
 	}{
-		"invalid mutation": {setHeaders("bad name", "v"), ""},
-		"valid mutation":   {setHeaders("x-t", "2"), "no answer from kafka-ext-proc\n"},
+		"invalid mutation": {extproctest.SetHeaders("bad name", "v"), ""},
+		"valid mutation":   {extproctest.SetHeaders("x-t", "2"), "no answer from kafka-ext-proc\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := startProcessor(t, func(ps *procStream) error {
@@ -87,7 +89,7 @@ func TestTrailersReplyBeforeHeaderReply(t *testing.T) {
 // gRPC requests still get a trailers-only reply with grpc-status mapped
 // from it (httpToGrpcStatus(1000) = UNKNOWN). No Envoy test covers it.
 func TestImmediateStatusAbove999(t *testing.T) {
-	p := startProcessor(t, sendAll(immediate(1000, "odd", nil, nil)))
+	p := startProcessor(t, sendAll(extproctest.Immediate(1000, "odd", nil, nil)))
 	addr := startEmulator(t, baseSettings(), p.addr)
 	line, rest := rawStatusLine(t, addr, "GET /m HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
 	if line != "HTTP/1.1 1000 Unknown" || !strings.Contains(rest, "\r\n\r\nodd") || !strings.Contains(strings.ToLower(rest), "content-type: text/plain") {
@@ -131,7 +133,7 @@ func rawStatusLine(t *testing.T, addr, request string) (string, string) {
 // on streamed headers without :status and answers 502 with the check's
 // message as body [test ProtocolIntegrationTest.RemoveResponseHeadersFilter].
 func TestStreamedHeadersWithoutStatus(t *testing.T) {
-	p := startProcessor(t, sendAll(streamedHeaders(false, "content-type", "application/json")))
+	p := startProcessor(t, sendAll(extproctest.StreamedHeaders(false, "content-type", "application/json")))
 	addr := startEmulator(t, baseSettings(), p.addr)
 	code, h, body := get(t, addr)
 	if code != 502 || body != "missing required header: :status" || h.Get("Content-Type") != "text/plain" {
@@ -156,7 +158,7 @@ func TestRequestHeadersLimit(t *testing.T) {
 		if v := headerOf(t, m.GetRequestHeaders().GetHeaders(), "x-big"); len(v) == 1 {
 			paths <- fmt.Sprint(len(v[0]))
 		}
-		return ps.send(immediate(200, "ok", nil, nil))
+		return ps.send(extproctest.Immediate(200, "ok", nil, nil))
 	})
 	s := baseSettings()
 	s.MaxRequestHeadersKB = 8
@@ -256,7 +258,7 @@ func TestRepeatedInlineHeadersJoined(t *testing.T) {
 	seen := make(chan *extprocv3.HttpHeaders, 4)
 	p := startProcessor(t, func(ps *procStream) error {
 		seen <- ps.next().GetRequestHeaders()
-		return ps.send(immediate(200, "ok", nil, nil))
+		return ps.send(extproctest.Immediate(200, "ok", nil, nil))
 	})
 	addr := startEmulator(t, baseSettings(), p.addr)
 	check := func(proto string) {
@@ -328,8 +330,8 @@ func TestStreamFailure(t *testing.T) {
 
 	startedThenFails := func(ps *procStream) error {
 		ps.readUntilEOS()
-		_ = ps.send(streamedHeaders(false, ":status", "200", "content-type", "text/plain"))
-		_ = ps.send(streamedBody([]byte("one"), false))
+		_ = ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "text/plain"))
+		_ = ps.send(extproctest.StreamedBody([]byte("one"), false))
 		return status.Error(codes.Unavailable, "processor gone")
 	}
 	t.Run("after headers/HTTP/2", func(t *testing.T) {

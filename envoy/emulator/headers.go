@@ -363,7 +363,7 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *Headers) error {
 			return fmt.Errorf("invalid character in set_headers mutation %q", hv.GetKey())
 		}
 		name := strings.ToLower(hv.GetKey())
-		//lint:ignore SA1019 Envoy's ext_proc reads only the deprecated append field.
+		//nolint:staticcheck // SA1019: Envoy's ext_proc reads only the deprecated append field.
 		appendIt := sh.GetAppend().GetValue()
 		op := opSet
 		if appendIt {

@@ -17,7 +17,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -252,60 +251,7 @@ func grpcClient(t *testing.T, addr string) *grpc.ClientConn {
 
 // Response builders.
 
-func hv(k, v string) *corev3.HeaderValue { return &corev3.HeaderValue{Key: k, RawValue: []byte(v)} }
-
-func hmap(kv ...string) *corev3.HeaderMap {
-	m := &corev3.HeaderMap{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m.Headers = append(m.Headers, hv(kv[i], kv[i+1]))
-	}
-	return m
-}
-
-func setHeaders(kv ...string) *extprocv3.HeaderMutation {
-	m := &extprocv3.HeaderMutation{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m.SetHeaders = append(m.SetHeaders, &corev3.HeaderValueOption{Header: hv(kv[i], kv[i+1])})
-	}
-	return m
-}
-
-func immediate(code int, body string, grpcStatus *uint32, mut *extprocv3.HeaderMutation) *extprocv3.ProcessingResponse {
-	ir := &extprocv3.ImmediateResponse{Body: []byte(body), Headers: mut}
-	if code != 0 {
-		ir.Status = &typev3.HttpStatus{Code: typev3.StatusCode(code)}
-	}
-	if grpcStatus != nil {
-		ir.GrpcStatus = &extprocv3.GrpcStatus{Status: *grpcStatus}
-	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: ir}}
-}
-
 func u32(v uint32) *uint32 { return &v }
-
-func streamedHeaders(eos bool, kv ...string) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
-		StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_HeadersResponse{
-			HeadersResponse: &extprocv3.HttpHeaders{Headers: hmap(kv...), EndOfStream: eos},
-		}},
-	}}
-}
-
-func streamedBody(b []byte, eos bool) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
-		StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_BodyResponse{
-			BodyResponse: &extprocv3.StreamedBodyResponse{Body: b, EndOfStream: eos},
-		}},
-	}}
-}
-
-func streamedTrailers(kv ...string) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
-		StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_TrailersResponse{
-			TrailersResponse: hmap(kv...),
-		}},
-	}}
-}
 
 func bodyReply() *extprocv3.ProcessingResponse {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{

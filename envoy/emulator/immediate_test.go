@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 // answerAfterEOS reads the whole request, then sends resp; it records how
@@ -37,9 +39,9 @@ func answerAfterEOS(resp *extprocv3.ProcessingResponse, ends chan<- error) func(
 // ImmediateResponse -> local reply for HTTP clients, on
 // HTTP/1.1 and h2c; then the Process stream is cancelled, not half-closed.
 func TestImmediateResponseHTTP(t *testing.T) {
-	//lint:ignore SA1019 Envoy's ext_proc reads only the deprecated append field.
-	appendOpt := &corev3.HeaderValueOption{Header: hv("x-custom", "w"), Append: wrapperspbBool(true)}
-	mut := setHeaders("x-custom", "v", "x-envoy-foo", "bar", "host", "evil", "server", "mine")
+	//nolint:staticcheck // SA1019: Envoy's ext_proc reads only the deprecated append field.
+	appendOpt := &corev3.HeaderValueOption{Header: extproctest.Header("x-custom", "w"), Append: wrapperspbBool(true)}
+	mut := extproctest.SetHeaders("x-custom", "v", "x-envoy-foo", "bar", "host", "evil", "server", "mine")
 	mut.SetHeaders = append(mut.SetHeaders, appendOpt)
 	cases := []struct {
 		name, method string
@@ -49,7 +51,7 @@ func TestImmediateResponseHTTP(t *testing.T) {
 		clen         string
 		check        func(t *testing.T, h http.Header)
 	}{
-		{name: "body gets text/plain and content-length", method: "POST", resp: immediate(201, "created", nil, mut),
+		{name: "body gets text/plain and content-length", method: "POST", resp: extproctest.Immediate(201, "created", nil, mut),
 			status: 201, body: "created", ctype: "text/plain", clen: "7",
 			check: func(t *testing.T, h http.Header) {
 				if g := h.Values("X-Custom"); strings.Join(g, ",") != "v,w" {
@@ -62,15 +64,15 @@ func TestImmediateResponseHTTP(t *testing.T) {
 					t.Errorf("server = %q, want envoy", g)
 				}
 			}},
-		{name: "mutation content-type kept", method: "GET", resp: immediate(200, `{"a":1}`, nil, setHeaders("content-type", "application/json")),
+		{name: "mutation content-type kept", method: "GET", resp: extproctest.Immediate(200, `{"a":1}`, nil, extproctest.SetHeaders("content-type", "application/json")),
 			status: 200, body: `{"a":1}`, ctype: "application/json", clen: "7"},
-		{name: "empty body drops content-type", method: "GET", resp: immediate(404, "", nil, setHeaders("content-type", "application/json", "content-length", "99")),
+		{name: "empty body drops content-type", method: "GET", resp: extproctest.Immediate(404, "", nil, extproctest.SetHeaders("content-type", "application/json", "content-length", "99")),
 			status: 404, body: "", ctype: "", clen: "0"},
-		{name: "HEAD has no body", method: "HEAD", resp: immediate(200, "abcd", nil, nil),
+		{name: "HEAD has no body", method: "HEAD", resp: extproctest.Immediate(200, "abcd", nil, nil),
 			status: 200, body: "", ctype: "text/plain", clen: "4"},
-		{name: "status below 200 becomes 200", method: "GET", resp: immediate(100, "x", nil, nil),
+		{name: "status below 200 becomes 200", method: "GET", resp: extproctest.Immediate(100, "x", nil, nil),
 			status: 200, body: "x", ctype: "text/plain", clen: "1"},
-		{name: "unset status is 200", method: "GET", resp: immediate(0, "y", nil, nil),
+		{name: "unset status is 200", method: "GET", resp: extproctest.Immediate(0, "y", nil, nil),
 			status: 200, body: "y", ctype: "text/plain", clen: "1"},
 	}
 	for _, proto := range []string{"HTTP/1.1", "h2c"} {
@@ -141,14 +143,14 @@ func TestImmediateResponseGRPC(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{"grpc_status and message", immediate(404, msg, u32(5), nil), codes.NotFound, msg},
-		{"mutation grpc-status wins", immediate(200, "m", u32(5), setHeaders("grpc-status", "9")), codes.FailedPrecondition, "m"},
-		{"mapping 403", immediate(403, "", nil, nil), codes.PermissionDenied, ""},
-		{"mapping 401", immediate(401, "", nil, nil), codes.Unauthenticated, ""},
-		{"mapping 404", immediate(404, "", nil, nil), codes.Unimplemented, ""},
-		{"mapping 429", immediate(429, "", nil, nil), codes.Unavailable, ""},
-		{"mapping 400", immediate(400, "", nil, nil), codes.Internal, ""},
-		{"grpc_status OK", immediate(200, "", u32(0), nil), codes.OK, ""},
+		{"grpc_status and message", extproctest.Immediate(404, msg, u32(5), nil), codes.NotFound, msg},
+		{"mutation grpc-status wins", extproctest.Immediate(200, "m", u32(5), extproctest.SetHeaders("grpc-status", "9")), codes.FailedPrecondition, "m"},
+		{"mapping 403", extproctest.Immediate(403, "", nil, nil), codes.PermissionDenied, ""},
+		{"mapping 401", extproctest.Immediate(401, "", nil, nil), codes.Unauthenticated, ""},
+		{"mapping 404", extproctest.Immediate(404, "", nil, nil), codes.Unimplemented, ""},
+		{"mapping 429", extproctest.Immediate(429, "", nil, nil), codes.Unavailable, ""},
+		{"mapping 400", extproctest.Immediate(400, "", nil, nil), codes.Internal, ""},
+		{"grpc_status OK", extproctest.Immediate(200, "", u32(0), nil), codes.OK, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -175,7 +177,7 @@ func TestImmediateResponseGRPC(t *testing.T) {
 // content-type application/grpc, grpc-status and percent-encoded
 // grpc-message, no DATA.
 func TestImmediateResponseGRPCIsTrailersOnly(t *testing.T) {
-	p := startProcessor(t, answerAfterEOS(immediate(404, "bad ~ % \u00e9", u32(5), setHeaders("x-extra", "1")), nil))
+	p := startProcessor(t, answerAfterEOS(extproctest.Immediate(404, "bad ~ % \u00e9", u32(5), extproctest.SetHeaders("x-extra", "1")), nil))
 	addr := startEmulator(t, baseSettings(), p.addr)
 	c := dialRawH2(t, addr)
 	c.headers(1, false, ":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/pkg.Svc/M", "content-type", "application/grpc", "te", "trailers")

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 // The misbehaving-processor suite: each case asserts what Envoy does when
@@ -57,8 +59,8 @@ func TestMisbehavingSpuriousBeforeAnswer(t *testing.T) {
 		"empty ProcessingResponse":           {},
 		"response_headers reply": {Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{}}},
-		"streamed body before streamed headers": streamedBody([]byte("x"), true),
-		"streamed trailers before headers":      streamedTrailers("grpc-status", "0"),
+		"streamed body before streamed headers": extproctest.StreamedBody([]byte("x"), true),
+		"streamed trailers before headers":      extproctest.StreamedTrailers("grpc-status", "0"),
 		// Unhandled in <=1.39; the v1.40 standalone form is not emulated.
 		"standalone mode_override": {ModeOverride: &extprocfilterv3.ProcessingMode{RequestBodyMode: extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED}},
 	}
@@ -83,7 +85,7 @@ func TestMisbehavingSpuriousBeforeAnswer(t *testing.T) {
 // fails the request once; the rest are ignored; the emulator keeps
 // serving.
 func TestMisbehavingPackedUnexpectedReplies(t *testing.T) {
-	p := startProcessor(t, sendAll(bodyReply(), bodyReply(), &extprocv3.ProcessingResponse{}, immediate(200, "late", nil, nil)))
+	p := startProcessor(t, sendAll(bodyReply(), bodyReply(), &extprocv3.ProcessingResponse{}, extproctest.Immediate(200, "late", nil, nil)))
 	addr := startEmulator(t, baseSettings(), p.addr)
 	for i := range 3 {
 		if code, _, body := get(t, addr); code != 503 || body != "" {
@@ -99,11 +101,11 @@ func TestMisbehavingPackedUnexpectedReplies(t *testing.T) {
 // stream [test SpuriousResponse, InvalidBodyMessageAfterLocalResponseStarted];
 // so do an ImmediateResponse after streamed headers and packed replies.
 func TestMisbehavingReplyDuringStreamedAnswer(t *testing.T) {
-	startStream := streamedHeaders(false, ":status", "200", "content-type", "application/grpc")
+	startStream := extproctest.StreamedHeaders(false, ":status", "200", "content-type", "application/grpc")
 	cases := map[string][]*extprocv3.ProcessingResponse{
 		"body reply":                     {startStream, bodyReply()},
 		"trailers reply":                 {startStream, {Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}},
-		"immediate after headers":        {startStream, immediate(500, "", nil, nil)},
+		"immediate after headers":        {startStream, extproctest.Immediate(500, "", nil, nil)},
 		"second headers_response":        {startStream, startStream},
 		"packed replies after headers":   {startStream, bodyReply(), bodyReply(), bodyReply()},
 		"header reply after local start": {startStream, {Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}},
@@ -142,7 +144,7 @@ func TestMisbehavingReplyDuringStreamedAnswer(t *testing.T) {
 func TestMisbehavingValueInsteadOfRawValue(t *testing.T) {
 	t.Run("ImmediateResponse header", func(t *testing.T) {
 		mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-foo", Value: "bar"}}}}
-		p := startProcessor(t, sendAll(immediate(200, "ok", nil, mut)))
+		p := startProcessor(t, sendAll(extproctest.Immediate(200, "ok", nil, mut)))
 		addr := startEmulator(t, baseSettings(), p.addr)
 		code, h, body := get(t, addr)
 		if code != 200 || body != "ok" {
@@ -154,11 +156,11 @@ func TestMisbehavingValueInsteadOfRawValue(t *testing.T) {
 	})
 	t.Run("both value and raw_value stop the mutation", func(t *testing.T) {
 		mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-			{Header: hv("x-before", "1")},
+			{Header: extproctest.Header("x-before", "1")},
 			{Header: &corev3.HeaderValue{Key: "x-both", Value: "v", RawValue: []byte("r")}},
-			{Header: hv("x-after", "2")},
+			{Header: extproctest.Header("x-after", "2")},
 		}}
-		p := startProcessor(t, sendAll(immediate(201, "ok", nil, mut)))
+		p := startProcessor(t, sendAll(extproctest.Immediate(201, "ok", nil, mut)))
 		addr := startEmulator(t, baseSettings(), p.addr)
 		code, h, _ := get(t, addr)
 		if code != 201 || h.Get("X-Before") != "1" || h.Get("X-Both") != "" || h.Get("X-After") != "" {
@@ -168,7 +170,7 @@ func TestMisbehavingValueInsteadOfRawValue(t *testing.T) {
 	t.Run("streamed trailers", func(t *testing.T) {
 		p := startProcessor(t, func(ps *procStream) error {
 			ps.readUntilEOS()
-			_ = ps.send(streamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
+			_ = ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
 			return ps.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{
 				StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_TrailersResponse{
 					TrailersResponse: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: "grpc-status", Value: "0"}}},
@@ -194,7 +196,7 @@ func TestMisbehavingValueInsteadOfRawValue(t *testing.T) {
 // so 200 and 500 become UNKNOWN ([code]).
 func TestMisbehavingGRPCImmediateWithoutGRPCStatus(t *testing.T) {
 	for code, want := range map[int]codes.Code{200: codes.Unknown, 500: codes.Unknown, 503: codes.Unavailable, 504: codes.Unavailable} {
-		p := startProcessor(t, sendAll(immediate(code, "", nil, nil)))
+		p := startProcessor(t, sendAll(extproctest.Immediate(code, "", nil, nil)))
 		addr := startEmulator(t, baseSettings(), p.addr)
 		if st := status.Convert(invoke(t, addr)); st.Code() != want {
 			t.Errorf("HTTP %d without grpc_status: %v, want %v", code, st.Code(), want)
@@ -209,9 +211,9 @@ func TestMisbehavingStreamedStatus(t *testing.T) {
 		resp *extprocv3.ProcessingResponse
 		code int
 	}{
-		"status 100":   {streamedHeaders(false, ":status", "100"), 503},
-		"status text":  {streamedHeaders(false, ":status", "ok"), 503},
-		"no status":    {streamedHeaders(false, "content-type", "text/plain"), 502},
+		"status 100":   {extproctest.StreamedHeaders(false, ":status", "100"), 503},
+		"status text":  {extproctest.StreamedHeaders(false, ":status", "ok"), 503},
+		"no status":    {extproctest.StreamedHeaders(false, "content-type", "text/plain"), 502},
 		"status value": {&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_StreamedImmediateResponse{StreamedImmediateResponse: &extprocv3.StreamedImmediateResponse{Response: &extprocv3.StreamedImmediateResponse_HeadersResponse{HeadersResponse: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", Value: "200"}}}}}}}}, 503},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -229,7 +231,7 @@ func TestMisbehavingStreamedStatus(t *testing.T) {
 func TestMisbehavingOverrideMessageTimeoutIgnored(t *testing.T) {
 	override := &extprocv3.ProcessingResponse{OverrideMessageTimeout: durationpb.New(time.Second),
 		Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &extprocv3.ImmediateResponse{Body: []byte("ignored")}}}
-	p := startProcessor(t, sendAll(override, immediate(202, "real", nil, nil)))
+	p := startProcessor(t, sendAll(override, extproctest.Immediate(202, "real", nil, nil)))
 	addr := startEmulator(t, baseSettings(), p.addr)
 	if code, _, body := get(t, addr); code != 202 || body != "real" {
 		t.Errorf("got %d %q, want the answer after the override", code, body)
@@ -241,8 +243,8 @@ func TestMisbehavingOverrideMessageTimeoutIgnored(t *testing.T) {
 func TestMisbehavingCloseOKDuringStreamedAnswer(t *testing.T) {
 	p := startProcessor(t, func(ps *procStream) error {
 		ps.readUntilEOS()
-		_ = ps.send(streamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
-		_ = ps.send(streamedBody(frame(t, wrapperspb.String("one")), false))
+		_ = ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
+		_ = ps.send(extproctest.StreamedBody(frame(t, wrapperspb.String("one")), false))
 		return nil
 	})
 	cs := watchStream(t, p, 150*time.Millisecond)

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 // Several endpoints in the ext_proc cluster: each request's Process stream
@@ -19,7 +21,7 @@ func TestRoundRobinEndpoints(t *testing.T) {
 		name := fmt.Sprintf("replica-%d", i)
 		p := startProcessor(t, func(ps *procStream) error {
 			ps.next()
-			return ps.send(immediate(200, name, nil, nil))
+			return ps.send(extproctest.Immediate(200, name, nil, nil))
 		})
 		c, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {

@@ -74,18 +74,7 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.corsHeaders = corsHeaders
 	idle := e.idleTimeout(route)
-	// A request without a body: HTTP/1 without content-length or chunked
-	// encoding, HTTP/2 HEADERS with END_STREAM. An HTTP/2 request with
-	// content-length: 0 and a separate empty DATA frame is taken as
-	// bodyless too (net/http hides the difference).
-	eos := r.ContentLength == 0
-	// An HTTP/1 CONNECT never completes: Envoy's codec takes what follows
-	// the headers as request body (the tunnel), so the connection closes
-	// after the response. net/http hides those bytes; none are sent on.
-	h1Connect := d.h1 && r.Method == http.MethodConnect
-	if h1Connect {
-		eos = false
-	}
+	eos, h1Connect := d.bodyless(), d.h1 && r.Method == http.MethodConnect
 	if d.h1 {
 		// Let the handler read the request while it writes the response
 		// (FDS streams both ways at once).
@@ -114,6 +103,35 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		go d.pump(x)
 	}
 
+	d.steps(acts, idle)
+
+	// The response is complete: Envoy closes (resets) the Process stream
+	// at once ([code]).
+	x.Close()
+	if !d.requestComplete {
+		// A complete response with the request still incomplete: the HCM
+		// resets the downstream stream ([test
+		// FinishLocalResponseWithIncomplereRequestWithBodyDuplex]).
+		d.resetAfterResponse()
+	}
+}
+
+// bodyless reports whether the request comes without a body: HTTP/1
+// without content-length or chunked encoding, HTTP/2 HEADERS with
+// END_STREAM. An HTTP/2 request with content-length: 0 and a separate empty
+// DATA frame is taken as bodyless too (net/http hides the difference).
+//
+// An HTTP/1 CONNECT is never bodyless: Envoy's codec takes what follows the
+// headers as request body (the tunnel), so the request never completes and
+// the connection closes after the response. net/http hides those bytes;
+// none are sent on.
+func (d *downstream) bodyless() bool {
+	return d.r.ContentLength == 0 && !(d.h1 && d.r.Method == http.MethodConnect)
+}
+
+// steps runs the request's steps until its response is complete, with
+// the route's idle timeout (0: none) over them.
+func (d *downstream) steps(acts <-chan Action, idle time.Duration) {
 	var (
 		timerC <-chan time.Time
 		rearm  func(time.Duration)
@@ -126,16 +144,6 @@ func (e *Emulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for done := false; !done; {
 		done = d.step(acts, timerC, idle, rearm)
-	}
-
-	// The response is complete: Envoy closes (resets) the Process stream
-	// at once ([code]).
-	x.Close()
-	if !d.requestComplete {
-		// A complete response with the request still incomplete: the HCM
-		// resets the downstream stream ([test
-		// FinishLocalResponseWithIncomplereRequestWithBodyDuplex]).
-		d.resetAfterResponse()
 	}
 }
 

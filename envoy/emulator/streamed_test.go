@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 func bodyOf(m *extprocv3.ProcessingRequest) (string, bool, bool) {
@@ -42,7 +44,7 @@ func TestFDSChunksBeforeAndDuringStreamedAnswer(t *testing.T) {
 				if b, eos, ok := bodyOf(ps.next()); !ok || b != "one" || eos {
 					t.Errorf("first chunk %q eos=%v, want \"one\" before the answer", b, eos)
 				}
-				if err := ps.send(streamedHeaders(false, ":status", "200", "content-type", "text/plain", "x-resp", "1")); err != nil {
+				if err := ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "text/plain", "x-resp", "1")); err != nil {
 					return err
 				}
 				// During the answer.
@@ -50,7 +52,7 @@ func TestFDSChunksBeforeAndDuringStreamedAnswer(t *testing.T) {
 					t.Errorf("second chunk %q, want \"two\" during the answer", b)
 				}
 				close(gotTwo)
-				if err := ps.send(streamedBody([]byte("resp-1"), false)); err != nil {
+				if err := ps.send(extproctest.StreamedBody([]byte("resp-1"), false)); err != nil {
 					return err
 				}
 				<-readOne // the client read resp-1 before resp-2 exists: flushed
@@ -66,7 +68,7 @@ func TestFDSChunksBeforeAndDuringStreamedAnswer(t *testing.T) {
 				if rest != "three" {
 					t.Errorf("rest of the body %q, want \"three\"", rest)
 				}
-				if err := ps.send(streamedBody([]byte("resp-2"), true)); err != nil {
+				if err := ps.send(extproctest.StreamedBody([]byte("resp-2"), true)); err != nil {
 					return err
 				}
 				ends <- ps.recvEnd()
@@ -140,17 +142,17 @@ func TestStreamedImmediateResponseGRPC(t *testing.T) {
 					body := m.GetRequestBody()
 					for _, s := range d.push(body.GetBody()) {
 						if !started {
-							if err := ps.send(streamedHeaders(false, ":status", "200", "content-type", "application/grpc", "x-resp", "h")); err != nil {
+							if err := ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "application/grpc", "x-resp", "h")); err != nil {
 								return err
 							}
 							started = true
 						}
-						if err := ps.send(streamedBody(frame(t, wrapperspb.String("echo:"+s)), false)); err != nil {
+						if err := ps.send(extproctest.StreamedBody(frame(t, wrapperspb.String("echo:"+s)), false)); err != nil {
 							return err
 						}
 					}
 					if body.GetEndOfStream() {
-						return ps.send(streamedTrailers(c.trailers...))
+						return ps.send(extproctest.StreamedTrailers(c.trailers...))
 					}
 				}
 			})
@@ -208,10 +210,10 @@ func TestStreamedResponseResetsIncompleteRequestH2(t *testing.T) {
 				} else {
 					ps.next() // the first chunk only
 				}
-				if err := ps.send(streamedHeaders(false, ":status", "200")); err != nil {
+				if err := ps.send(extproctest.StreamedHeaders(false, ":status", "200")); err != nil {
 					return err
 				}
-				return ps.send(streamedBody([]byte("done"), true))
+				return ps.send(extproctest.StreamedBody([]byte("done"), true))
 			})
 			addr := startEmulator(t, baseSettings(), p.addr)
 			c := dialRawH2(t, addr)
@@ -252,12 +254,12 @@ func TestIncompleteRequestClosesHTTP1Connection(t *testing.T) {
 				ps.next()
 				ps.next() // first chunk
 				if !streamed {
-					return ps.send(immediate(413, "too big", nil, nil))
+					return ps.send(extproctest.Immediate(413, "too big", nil, nil))
 				}
-				if err := ps.send(streamedHeaders(false, ":status", "200")); err != nil {
+				if err := ps.send(extproctest.StreamedHeaders(false, ":status", "200")); err != nil {
 					return err
 				}
-				return ps.send(streamedBody([]byte("partial answer"), true))
+				return ps.send(extproctest.StreamedBody([]byte("partial answer"), true))
 			})
 			addr := startEmulator(t, baseSettings(), p.addr)
 			conn, err := net.Dial("tcp", addr)
@@ -353,7 +355,7 @@ func TestStreamIdleTimeoutBeforeResponse(t *testing.T) {
 			case <-ps.ctx.Done():
 				return nil
 			}
-			return ps.send(immediate(200, "held", u32(uint32(codes.AlreadyExists)), nil))
+			return ps.send(extproctest.Immediate(200, "held", u32(uint32(codes.AlreadyExists)), nil))
 		})
 		s := baseSettings()
 		s.StreamIdleTimeout = 100 * time.Millisecond
@@ -392,8 +394,8 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 	t.Run("quiet stream is reset", func(t *testing.T) {
 		p := startProcessor(t, func(ps *procStream) error {
 			ps.readUntilEOS()
-			_ = ps.send(streamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
-			_ = ps.send(streamedBody(frame(t, wrapperspb.String("first")), false))
+			_ = ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
+			_ = ps.send(extproctest.StreamedBody(frame(t, wrapperspb.String("first")), false))
 			<-ps.ctx.Done()
 			return nil
 		})
@@ -413,7 +415,7 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 	t.Run("activity keeps it alive", func(t *testing.T) {
 		p := startProcessor(t, func(ps *procStream) error {
 			ps.readUntilEOS()
-			_ = ps.send(streamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
+			_ = ps.send(extproctest.StreamedHeaders(false, ":status", "200", "content-type", "application/grpc"))
 			tick := time.NewTicker(30 * time.Millisecond)
 			defer tick.Stop()
 			for range 20 { // 600ms of keepalives against a 300ms idle timeout
@@ -422,11 +424,11 @@ func TestStreamIdleTimeoutDuringStreamedResponse(t *testing.T) {
 				case <-ps.ctx.Done():
 					return nil
 				}
-				if err := ps.send(streamedBody(nil, false)); err != nil {
+				if err := ps.send(extproctest.StreamedBody(nil, false)); err != nil {
 					return err
 				}
 			}
-			return ps.send(streamedTrailers("grpc-status", "0"))
+			return ps.send(extproctest.StreamedTrailers("grpc-status", "0"))
 		})
 		cs := watchStream(t, p, 300*time.Millisecond)
 		if err := cs.RecvMsg(&wrapperspb.StringValue{}); !errors.Is(err, io.EOF) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/extproctest"
 )
 
 // With tracing on, the Process stream carries the context of Envoy's
@@ -34,7 +36,7 @@ func TestProcessStreamTraceContext(t *testing.T) {
 			got := make(chan *extprocv3.ProcessingRequest, 1)
 			p := startProcessor(t, func(ps *procStream) error {
 				got <- ps.next()
-				return ps.send(immediate(200, "ok", nil, nil))
+				return ps.send(extproctest.Immediate(200, "ok", nil, nil))
 			})
 			s := baseSettings()
 			s.Tracing = c.tracing

@@ -444,7 +444,7 @@ func (l *Tails) unassign(t *logTopic) error {
 	// loop took before is done (its records dropped, as the topic is gone)
 	// once pollMu is free.
 	l.pollMu.Lock()
-	//lint:ignore SA2001 the empty critical section is the barrier.
+	//nolint:staticcheck // SA2001: the empty critical section is the barrier.
 	l.pollMu.Unlock()
 	return nil
 }

@@ -13,48 +13,15 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Fetch streams (docs/design.md#grpc-kafka-fetch-streams).
-//
-//   - The request is one empty message (google.protobuf.Empty); anything
-//     else is INVALID_ARGUMENT. A client that half-closes without a message
-//     is taken as having sent an empty one.
-//   - Response headers go out at once, with the metadata of the `meta:*`
-//     headers of the first record the stream delivers from history (the
-//     stream reads that record before answering; with no history they carry
-//     no metadata).
-//   - History: a compacted topic's view (cleanup.policy contains compact),
-//     else the retained log from the earliest offset; then live records
-//     until the client cancels. Tombstones are skipped; filters select.
-//   - A topic with a value model (protobuf) sends each record checked and
-//     without the registry's framing, decoded once per record by the log
-//     tail; records that do not match are left out (counted), and a record
-//     whose schema cannot be had ends the stream UNAVAILABLE before it. Its
-//     history is the retained log even when compacted: its view holds what
-//     HTTP is served.
-//   - Each message is the record value plus the reliability field holding
-//     the message id: the stream's position after it, that is per partition
-//     the next offset it has dispatched up to. The reliability metadata
-//     (text, base64 in either alphabet, padded or not, or its -bin form)
-//     resumes after such a position; a malformed id is INVALID_ARGUMENT; an
-//     empty value counts as absent; a position beyond the end of the log
-//     restarts from the earliest offset.
-//   - The processor cannot see whether the client reads (Envoy gives ext_proc
-//     no flow control); a stream more than limits.stream-lag-budget records
-//     behind the topic's tail ends with RESOURCE_EXHAUSTED and the client
-//     resumes by id. On drain, streams end with UNAVAILABLE; so do the streams
-//     of a topic that gained partitions (the tail reading it is retired): a
-//     client resuming by id continues in the partitions its id names, and
-//     reads the new ones from their earliest offset.
-
 // fetch answers one call of a fetch route.
-func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
+func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *handler.GRPCCall) handler.Status {
 	if call.Drain.Err() != nil {
 		return draining()
 	}
@@ -75,7 +42,7 @@ func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *capabil
 	}
 	if err := call.Out.SendHeader(ctx, metadataOf(first)); err != nil {
 		fs.ls.Close()
-		return capability.NewStatus(codes.Canceled, "the call ended")
+		return handler.NewStatus(codes.Canceled, "the call ended")
 	}
 	return h.send(ctx, call, fs)
 }
@@ -89,7 +56,7 @@ type fetchStream struct {
 
 // openStream resolves the call's topic and resume position and opens its
 // stream on the cluster's log tails.
-func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) (*fetchStream, capability.Status, bool) {
+func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *handler.GRPCCall) (*fetchStream, handler.Status, bool) {
 	w := call.Match.Route.With
 	opts := grpcOptions(call.Match.Binding)
 	start, st, bad := resumePosition(call.Headers, opts.ReliabilityMetadata)
@@ -99,7 +66,7 @@ func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *ca
 	resolve := kafkaroute.RefsOf(call.Match).Resolve
 	topic, err := kafkaroute.Topic(w, resolve)
 	if err != nil {
-		return nil, capability.NewStatus(codes.InvalidArgument, err.Error()), true
+		return nil, handler.NewStatus(codes.InvalidArgument, err.Error()), true
 	}
 	static := w.Topic.Static()
 	compacted, err := h.kafka.Compaction.Compacted(ctx, kr.Cluster, kr.Exit, topic, call.Limits.KafkaTimeout)
@@ -108,7 +75,7 @@ func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *ca
 	}
 	tails, err := kr.Cluster.LogTails()
 	if err != nil {
-		return nil, capability.NewStatus(codes.Unavailable, fmt.Sprintf("the log tails of kafka binding %q cannot start: %v", kr.Exit, err)), true
+		return nil, handler.NewStatus(codes.Unavailable, fmt.Sprintf("the log tails of kafka binding %q cannot start: %v", kr.Exit, err)), true
 	}
 	octx, cancel := context.WithTimeout(ctx, call.Limits.KafkaTimeout)
 	ls, err := tails.Open(octx, logtails.StreamOptions{
@@ -122,21 +89,21 @@ func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *ca
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, capability.NewStatus(codes.Canceled, "the client went away"), true
+			return nil, handler.NewStatus(codes.Canceled, "the client went away"), true
 		}
 		return nil, topicStatus(err, topic, static), true
 	}
 	if ls.Restarted() {
 		h.log.Debug("resume position beyond the end of the log: the stream restarts from the earliest offset", "topic", topic)
 	}
-	return &fetchStream{ls: ls, topic: topic, static: static}, capability.Status{}, false
+	return &fetchStream{ls: ls, topic: topic, static: static}, handler.Status{}, false
 }
 
 // send streams the records until the stream ends. The sender owns the
 // stream. The handler waits apart from it: a send can block for as long as
 // Envoy does not read, and the lag budget, the drain and the client's
 // cancel must still end the call then.
-func (h *Handler) send(ctx context.Context, call *capability.GRPCCall, fs *fetchStream) capability.Status {
+func (h *Handler) send(ctx context.Context, call *handler.GRPCCall, fs *fetchStream) handler.Status {
 	ls := fs.ls
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -157,12 +124,12 @@ func (h *Handler) send(ctx context.Context, call *capability.GRPCCall, fs *fetch
 	case <-ctx.Done():
 		// The client went away (its send fails at once) or grpc-timeout
 		// elapsed (the exchange answers DEADLINE_EXCEEDED).
-		return capability.NewStatus(codes.Canceled, "the call ended")
+		return handler.NewStatus(codes.Canceled, "the call ended")
 	}
 }
 
 // sendLoop sends the stream's chunks, paced, until a send or a read fails.
-func (h *Handler) sendLoop(ctx context.Context, call *capability.GRPCCall, ls *logtails.Stream) error {
+func (h *Handler) sendLoop(ctx context.Context, call *handler.GRPCCall, ls *logtails.Stream) error {
 	pace := newPacer(spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
 	defer pace.stop()
 	for {
@@ -180,18 +147,18 @@ func (h *Handler) sendLoop(ctx context.Context, call *capability.GRPCCall, ls *l
 	}
 }
 
-func draining() capability.Status {
-	return capability.NewStatus(codes.Unavailable, "the processor is shutting down; reconnect (with last-message-id to resume)")
+func draining() handler.Status {
+	return handler.NewStatus(codes.Unavailable, "the processor is shutting down; reconnect (with last-message-id to resume)")
 }
 
 // streamEnd is the status of a stream that ended on err.
-func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static bool, limits config.Limits) capability.Status {
+func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static bool, limits config.Limits) handler.Status {
 	switch {
 	case ctx.Err() != nil:
-		return capability.NewStatus(codes.Canceled, "the client went away")
+		return handler.NewStatus(codes.Canceled, "the client went away")
 	case errors.Is(err, logtails.ErrLagged):
 		h.lagged.Add(1)
-		return capability.NewStatus(codes.ResourceExhausted, fmt.Sprintf(
+		return handler.NewStatus(codes.ResourceExhausted, fmt.Sprintf(
 			"the stream fell more than limits.stream-lag-budget (%d records) behind topic %q; reconnect with the id of the last message received to resume",
 			limits.StreamLagBudget, topic))
 	case errors.Is(err, logtails.ErrClosed):
@@ -202,42 +169,42 @@ func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static
 		if errors.As(err, &pc) {
 			counts = fmt.Sprintf(" (%d → %d)", pc.Was, pc.Now)
 		}
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+		return handler.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"topic %q gained partitions%s; reconnect with the id of the last message received to resume", topic, counts))
 	case errors.Is(err, views.ErrLater):
 		// The next record's schema cannot be had (registry outage, cold
 		// cache): the stream ends before it rather than skip it, and the
 		// client's resume reads it again.
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+		return handler.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"the next record of topic %q cannot be decoded now: %s; reconnect with the id of the last message received to resume at it",
 			topic, laterReason(err)))
 	case errors.Is(err, client.ErrNotReady), errors.Is(err, client.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	}
 	h.log.Debug("fetch stream ended", "topic", topic, "err", err)
-	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the stream of topic %q ended: %v; reconnect to resume", topic, err))
+	return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the stream of topic %q ended: %v; reconnect to resume", topic, err))
 }
 
 // readEmptyRequest reads the fetch request: one empty message (or none).
-func readEmptyRequest(ctx context.Context, call *capability.GRPCCall) (capability.Status, bool) {
+func readEmptyRequest(ctx context.Context, call *handler.GRPCCall) (handler.Status, bool) {
 	msg, err := call.In.Recv(ctx)
 	switch {
 	case errors.Is(err, io.EOF):
-		return capability.Status{}, false
+		return handler.Status{}, false
 	case err != nil:
 		if st, ok := status.FromError(err); ok {
-			return capability.NewStatus(st.Code(), st.Message()), true
+			return handler.NewStatus(st.Code(), st.Message()), true
 		}
-		return capability.NewStatus(codes.Canceled, "the request ended: "+err.Error()), true
+		return handler.NewStatus(codes.Canceled, "the request ended: "+err.Error()), true
 	case len(msg) != 0:
-		return capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+		return handler.NewStatus(codes.InvalidArgument, fmt.Sprintf(
 			"a fetch stream takes an empty request (google.protobuf.Empty); this one has %d bytes", len(msg))), true
 	}
-	return capability.Status{}, false
+	return handler.Status{}, false
 }
 
 // resumePosition reads the reliability metadata: name (text) or name-bin.
-func resumePosition(h route.Headers, name string) (map[int32]int64, capability.Status, bool) {
+func resumePosition(h route.Headers, name string) (map[int32]int64, handler.Status, bool) {
 	v, ok := h.Lookup(name)
 	which := name
 	if !ok || strings.TrimSpace(v) == "" {
@@ -245,17 +212,17 @@ func resumePosition(h route.Headers, name string) (map[int32]int64, capability.S
 		v, ok = h.Lookup(which)
 	}
 	if !ok || strings.TrimSpace(v) == "" {
-		return nil, capability.Status{}, false
+		return nil, handler.Status{}, false
 	}
 	if i := strings.IndexByte(v, ','); i >= 0 {
 		v = v[:i] // several -bin values: the first
 	}
 	start, err := grpcwire.ParseMessageID(v)
 	if err != nil {
-		return nil, capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+		return nil, handler.NewStatus(codes.InvalidArgument, fmt.Sprintf(
 			"%s is not a message id this gateway issued (%v); send the bytes of the reliability field of the last message received", which, err)), true
 	}
-	return start, capability.Status{}, false
+	return start, handler.Status{}, false
 }
 
 // filters resolves a route's filters.

@@ -1,14 +1,3 @@
-// Package grpckafka answers calls matched to grpc-kafka routes: fetch streams
-// and correlated produce (docs/design.md#grpc-kafka-fetch-streams,
-// docs/design.md#grpc-kafka-produce).
-//
-// Fetch (fetch.go): a server stream of the topic's records, history then
-// live until the client cancels, each message carrying its message id in
-// the reliability field so the client can resume after it. Produce
-// (produce.go): every request message becomes a record, the client's
-// half-close a null-value record, and the responder's reply records with the
-// call's correlation id become the response, ended by a null-value reply
-// carrying the status.
 package grpckafka
 
 import (
@@ -22,14 +11,14 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
 
 // Handler answers every call the exchange matched to a grpc-kafka route; it
 // dispatches on the route's capability. It is the processor's
-// capability.GRPCHandler.
+// handler.GRPCHandler.
 //
 // What it holds is keyed by correlation id (calls in flight), never by
 // route, so it carries over a reload; the log tails belong to the clusters.
@@ -45,7 +34,7 @@ type Handler struct {
 	replays atomic.Int64 // produce calls answered from stored replies, nothing produced
 }
 
-var _ capability.GRPCHandler = (*Handler)(nil)
+var _ handler.GRPCHandler = (*Handler)(nil)
 
 // New returns the grpc-kafka handler answering from the Kafka side of the
 // routes (nil: none is connected, every route ends with UNIMPLEMENTED, so a
@@ -61,20 +50,20 @@ func New(log *slog.Logger, kafka *kafkaroute.Kafka) *Handler {
 }
 
 // HandleGRPC answers one matched call.
-func (h *Handler) HandleGRPC(ctx context.Context, call *capability.GRPCCall) capability.Status {
+func (h *Handler) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.Status {
 	r := call.Match.Route
 	if r.With == nil {
-		return capability.NewStatus(codes.Unimplemented,
+		return handler.NewStatus(codes.Unimplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, call.Match.Binding.Name))
 	}
 	kr, err := h.kafka.Route(call.Match.Binding, r)
 	switch {
 	case errors.Is(err, kafkaroute.ErrNotConnected):
-		return capability.NewStatus(codes.Unimplemented, fmt.Sprintf(
+		return handler.NewStatus(codes.Unimplemented, fmt.Sprintf(
 			"grpc-kafka capability %s (topic %q) of %s/%s cannot run: kafka binding %q is not connected in this processor",
 			r.With.Capability, r.With.Topic.Raw, call.Service, call.Method, r.Exit))
 	case err != nil:
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("kafka binding %q cannot serve this route now: %v", r.Exit, err))
+		return handler.NewStatus(codes.Unavailable, fmt.Sprintf("kafka binding %q cannot serve this route now: %v", r.Exit, err))
 	}
 	switch r.With.Capability {
 	case config.Fetch:
@@ -82,7 +71,7 @@ func (h *Handler) HandleGRPC(ctx context.Context, call *capability.GRPCCall) cap
 	case config.Produce:
 		return h.produce(ctx, kr, call)
 	}
-	return capability.NewStatus(codes.Unimplemented, fmt.Sprintf("unknown capability %q", r.With.Capability))
+	return handler.NewStatus(codes.Unimplemented, fmt.Sprintf("unknown capability %q", r.With.Capability))
 }
 
 // Stats are the handler's counters.
@@ -119,12 +108,12 @@ func grpcOptions(b *config.Binding) *config.GRPCOptions {
 // topicStatus answers a topic that cannot be read or written: a templated
 // topic that does not exist is the caller's NOT_FOUND; a configured one is
 // the service's problem (UNAVAILABLE, a retry may work once it exists).
-func topicStatus(err error, topic string, static bool) capability.Status {
+func topicStatus(err error, topic string, static bool) handler.Status {
 	if errors.Is(err, client.ErrUnknownTopic) {
 		if static {
-			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+			return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 		}
-		return capability.NewStatus(codes.NotFound, fmt.Sprintf("topic %q does not exist", topic))
+		return handler.NewStatus(codes.NotFound, fmt.Sprintf("topic %q does not exist", topic))
 	}
-	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("topic %q cannot be read now: %v; retry shortly", topic, err))
+	return handler.NewStatus(codes.Unavailable, fmt.Sprintf("topic %q cannot be read now: %v; retry shortly", topic, err))
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/models"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -28,7 +28,7 @@ import (
 // Messages written before it stay written, as with any failure mid-stream.
 
 // encodeMessage applies the topic's value model to one request message.
-func encodeMessage(ctx context.Context, kc *config.KafkaCluster, topic string, msg []byte) ([]byte, *capability.Status) {
+func encodeMessage(ctx context.Context, kc *config.KafkaCluster, topic string, msg []byte) ([]byte, *handler.Status) {
 	tm := kc.Models(topic)
 	if tm == nil || tm.Value == nil {
 		return msg, nil
@@ -42,7 +42,7 @@ func encodeMessage(ctx context.Context, kc *config.KafkaCluster, topic string, m
 }
 
 // encodeKey applies the topic's key model to the call's key.
-func encodeKey(ctx context.Context, kc *config.KafkaCluster, topic string, key []byte) ([]byte, *capability.Status) {
+func encodeKey(ctx context.Context, kc *config.KafkaCluster, topic string, key []byte) ([]byte, *handler.Status) {
 	tm := kc.Models(topic)
 	if tm == nil || tm.Key == nil || key == nil {
 		return key, nil
@@ -56,14 +56,14 @@ func encodeKey(ctx context.Context, kc *config.KafkaCluster, topic string, key [
 }
 
 // modelStatus is the status of a value a model refused.
-func modelStatus(err error, what string) capability.Status {
+func modelStatus(err error, what string) handler.Status {
 	var e *models.Error
 	if !errors.As(err, &e) {
-		return capability.NewStatus(codes.Internal, "checking "+what+" failed")
+		return handler.NewStatus(codes.Internal, "checking "+what+" failed")
 	}
 	p := e.Problem()
 	if e.Kind == models.KindUnavailable {
-		return capability.NewStatus(codes.Unavailable, what+": "+p.Detail)
+		return handler.NewStatus(codes.Unavailable, what+": "+p.Detail)
 	}
 	msg := what + ": " + p.Detail
 	if len(e.Violations) > 0 {
@@ -75,7 +75,7 @@ func modelStatus(err error, what string) capability.Status {
 			Field: fieldPath(v.Pointer), Description: v.Detail,
 		})
 	}
-	st := capability.NewStatus(codes.InvalidArgument, msg)
+	st := handler.NewStatus(codes.InvalidArgument, msg)
 	if s, err := status.New(codes.InvalidArgument, msg).WithDetails(br); err == nil {
 		if b, err := protoMarshal(s); err == nil {
 			st.Trailers = append(st.Trailers, route.Header{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
@@ -111,7 +111,7 @@ func protoMarshal(s *status.Status) ([]byte, error) { return proto.Marshal(s.Pro
 
 // refusedError carries a model's refusal of a request message from the
 // request side of a call to the side that ends it.
-type refusedError struct{ st capability.Status }
+type refusedError struct{ st handler.Status }
 
 func (e *refusedError) Error() string { return e.st.Message }
 
@@ -138,7 +138,7 @@ func laterReason(err error) string {
 // responder's fault, not the client's: the call ends INTERNAL (HTTP answers
 // 502), without sending it half-read; a schema that cannot be had ends it
 // UNAVAILABLE.
-func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Record) ([]byte, *capability.Status) {
+func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Record) ([]byte, *handler.Status) {
 	tm := kc.Models(rec.Topic)
 	if tm == nil || tm.Value == nil {
 		return rec.Value, nil
@@ -147,12 +147,12 @@ func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Recor
 	if err == nil {
 		return v, nil
 	}
-	var st capability.Status
+	var st handler.Status
 	if models.KindOf(err) == models.KindUnavailable {
-		st = capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+		st = handler.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"the reply on topic %q cannot be decoded now: %s; retry later", rec.Topic, laterReason(err)))
 	} else {
-		st = capability.NewStatus(codes.Internal, fmt.Sprintf(
+		st = handler.NewStatus(codes.Internal, fmt.Sprintf(
 			"the reply on topic %q does not match its model: %s", rec.Topic, firstViolation(err)))
 	}
 	return nil, &st

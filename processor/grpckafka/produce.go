@@ -17,63 +17,15 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Produce calls (docs/design.md#grpc-kafka-produce). Every call shape
-// (unary, client, server and bidi streaming) maps alike:
-//
-//   - Each request message becomes one record: value = the message without
-//     its prefix; key = with.key, or the correlation id; headers = the
-//     overrides, then service, method, reply-to and correlation-id (names
-//     from options.correlation.headers), then `meta:<name>` for the request
-//     metadata (see requestMeta). The client's half-close becomes one
-//     null-value record with the same key and headers, and so does a client
-//     that goes away mid-call once something was written (best effort), so
-//     the responder knows the request ended.
-//   - Correlation id: `<idempotency-key metadata, or a UUID>-<hex md5>` of the
-//     service, method and reply-to headers (name and value), the override
-//     values and the identities of the route's guards (by guard name) — the
-//     reference's digest plus the identity, so two callers never share a
-//     reply. The payload is not part of it: an idempotency key names the
-//     call.
-//   - Replies: reply records with the correlation id, from the cluster's reply
-//     index, watched before anything is produced. Each record with a value is
-//     one response message (the first one's `meta:*` headers are the response
-//     metadata); a null-value record ends the call with the status header
-//     (options.correlation.headers.status, default gateway:status; OK when
-//     absent, as a responder that only writes successes would) and the
-//     message header, its `meta:*` headers as trailers.
-//   - Replay: with an idempotency key, the call claims its correlation id
-//     (kafkaroute.Claim: the key index read up to the topic's end, through
-//     any replica) and the reply index is caught up: a call whose request
-//     ended in the log, or that has a stored reply (complete or partial), is
-//     a replay: it attaches to the replies and produces nothing; one whose
-//     first messages are in the log writes only the ones after them. A call
-//     with the same correlation id already in flight on this replica
-//     attaches to it. Past limits.idempotency-window: FAILED_PRECONDITION.
-//   - Timeouts: grpc-timeout bounds the call (the exchange answers
-//     DEADLINE_EXCEEDED). limits.reply-timeout bounds the silence while the
-//     call waits for its responder: it runs from each request record (and
-//     the half-close) and restarts at each reply; after a reply it stops
-//     until the client sends again, unless the client has half-closed, so a
-//     bidi stream may idle between exchanges. Elapsed: DEADLINE_EXCEEDED.
-//   - Oneway (no reply-to): records carry the overrides and `meta:*` only
-//     (and the correlation id, `<key>-<hex md5>` as above without reply-to,
-//     when the call has an idempotency key), key = with.key (or none), no
-//     terminal record; once every record is acknowledged, one empty message
-//     and OK. A keyed call writes only the messages after those the log
-//     holds of its correlation id, one call per id at a time per replica.
-//
-// Errors (docs/reliability.md): a record not enqueued, or not acknowledged
-// within limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the
-// retry safe); a broker rejection is RESOURCE_EXHAUSTED (too large),
-// PERMISSION_DENIED (ACL) or INTERNAL, with the broker's reason.
-
-func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capability.GRPCCall) capability.Status {
+// produce answers one call of a produce route, as the package comment
+// describes under "Produce calls".
+func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *handler.GRPCCall) handler.Status {
 	w := call.Match.Route.With
 	opts := grpcOptions(call.Match.Binding)
 	h.calls.Add(1)
@@ -86,7 +38,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 	}
 	topic, err := kafkaroute.Topic(w, refs.Resolve)
 	if err != nil {
-		return capability.NewStatus(codes.InvalidArgument, err.Error())
+		return handler.NewStatus(codes.InvalidArgument, err.Error())
 	}
 	overrides := make([]client.Header, 0, len(w.Overrides))
 	for _, o := range w.Overrides {
@@ -118,7 +70,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 		case err != nil:
 			return topicStatus(err, topic, w.Topic.Static())
 		case compacted:
-			return capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+			return handler.NewStatus(codes.InvalidArgument, fmt.Sprintf(
 				"topic %q is compacted, so its records need a key, and this call resolves an empty one (the route's with.key)", topic))
 		}
 	}
@@ -151,15 +103,15 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *capab
 
 // idempotencyKey reads the idempotency metadata into refs, or generates the
 // UUID that stands for it.
-func idempotencyKey(refs *kafkaroute.Refs, hs route.Headers, name string) (given bool, st *capability.Status) {
+func idempotencyKey(refs *kafkaroute.Refs, hs route.Headers, name string) (given bool, st *handler.Status) {
 	vs := hs.Values(name)
 	key, given, err := kafkaroute.IdempotencyKey(vs)
 	switch {
 	case errors.Is(err, kafkaroute.ErrRepeatedKey):
-		s := capability.NewStatus(codes.InvalidArgument, fmt.Sprintf("send one %s, not %d", name, len(vs)))
+		s := handler.NewStatus(codes.InvalidArgument, fmt.Sprintf("send one %s, not %d", name, len(vs)))
 		return false, &s
 	case err != nil:
-		s := capability.NewStatus(codes.InvalidArgument, fmt.Sprintf(
+		s := handler.NewStatus(codes.InvalidArgument, fmt.Sprintf(
 			"%s must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, kafkaroute.MaxIdempotencyKey))
 		return false, &s
 	}
@@ -193,7 +145,7 @@ func correlationID(idem string, names config.CorrelationHeaders, service, method
 // produceCall is one produce call being answered.
 type produceCall struct {
 	h       *Handler
-	call    *capability.GRPCCall
+	call    *handler.GRPCCall
 	prod    *produce.Producer
 	topic   string
 	static  bool
@@ -211,14 +163,14 @@ func (pc *produceCall) record(value []byte) *client.Record {
 
 // oneway writes every request message after the first skip (already in
 // the log) and answers once all are acknowledged.
-func (pc *produceCall) oneway(ctx context.Context, skip int) capability.Status {
+func (pc *produceCall) oneway(ctx context.Context, skip int) handler.Status {
 	for n := 0; ; n++ {
 		msg, err := pc.call.In.Recv(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return capability.NewStatus(codes.Canceled, "the request ended: "+err.Error())
+			return handler.NewStatus(codes.Canceled, "the request ended: "+err.Error())
 		}
 		if n < skip {
 			continue
@@ -232,19 +184,19 @@ func (pc *produceCall) oneway(ctx context.Context, skip int) capability.Status {
 		}
 	}
 	if err := pc.call.Out.Send(ctx, nil); err != nil {
-		return capability.NewStatus(codes.Canceled, "the call ended")
+		return handler.NewStatus(codes.Canceled, "the call ended")
 	}
-	return capability.OK()
+	return handler.OK()
 }
 
 // onewayKeyed is oneway for a call with an idempotency key: one call per
 // correlation id writes at a time on this replica, and it resumes after the
 // messages the log already holds (kafkaroute.Claim), so a retry writes only
 // what the call it repeats did not.
-func (pc *produceCall) onewayKeyed(ctx context.Context, kr *kafkaroute.Route, cid string) capability.Status {
+func (pc *produceCall) onewayKeyed(ctx context.Context, kr *kafkaroute.Route, cid string) handler.Status {
 	release, err := pc.h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: pc.topic, CID: cid})
 	if err != nil {
-		return capability.NewStatus(codes.Canceled, "the call ended")
+		return handler.NewStatus(codes.Canceled, "the call ended")
 	}
 	defer release()
 	st, err := kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.limits.KafkaTimeout)
@@ -258,17 +210,17 @@ func (pc *produceCall) onewayKeyed(ctx context.Context, kr *kafkaroute.Route, ci
 }
 
 // claimStatus maps a failed kafkaroute.Claim: nothing was written.
-func claimStatus(ctx context.Context, err error, topic string) capability.Status {
+func claimStatus(ctx context.Context, err error, topic string) handler.Status {
 	var expired *kafkaroute.ExpiredError
 	switch {
 	case errors.As(err, &expired):
-		return capability.NewStatus(codes.FailedPrecondition, "expired: "+expired.Error())
+		return handler.NewStatus(codes.FailedPrecondition, "expired: "+expired.Error())
 	case ctx.Err() != nil:
-		return capability.NewStatus(codes.Canceled, "the client went away")
+		return handler.NewStatus(codes.Canceled, "the client went away")
 	case errors.Is(err, client.ErrUnknownTopic):
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf("topic %q does not exist in Kafka: nothing was written", topic))
+		return handler.NewStatus(codes.Unavailable, fmt.Sprintf("topic %q does not exist in Kafka: nothing was written", topic))
 	}
-	return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+	return handler.NewStatus(codes.Unavailable, fmt.Sprintf(
 		"nothing was written: the processor could not read topic %q back from Kafka in time (%v); retrying is safe", topic, err))
 }
 
@@ -280,7 +232,7 @@ const (
 	halfClosed                 // the terminal record was acknowledged
 )
 
-func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, replyTo, cid string, given bool) capability.Status {
+func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, replyTo, cid string, given bool) handler.Status {
 	cl := kr.Cluster
 	// The flight's watch is registered before anything is produced: no reply
 	// can be missed. A call attaching to a flight shares it.
@@ -305,9 +257,9 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return capability.NewStatus(codes.Canceled, "the client went away")
+				return handler.NewStatus(codes.Canceled, "the client went away")
 			}
-			return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; nothing was written; retry shortly", replyTo, err))
+			return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; nothing was written; retry shortly", replyTo, err))
 		}
 		attach = st.Ended || len(f.Watch.Records()) > 0
 		skip = st.Records
@@ -366,7 +318,7 @@ func (rw *replyWait) stop() {
 
 // run relays replies until the terminal one, a failure, the timeout or the
 // call's end.
-func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-chan error, replyTo string) capability.Status {
+func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-chan error, replyTo string) handler.Status {
 	pc := rw.pc
 	for {
 		recs, _, changed := rw.watch.State()
@@ -385,18 +337,18 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 		case <-rw.timeout:
 			// What a retry does is said here as in the HTTP binding's 504:
 			// a caller that timed out needs it most.
-			return capability.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
+			return handler.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
 				"no reply within limits.reply-timeout (%v) on topic %q; is a responder consuming %q? %s",
 				pc.limits.ReplyTimeout, replyTo, pc.topic, pc.retry.UnknownOutcome()))
 		case <-ctx.Done():
-			return capability.NewStatus(codes.Canceled, "the call ended")
+			return handler.NewStatus(codes.Canceled, "the call ended")
 		}
 	}
 }
 
 // relay sends the reply records not sent yet; done once the terminal one
 // came or a send failed.
-func (rw *replyWait) relay(ctx context.Context, recs []*client.Record) (capability.Status, bool) {
+func (rw *replyWait) relay(ctx context.Context, recs []*client.Record) (handler.Status, bool) {
 	out := rw.pc.call.Out
 	for ; rw.sent < len(recs); rw.sent++ {
 		r := recs[rw.sent]
@@ -410,11 +362,11 @@ func (rw *replyWait) relay(ctx context.Context, recs []*client.Record) (capabili
 		if !rw.headers {
 			rw.headers = true
 			if err := out.SendHeader(ctx, metadataOf(r.Headers)); err != nil {
-				return capability.NewStatus(codes.Canceled, "the call ended"), true
+				return handler.NewStatus(codes.Canceled, "the call ended"), true
 			}
 		}
 		if err := out.Send(ctx, value); err != nil {
-			return capability.NewStatus(codes.Canceled, "the call ended"), true
+			return handler.NewStatus(codes.Canceled, "the call ended"), true
 		}
 		if rw.waitingEnd {
 			rw.arm()
@@ -422,7 +374,7 @@ func (rw *replyWait) relay(ctx context.Context, recs []*client.Record) (capabili
 			rw.timer.Stop() // the client may think: the clock restarts when it sends
 		}
 	}
-	return capability.Status{}, false
+	return handler.Status{}, false
 }
 
 // produceRequests writes a record per request message and the terminal
@@ -494,14 +446,14 @@ func (pc *produceCall) produceRequests(ctx context.Context, skip int, events cha
 
 // terminalStatus is the status a null-value reply ends the call with: the
 // code in the statusName header (OK without one), the text in messageName.
-func terminalStatus(r *client.Record, statusName, messageName string) capability.Status {
-	st := capability.Status{Code: codes.OK}
+func terminalStatus(r *client.Record, statusName, messageName string) handler.Status {
+	st := handler.Status{Code: codes.OK}
 	for _, h := range r.Headers {
 		switch h.Key {
 		case statusName:
 			n, err := strconv.Atoi(string(h.Value))
 			if err != nil || n < 0 || n > 16 {
-				return capability.NewStatus(codes.Unknown, fmt.Sprintf("the responder ended the call with an invalid %s %q", statusName, h.Value))
+				return handler.NewStatus(codes.Unknown, fmt.Sprintf("the responder ended the call with an invalid %s %q", statusName, h.Value))
 			}
 			st.Code = codes.Code(n)
 		case messageName:
@@ -514,7 +466,7 @@ func terminalStatus(r *client.Record, statusName, messageName string) capability
 
 // produceStatus maps a failed produce to the status that says whether the
 // record was written, not written or may have been (docs/reliability.md).
-func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryHint) capability.Status {
+func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryHint) handler.Status {
 	var refused *refusedError
 	if errors.As(err, &refused) {
 		return refused.st
@@ -524,14 +476,14 @@ func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryH
 	case errors.Is(err, client.ErrUnknownTopic):
 		return topicStatus(err, topic, static)
 	case errors.As(err, &rej) && rej.TooLarge():
-		return capability.NewStatus(codes.ResourceExhausted, fmt.Sprintf("topic %q: %s; send a smaller message", topic, rej.Reason))
+		return handler.NewStatus(codes.ResourceExhausted, fmt.Sprintf("topic %q: %s; send a smaller message", topic, rej.Reason))
 	case errors.As(err, &rej) && rej.NotAuthorized():
-		return capability.NewStatus(codes.PermissionDenied, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
+		return handler.NewStatus(codes.PermissionDenied, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
 	case errors.As(err, &rej):
-		return capability.NewStatus(codes.Internal, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
+		return handler.NewStatus(codes.Internal, fmt.Sprintf("topic %q: %s", topic, rej.Reason))
 	case errors.Is(err, produce.ErrUnacknowledged):
-		return capability.NewStatus(codes.Unavailable, fmt.Sprintf(
+		return handler.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"the record for topic %q was not acknowledged in time and may or may not have been written; %s", topic, retry.UnknownOutcome()))
 	}
-	return capability.NewStatus(codes.Unavailable, fmt.Sprintf("the record for topic %q was not written (%v), though those of earlier messages of the call may have been; %s", topic, err, retry.UnknownOutcome()))
+	return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the record for topic %q was not written (%v), though those of earlier messages of the call may have been; %s", topic, err, retry.UnknownOutcome()))
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -116,7 +116,7 @@ func TestProduceStatusSaysWhatARetryDoes(t *testing.T) {
 	keyless := kafkaroute.RetryHint{Name: "idempotency-key metadata"}
 	for _, c := range []struct {
 		name string
-		st   capability.Status
+		st   handler.Status
 		code codes.Code
 		says string
 	}{

@@ -17,8 +17,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -49,7 +49,7 @@ type FetchRequest struct {
 }
 
 // fetchRequest reads a FetchRequest off a matched request.
-func fetchRequest(req *capability.HTTPRequest) FetchRequest {
+func fetchRequest(req *handler.HTTPRequest) FetchRequest {
 	return FetchRequest{
 		Params:      req.Match.Params,
 		Identities:  kafkaroute.Identities(req.Match.Identities),
@@ -139,11 +139,11 @@ type filter struct {
 // matching `if-none-match` (or a missing record), when the answer changes,
 // N runs out, ctx ends (the client left) or drain ends (the process stops:
 // the current state is sent).
-func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.HTTPResponse {
+func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *handler.HTTPResponse {
 	refs := &kafkaroute.Refs{Params: req.Params, Identities: req.Identities}
 	topic, err := kafkaroute.Topic(f.with, refs.Resolve)
 	if err != nil {
-		return capability.ProblemResponse(http.StatusBadRequest, err.Error())
+		return handler.ProblemResponse(http.StatusBadRequest, err.Error())
 	}
 	sel := f.selection(refs.Resolve)
 
@@ -170,16 +170,16 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *capability.
 }
 
 // viewFailure answers a request whose topic's view cannot be held.
-func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capability.HTTPResponse {
+func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *handler.HTTPResponse {
 	switch {
 	case errors.Is(err, client.ErrUnknownTopic) && !f.with.Topic.Static():
-		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+		return handler.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
 	case errors.Is(err, views.ErrTooManyViews):
 		return unavailable(fmt.Sprintf("cannot open a view of topic %q now: %v", topic, err))
 	case errors.Is(err, client.ErrUnknownTopic):
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case ctx.Err() != nil:
-		return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
+		return handler.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled") // nobody reads this
 	}
 	return unavailable(fmt.Sprintf("the view of topic %q is not ready: %v", topic, err))
 }
@@ -192,7 +192,7 @@ func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *capab
 // (docs/design.md#http-kafka-fetch). preference-applied is sent only on an
 // answer that waited.
 func (f *Fetch) answerOrWait(ctx, drain context.Context, view *views.View, sel selection, inm httphdr.IfNoneMatch,
-	waitSet bool, applied string, deadline time.Time, topic string) *capability.HTTPResponse {
+	waitSet bool, applied string, deadline time.Time, topic string) *handler.HTTPResponse {
 	waited := ""
 	detached := false
 	for {
@@ -520,16 +520,16 @@ func renderMerged(view *views.View, entries []views.Entry) answer {
 	return answer{status: http.StatusOK, tag: mergedTag(view, included), body: b.Bytes(), contentType: "application/json"}
 }
 
-func (a answer) reply(applied string) *capability.HTTPResponse {
+func (a answer) reply(applied string) *handler.HTTPResponse {
 	if a.status == http.StatusNotFound {
-		return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches"), applied)
+		return withApplied(handler.ProblemResponse(http.StatusNotFound, "no record matches"), applied)
 	}
 	// The response with room for its content-type, etag and
 	// preference-applied: one allocation.
 	rh := &struct {
-		r  capability.HTTPResponse
+		r  handler.HTTPResponse
 		hs [3]route.Header
-	}{r: capability.HTTPResponse{Status: a.status}}
+	}{r: handler.HTTPResponse{Status: a.status}}
 	r := &rh.r
 	r.Headers = rh.hs[:0]
 	if a.status == http.StatusOK {
@@ -542,21 +542,21 @@ func (a answer) reply(applied string) *capability.HTTPResponse {
 
 // notModified carries the representation headers the 200 would (RFC 9110
 // §15.4.5): etag and content-type.
-func notModified(a answer, applied string) *capability.HTTPResponse {
+func notModified(a answer, applied string) *handler.HTTPResponse {
 	hs := make([]route.Header, 0, 3) // etag, content-type, preference-applied
 	hs = append(hs, route.Header{Name: "etag", Value: a.etag()})
 	if a.contentType != "" {
 		hs = append(hs, route.Header{Name: "content-type", Value: a.contentType})
 	}
-	r := &capability.HTTPResponse{Status: http.StatusNotModified, Headers: hs}
+	r := &handler.HTTPResponse{Status: http.StatusNotModified, Headers: hs}
 	return withApplied(r, applied)
 }
 
-func notFound(topic, applied string) *capability.HTTPResponse {
-	return withApplied(capability.ProblemResponse(http.StatusNotFound, "no record matches in topic "+strconv.Quote(topic)), applied)
+func notFound(topic, applied string) *handler.HTTPResponse {
+	return withApplied(handler.ProblemResponse(http.StatusNotFound, "no record matches in topic "+strconv.Quote(topic)), applied)
 }
 
-func withApplied(r *capability.HTTPResponse, applied string) *capability.HTTPResponse {
+func withApplied(r *handler.HTTPResponse, applied string) *handler.HTTPResponse {
 	if applied != "" {
 		r.Headers = append(r.Headers, route.Header{Name: "preference-applied", Value: applied})
 	}
@@ -565,6 +565,6 @@ func withApplied(r *capability.HTTPResponse, applied string) *capability.HTTPRes
 
 // unavailable is 503 with retry-after: Kafka is unreachable or the view is
 // still catching up; a retry soon is expected to work.
-func unavailable(detail string) *capability.HTTPResponse {
-	return capability.ProblemResponse(http.StatusServiceUnavailable, detail, route.Header{Name: "retry-after", Value: "1"})
+func unavailable(detail string) *handler.HTTPResponse {
+	return handler.ProblemResponse(http.StatusServiceUnavailable, detail, route.Header{Name: "retry-after", Value: "1"})
 }

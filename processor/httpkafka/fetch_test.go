@@ -12,8 +12,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 )
 
@@ -109,7 +109,7 @@ func (f *fixture) put(partition int32, key string, value []byte, headers ...stri
 	}
 }
 
-func header(r *capability.HTTPResponse, name string) string {
+func header(r *handler.HTTPResponse, name string) string {
 	for _, h := range r.Headers {
 		if h.Name == name {
 			return h.Value
@@ -124,7 +124,7 @@ func fixtureLimits() config.Limits {
 	return config.Limits{MaxWait: 20 * time.Second, KafkaTimeout: 10 * time.Second}
 }
 
-func get(fetch *httpkafka.Fetch, params map[string]string, hdrs ...string) *capability.HTTPResponse {
+func get(fetch *httpkafka.Fetch, params map[string]string, hdrs ...string) *handler.HTTPResponse {
 	req := httpkafka.FetchRequest{Params: params, Limits: fixtureLimits()}
 	for i := 0; i+1 < len(hdrs); i += 2 {
 		switch hdrs[i] {
@@ -267,7 +267,7 @@ func TestFetchConditionalAndLongPoll(t *testing.T) {
 	}
 
 	// A write wakes the waiter with the new answer.
-	got := make(chan *capability.HTTPResponse, 1)
+	got := make(chan *handler.HTTPResponse, 1)
 	go func() { got <- get(route, id, "if-none-match", tag, "prefer", "wait=20") }()
 	waitForWaiters(t, 1, func() { f.put(0, "a", []byte("v2")) }, route)
 	r = <-got
@@ -309,7 +309,7 @@ func waitForWaiters(t *testing.T, n int64, write func(), routes ...*httpkafka.Fe
 }
 
 // changed long-polls until the route's answer differs from tag.
-func changed(t *testing.T, fetch *httpkafka.Fetch, params map[string]string, tag string) *capability.HTTPResponse {
+func changed(t *testing.T, fetch *httpkafka.Fetch, params map[string]string, tag string) *handler.HTTPResponse {
 	t.Helper()
 	r := get(fetch, params, "if-none-match", tag, "prefer", "wait=15")
 	if r.Status == http.StatusNotModified {
@@ -427,7 +427,7 @@ func TestFetchDeleteAnswersWaitersAtOnce(t *testing.T) {
 	route := f.route(0, f.client)
 	id := map[string]string{"id": "d"}
 	tag := header(get(route, id), "etag")
-	got := make(chan *capability.HTTPResponse, 1)
+	got := make(chan *handler.HTTPResponse, 1)
 	go func() { got <- get(route, id, "if-none-match", tag, "prefer", "wait=20") }()
 	waitForWaiters(t, 1, func() { f.put(0, "d", nil) }, route)
 	if r := <-got; r.Status != 404 || header(r, "preference-applied") != "wait=20" {

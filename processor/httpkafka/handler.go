@@ -12,14 +12,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 )
 
 // Handler answers every request the exchange matched to an http-kafka route;
 // it dispatches on the route's capability. It is the processor's
-// capability.HTTPHandler.
+// handler.HTTPHandler.
 //
 // Fetch and produce are answered from the route's Kafka side (package
 // kafkaroute). Without one (New with no clusters) a matched route answers
@@ -43,7 +43,7 @@ type Handler struct {
 	uuids        kafkaroute.UUIDs // stand for missing idempotency keys
 }
 
-var _ capability.HTTPHandler = (*Handler)(nil)
+var _ handler.HTTPHandler = (*Handler)(nil)
 
 // New returns the http-kafka handler answering from the Kafka side of the
 // routes (nil: none is connected, every route answers 501).
@@ -58,10 +58,10 @@ func New(log *slog.Logger, kafka *kafkaroute.Kafka) *Handler {
 }
 
 // HandleHTTP answers one matched request.
-func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (h *Handler) HandleHTTP(ctx context.Context, req *handler.HTTPRequest) *handler.HTTPResponse {
 	r := req.Match.Route
 	if r.With == nil {
-		return capability.ProblemResponse(http.StatusNotImplemented,
+		return handler.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
 	}
 	if r.With.Capability == config.Fetch {
@@ -75,7 +75,7 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 	kr, err := h.kafka.Route(req.Match.Binding, r)
 	switch {
 	case errors.Is(err, kafkaroute.ErrNotConnected):
-		return capability.ProblemResponse(http.StatusNotImplemented,
+		return handler.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))
 	case err != nil:
 		return unavailable(fmt.Sprintf("Kafka is not available for topic %q: %v", r.With.Topic.Raw, err))
@@ -87,7 +87,7 @@ func (h *Handler) HandleHTTP(ctx context.Context, req *capability.HTTPRequest) *
 	case config.Produce:
 		return h.produce(ctx, kr, req)
 	}
-	return capability.ProblemResponse(http.StatusNotImplemented,
+	return handler.ProblemResponse(http.StatusNotImplemented,
 		fmt.Sprintf("http-kafka capability %s (topic %q) is not implemented yet", r.With.Capability, r.With.Topic.Raw))
 }
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/models"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -36,7 +36,7 @@ const retryAfterUnavailable = "5"
 
 // encodeRecord applies the topic's models to rec's key and value; nil when
 // the record may be written.
-func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, headers route.Headers, rec *client.Record) *capability.HTTPResponse {
+func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, headers route.Headers, rec *client.Record) *handler.HTTPResponse {
 	tm := kc.Models(rec.Topic)
 	if tm == nil {
 		return nil
@@ -66,7 +66,7 @@ func encodeRecord(ctx context.Context, kc *config.KafkaCluster, method string, h
 // is not JSON (application/json or a +json type). A request without
 // content-type is read as JSON. Models of binary formats (avro or protobuf
 // without a view, primitives) take any content-type.
-func acceptable(m *models.Model, headers route.Headers) *capability.HTTPResponse {
+func acceptable(m *models.Model, headers route.Headers) *handler.HTTPResponse {
 	if !m.JSON() {
 		return nil
 	}
@@ -78,17 +78,17 @@ func acceptable(m *models.Model, headers route.Headers) *capability.HTTPResponse
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return capability.ProblemResponse(http.StatusUnsupportedMediaType,
+	return handler.ProblemResponse(http.StatusUnsupportedMediaType,
 		fmt.Sprintf("this topic's values are JSON checked against a schema; send content-type application/json, not %q", ct),
 		route.Header{Name: "accept", Value: "application/json"})
 }
 
 // modelProblem answers a value a model refused. what names the part of
 // the request ("the body", "the key") for errors without a pointer into it.
-func modelProblem(err error, what string) *capability.HTTPResponse {
+func modelProblem(err error, what string) *handler.HTTPResponse {
 	var e *models.Error
 	if !errors.As(err, &e) {
-		return capability.ProblemResponse(http.StatusInternalServerError, "checking "+what+" failed")
+		return handler.ProblemResponse(http.StatusInternalServerError, "checking "+what+" failed")
 	}
 	p := e.Problem()
 	if what != "the body" {
@@ -100,7 +100,7 @@ func modelProblem(err error, what string) *capability.HTTPResponse {
 		headers = append(headers, route.Header{Name: "retry-after", Value: retryAfterUnavailable})
 	}
 	body, _ := json.Marshal(p) // strings, ints and slices of them
-	return &capability.HTTPResponse{Status: p.Status, Headers: headers, Body: body}
+	return &handler.HTTPResponse{Status: p.Status, Headers: headers, Body: body}
 }
 
 // reason says why a schema cannot be had, without the registry's own words
@@ -114,7 +114,7 @@ func reason(e *models.Error) string {
 
 // decodeReply converts a reply record's value for the client when the reply
 // topic's value model has a view; a reply that does not match is a 502.
-func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Record) (*client.Record, *capability.HTTPResponse) {
+func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Record) (*client.Record, *handler.HTTPResponse) {
 	tm := kc.Models(rec.Topic)
 	if tm == nil || tm.Value == nil || len(rec.Value) == 0 || !successReply(rec) {
 		return rec, nil
@@ -125,7 +125,7 @@ func decodeReply(ctx context.Context, kc *config.KafkaCluster, rec *client.Recor
 		if errors.As(err, &e) && e.Kind == models.KindUnavailable {
 			return nil, modelProblem(err, "the reply")
 		}
-		return nil, capability.ProblemResponse(http.StatusBadGateway,
+		return nil, handler.ProblemResponse(http.StatusBadGateway,
 			fmt.Sprintf("the reply on topic %q does not match its model: %s", rec.Topic, firstViolation(err)))
 	}
 	out := *rec

@@ -14,56 +14,15 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
-// Produce routes (docs/design.md#http-kafka-produce).
-//
-// A route without reply-to is oneway: the request becomes one record (value =
-// body, key from with.key, headers = content-type and the overrides; DELETE
-// writes a tombstone) and, once the broker acknowledged it under the route's
-// acks, the answer is 204 No Content — as the reference implementation answers,
-// and because for the CRUD shape (docs/design.md#route-shapes) the write is the
-// whole effect. With acks: none the broker sends nothing back, so there 204
-// means "handed to the broker". A request with an idempotency key also carries
-// its correlation id (onewayCorrelation) and is written only if the log holds
-// no record with it (kafkaroute.Claim): its retry, through any replica, answers
-// 204 again without writing.
-//
-// A route with reply-to is request-reply: the record carries the request
-// headers, reply-to and a correlation id (see correlation), and the answer
-// is built from the first reply record with that id (replyResponse):
-//
-//  1. The request joins the flight of its correlation id on this replica
-//     (a replay of a request in flight attaches to it).
-//  2. The flight's lead registers a reply watch, waits until the reply
-//     index has caught up, and, for a request with an idempotency key,
-//     claims the id (kafkaroute.Claim): a request record already in the log
-//     or a stored reply is a replay, and nothing is produced. Otherwise it
-//     produces. Past limits.idempotency-window the answer is 410.
-//  3. `prefer: respond-async` on a route with async answers 202 with every
-//     async entry as a header once the record is acknowledged; with
-//     `wait=N` it first waits up to N s (at most limits.max-wait) for the
-//     reply. respond-async on a route without async is ignored. Without it
-//     the request waits limits.reply-timeout for the reply (`prefer: wait`
-//     does not change that), then gets 202 + location on a route with
-//     async, 504 otherwise.
-//
-// A GET matching a condition with {correlationId} of a route with reply-to
-// and async is a follow-up: it reads the reply index and never produces —
-// the stored reply, or with `prefer: wait=N` the reply when it comes, else
-// 202 + the same location. A follow-up must come from the identity the
-// original request had (the correlation id says whose it is), else 404.
-//
-// Every wait ends when the client goes away; on drain, requests waiting on
-// a route with async are answered 202 + location.
-
 // produce answers one request matched to a produce route.
-func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest) *capability.HTTPResponse {
+func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *handler.HTTPRequest) *handler.HTTPResponse {
 	w := req.Match.Route.With
 	opts := httpOptions(req.Match.Binding)
 	if isFollowUp(req) {
@@ -79,7 +38,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 	}
 	topic, err := kafkaroute.Topic(w, p.refs.Resolve)
 	if err != nil {
-		return capability.ProblemResponse(http.StatusBadRequest, err.Error())
+		return handler.ProblemResponse(http.StatusBadRequest, err.Error())
 	}
 	var key []byte // nil: no key; a template resolving to "" gives an empty key
 	if w.Key != nil {
@@ -92,7 +51,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 			// The record cannot be written before the probe answers.
 			return produceFailure(ctx, fmt.Errorf("%w: %w", produce.ErrNotEnqueued, err), topic, w.Topic.Static(), p.retry)
 		case compacted:
-			return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+			return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 				"topic %q is compacted, so its records need a key, and this request resolves an empty one (the route's with.key)", topic))
 		}
 	}
@@ -131,7 +90,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *capabi
 
 // produceCall is one produce request being answered.
 type produceCall struct {
-	req  *capability.HTTPRequest
+	req  *handler.HTTPRequest
 	with *config.With
 	opts *config.HTTPOptions
 	// refs resolve the route's templates; its idempotency key is given or
@@ -144,15 +103,15 @@ type produceCall struct {
 
 // idempotencyKey reads the idempotency header, or takes the UUID that
 // stands for it from uuids; a malformed or repeated header is a 400.
-func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *capability.HTTPResponse {
+func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *handler.HTTPResponse {
 	name := p.opts.IdempotencyHeader
 	vs := p.req.Headers.Values(name)
 	key, given, err := uuids.IdempotencyKey(vs)
 	switch {
 	case errors.Is(err, kafkaroute.ErrRepeatedKey):
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one %s header, not %d", name, len(vs)))
 	case err != nil:
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
 			"the %s header must be 1 to %d characters of A-Z a-z 0-9 . _ ~ - (a UUID will do)", name, kafkaroute.MaxIdempotencyKey))
 	}
 	p.refs.IdempotencyKey = key
@@ -163,7 +122,7 @@ func (p *produceCall) idempotencyKey(uuids *kafkaroute.UUIDs) *capability.HTTPRe
 // contentType refuses a request with several content-types: a record
 // carries one, and Envoy joins repeated content-type headers into one value
 // with ",", which no consumer could read as a media type.
-func (p *produceCall) contentType() *capability.HTTPResponse {
+func (p *produceCall) contentType() *handler.HTTPResponse {
 	n := 0
 	for _, h := range p.req.Headers { // not Values: no slice per request
 		if h.Name == "content-type" {
@@ -171,7 +130,7 @@ func (p *produceCall) contentType() *capability.HTTPResponse {
 		}
 	}
 	if n > 1 {
-		return capability.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one content-type, not %d", n))
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf("send one content-type, not %d", n))
 	}
 	return nil
 }
@@ -187,8 +146,8 @@ func (p *produceCall) resolveURL(part config.TemplatePart) string {
 }
 
 // accepted is the 202 of an async request: every async entry as a header.
-func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
-	r := &capability.HTTPResponse{Status: http.StatusAccepted}
+func (p *produceCall) accepted(applied string) *handler.HTTPResponse {
+	r := &handler.HTTPResponse{Status: http.StatusAccepted}
 	for _, a := range p.with.Async {
 		r.Headers = append(r.Headers, route.Header{Name: a.Name, Value: a.Value.Expand(p.resolveURL)})
 	}
@@ -197,7 +156,7 @@ func (p *produceCall) accepted(applied string) *capability.HTTPResponse {
 
 // reply answers with a reply record, converted for the client when the
 // reply topic's model has a view.
-func (p *produceCall) reply(ctx context.Context, rec *client.Record, applied string) *capability.HTTPResponse {
+func (p *produceCall) reply(ctx context.Context, rec *client.Record, applied string) *handler.HTTPResponse {
 	rec, bad := decodeReply(ctx, p.kafka, rec)
 	if bad != nil {
 		return bad
@@ -217,7 +176,7 @@ func httpOptions(b *config.Binding) *config.HTTPOptions {
 
 // isFollowUp: a GET through a condition with {correlationId} of a route
 // with reply-to and async (the loader allows {correlationId} nowhere else).
-func isFollowUp(req *capability.HTTPRequest) bool {
+func isFollowUp(req *handler.HTTPRequest) bool {
 	w, m := req.Match.Route.With, req.Match
 	if w.ReplyTo == "" || len(w.Async) == 0 || req.Method != http.MethodGet ||
 		m.Condition < 0 || m.Condition >= len(m.Route.When) {
@@ -232,7 +191,7 @@ func isFollowUp(req *capability.HTTPRequest) bool {
 // and writes only if no record with it is in the log (kafkaroute.Claim):
 // its retry answers 204 again without writing.
 func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCall,
-	rec *client.Record, overrides []client.Header) *capability.HTTPResponse {
+	rec *client.Record, overrides []client.Header) *handler.HTTPResponse {
 	req, w := p.req, p.with
 	ct, hasCT := req.Headers.Lookup("content-type")
 	if hasCT {
@@ -259,7 +218,7 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 		if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 			return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
 		}
-		return &capability.HTTPResponse{Status: http.StatusNoContent}
+		return &handler.HTTPResponse{Status: http.StatusNoContent}
 	}
 	release, err := h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: rec.Topic, CID: p.refs.CorrelationID})
 	if err != nil {
@@ -272,17 +231,17 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 	}
 	if st.Written() {
 		h.replays.Add(1)
-		return &capability.HTTPResponse{Status: http.StatusNoContent}
+		return &handler.HTTPResponse{Status: http.StatusNoContent}
 	}
 	if _, _, err := kr.Producer.Produce(ctx, rec); err != nil {
 		return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
 	}
-	return &capability.HTTPResponse{Status: http.StatusNoContent}
+	return &handler.HTTPResponse{Status: http.StatusNoContent}
 }
 
 // requestReply joins (or leads) the flight of the correlation id and
 // answers from its reply.
-func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *client.Record) *capability.HTTPResponse {
+func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *produceCall, rec *client.Record) *handler.HTTPResponse {
 	w, req, cid := p.with, p.req, p.refs.CorrelationID
 	// The reply topic is indexed when the routes are prepared (start and
 	// reload), before any request can match the route.
@@ -343,7 +302,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 	if !p.retry.Given {
 		retry = "this request has no " + p.opts.IdempotencyHeader + " header, so a retry writes it again (send one to make a retry safe)"
 	}
-	return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
+	return handler.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
 		"no reply within limits.reply-timeout (%v); the request was written to topic %q: %s", req.Limits.ReplyTimeout, rec.Topic, retry))
 }
 
@@ -457,14 +416,14 @@ func (h *Handler) endLead(f *kafkaroute.Flight, err error, rec *client.Record) {
 }
 
 // followUp answers a GET on an async location from the reply index.
-func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capability.HTTPRequest, opts *config.HTTPOptions) *capability.HTTPResponse {
+func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *handler.HTTPRequest, opts *config.HTTPOptions) *handler.HTTPResponse {
 	w := req.Match.Route.With
 	p := &produceCall{req: req, with: w, opts: opts, refs: *kafkaroute.RefsOf(req.Match), kafka: kr.Kafka}
 	p.refs.CorrelationID = req.Match.Params["correlationId"]
 	if !followUpAllowed(p.refs.CorrelationID, req.Match.Identities) {
 		// Malformed, or issued to another caller: either way not a
 		// location this caller was given.
-		return capability.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
+		return handler.ProblemResponse(http.StatusNotFound, "no request with this correlation id was accepted for you")
 	}
 	replies := kr.Cluster.Replies
 	watch := replies.Watch(w.ReplyTo, p.refs.CorrelationID)
@@ -500,20 +459,20 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 // followUpExpired answers 410 for a follow-up whose request is past the
 // idempotency window, or no longer (or never) in the key index, so that
 // an expired result does not look pending forever.
-func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *produceCall) *capability.HTTPResponse {
+func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *produceCall) *handler.HTTPResponse {
 	topic, cid := p.with.Topic.Raw, p.refs.CorrelationID
 	st, err := kafkaroute.Claim(ctx, kr, topic, cid, p.req.Limits.KafkaTimeout)
 	var expired *kafkaroute.ExpiredError
 	switch {
 	case errors.As(err, &expired):
-		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusGone, fmt.Sprintf(
 			"the request of this location was written at %s, more than limits.idempotency-window (%v) ago, and no reply is stored: its result expired",
 			expired.First.UTC().Format(time.RFC3339), expired.Window))
 	case err != nil:
 		return produceFailure(ctx, err, topic, true, p.retry)
 	case !st.Written():
 		keys, _ := kr.Cluster.WrittenIDs()
-		return capability.ProblemResponse(http.StatusGone, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusGone, fmt.Sprintf(
 			"no request of this location was written to topic %q in the last 2 × limits.idempotency-window (%v), and no reply is stored: its result expired",
 			topic, 2*keys.Window()))
 	}
@@ -585,13 +544,13 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *replies.Watch, w
 }
 
 // gone is the answer to a request whose client left; nobody reads it.
-func gone() *capability.HTTPResponse {
-	return capability.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled")
+func gone() *handler.HTTPResponse {
+	return handler.ProblemResponse(http.StatusServiceUnavailable, "the request was cancelled")
 }
 
 // produceFailure maps what kept a record from Kafka to the answer that says
 // whether it was written, not written or may have been (docs/reliability.md).
-func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *capability.HTTPResponse {
+func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *handler.HTTPResponse {
 	var rejected *produce.RejectedError
 	var expired *kafkaroute.ExpiredError
 	switch {
@@ -600,21 +559,21 @@ func produceFailure(ctx context.Context, err error, topic string, static bool, r
 	case errors.As(err, &rejected) && rejected.Limit > 0:
 		// librdkafka's own size check, not Kafka refusing: the request was
 		// larger than the producer takes (a broker's refusal stays 502).
-		return capability.ProblemResponse(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"the record for topic %q was not written: %s, which is limits.max-body plus room for headers; send a smaller body or fewer headers", topic, rejected.Reason))
 	case errors.As(err, &expired):
-		return capability.ProblemResponse(http.StatusGone, expired.Error())
+		return handler.ProblemResponse(http.StatusGone, expired.Error())
 	case errors.As(err, &rejected):
-		return capability.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
+		return handler.ProblemResponse(http.StatusBadGateway, fmt.Sprintf("Kafka refused the record for topic %q: %s", topic, rejected.Reason))
 	case errors.Is(err, client.ErrUnknownTopic) && errors.Is(err, client.ErrNotReady):
 		// The reply topic (a route's static setting) is missing.
 		return unavailable(fmt.Sprintf("the route's reply topic does not exist in Kafka: %v", err))
 	case errors.Is(err, client.ErrUnknownTopic) && !static:
-		return capability.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+		return handler.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
 	case errors.Is(err, client.ErrUnknownTopic):
 		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
 	case errors.Is(err, produce.ErrUnacknowledged):
-		return capability.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
+		return handler.ProblemResponse(http.StatusGatewayTimeout, fmt.Sprintf(
 			"Kafka did not acknowledge the record for topic %q within limits.kafka-timeout: it may or may not have been written; %s", topic, retry.UnknownOutcome()))
 	case errors.Is(err, client.ErrNotReady):
 		return unavailable(fmt.Sprintf("nothing was written: the processor could not read back from Kafka in time (%v); retrying is safe", err))

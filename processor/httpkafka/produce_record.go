@@ -11,7 +11,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/timerpool"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httphdr"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
@@ -267,7 +267,7 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 // what the record is made of (topic, key, tombstone or value, content-type,
 // overrides) and the identities, so a retry through Envoy gets the same id
 // and the same key on another request does not.
-func onewayCorrelation(idem string, req *capability.HTTPRequest, rec *client.Record, ct string, overrides []client.Header) string {
+func onewayCorrelation(idem string, req *handler.HTTPRequest, rec *client.Record, ct string, overrides []client.Header) string {
 	c := newCorrelation()
 	c.str(rec.Topic)
 	c.field(rec.Key)

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/capability"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
 
@@ -24,12 +24,12 @@ import (
 //     characters (a newline would split the response);
 //   - 204 and 304 carry no body; a body without a content-type is
 //     application/octet-stream.
-func replyResponse(rec *client.Record, dropNames ...string) *capability.HTTPResponse {
+func replyResponse(rec *client.Record, dropNames ...string) *handler.HTTPResponse {
 	status := http.StatusOK
 	seen := false
 	// The response with room for a few headers, in one allocation.
 	a := new(struct {
-		resp capability.HTTPResponse
+		resp handler.HTTPResponse
 		hs   [4]route.Header
 	})
 	resp := &a.resp
@@ -42,7 +42,7 @@ func replyResponse(rec *client.Record, dropNames ...string) *capability.HTTPResp
 			seen = true
 			n, err := strconv.Atoi(string(h.Value))
 			if err != nil || n < 200 || n > 599 {
-				return capability.ProblemResponse(http.StatusBadGateway,
+				return handler.ProblemResponse(http.StatusBadGateway,
 					fmt.Sprintf("the reply to this request has :status %q, which is not an HTTP status from 200 to 599", truncate(string(h.Value), 32)))
 			}
 			status = n

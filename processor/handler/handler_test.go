@@ -1,4 +1,4 @@
-package capability
+package handler
 
 import (
 	"encoding/json"

@@ -1,6 +1,6 @@
-// Package capability is the contract between the exchange (package processor)
-// and the capabilities that answer matched routes (packages httpkafka and
-// grpckafka): what a handler is given and how it answers.
+// Package handler is the contract between the exchange (package processor)
+// and the bindings' handlers that answer matched routes (packages httpkafka
+// and grpckafka): what a handler is given and how it answers.
 //
 // The exchange owns the ext_proc stream. It matches the route, collects or
 // reassembles the request, and writes every ext_proc message; a handler never
@@ -12,7 +12,7 @@
 // Handlers must return promptly once ctx is done (the client went away, or the
 // exchange ended the call), and should end long waits when Drain is done (the
 // process is draining: answer with the current state).
-package capability
+package handler
 
 import (
 	"context"
