@@ -45,6 +45,14 @@ type ReplyIndexStats struct {
 	// WithoutHeader counts records of reply topics without the
 	// correlation header (not indexed).
 	WithoutHeader uint64
+	// Evicted ids held as locations, read back when asked for
+	// (replies_evicted.go).
+	Located      int
+	LocatedBytes int64
+	// Read-backs of evicted ids by outcome: the records found, the reply
+	// no longer in its topic (expired), or Kafka not answering in time.
+	ReadBacksFound, ReadBacksExpired, ReadBacksFailed uint64
+	ReadBackLatency                                   ReadBackHistogram
 }
 
 // ReplyIndex maps correlation id → reply records for every reply-to topic
@@ -83,6 +91,13 @@ type ReplyIndex struct {
 	pinned   int
 	stats    ReplyIndexStats
 	closed   bool
+	// Evicted replies read back (replies_evicted.go, replies_readback.go):
+	// the reader, created with the first read-back, and its latencies.
+	rdr       *replyReader
+	readBacks readBackLatency
+	// beforeAdmit, when set (tests), is called by the reader with the
+	// number of read-backs it is about to start.
+	beforeAdmit func(n int)
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -96,6 +111,7 @@ type replyTopic struct {
 	headers   []string // correlation header names (usually one)
 	readiness string
 	entries   map[string]*replyEntry
+	located   locatedReplies // evicted ids (replies_evicted.go)
 	added     time.Time
 
 	// Catch-up state, guarded by ReplyIndex.mu. end and done have one
@@ -613,6 +629,9 @@ func (x *ReplyIndex) apply(m *kafka.Message) {
 // bytes: a waiter's entry exists already and is found without converting
 // them, so only an id nobody waits for is copied into a string.
 func (x *ReplyIndex) indexLocked(t *replyTopic, id []byte, r *Record) (split *replyEntry) {
+	if t.located.n > 0 && x.locatedRecordLocked(t, id, r) {
+		return nil // an evicted id's records stay together in its location
+	}
 	e := t.entries[string(id)]
 	if e == nil {
 		e = &replyEntry{topic: t, id: string(id), indexed: true}
@@ -654,6 +673,7 @@ func (x *ReplyIndex) evictLocked() {
 	for e := x.order.front; e != nil && x.bytes > x.opts.MaxBytes; {
 		next := e.next
 		if e.pins == 0 {
+			x.locateLocked(e) // its records can be read back
 			x.removeLocked(e)
 			x.stats.Evicted++
 		}
@@ -668,6 +688,9 @@ func (x *ReplyIndex) expire(now time.Time) {
 	cutoff := now.Add(-x.opts.Retention)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	for _, t := range x.topics {
+		x.expireLocatedLocked(t, cutoff.UnixNano())
+	}
 	for e := x.order.front; e != nil; {
 		next := e.next
 		if !e.newest.Before(cutoff) {
@@ -754,6 +777,11 @@ func (x *ReplyIndex) Stats() ReplyIndexStats {
 	s.Entries = x.order.n
 	s.Pinned = x.pinned
 	s.Bytes = x.bytes
+	for _, t := range x.topics {
+		s.Located += t.located.n
+		s.LocatedBytes += t.located.bytes
+	}
+	s.ReadBackLatency = x.readBacks.export()
 	return s
 }
 
@@ -810,6 +838,9 @@ func (x *ReplyIndex) Watch(topic, correlationID string) *ReplyWatch {
 	e.pins++
 	if e.pins == 1 {
 		x.pinned++
+	}
+	if len(e.records) == 0 && t.located.n > 0 {
+		x.readBackLocked(e) // evicted: every waiting path wakes when it is back
 	}
 	return w
 }
