@@ -319,6 +319,8 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 			return p.reply(ctx, r, applied)
 		case clientGone:
 			return gone()
+		case unreadable:
+			return readBackFailure(f.Watch.Err(), w.ReplyTo)
 		}
 		return p.accepted("respond-async, " + applied)
 	}
@@ -333,6 +335,8 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		return p.reply(ctx, r, "")
 	case clientGone:
 		return gone()
+	case unreadable:
+		return readBackFailure(f.Watch.Err(), w.ReplyTo)
 	}
 	if async {
 		return p.accepted("")
@@ -381,7 +385,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 			return
 		}
 	}
-	if len(f.Watch.Records()) > 0 {
+	if f.Watch.Stored() { // held, or evicted and read back
 		h.replayed(f)
 		return
 	}
@@ -417,7 +421,7 @@ func (h *Handler) produceFailed(f *kafkaroute.Flight, err error, rec *kafkaio.Re
 // still get its outcome. Most request-replies take this path, without a
 // goroutine of their own.
 func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, rec *kafkaio.Record) {
-	if len(f.Watch.Records()) > 0 {
+	if f.Watch.Stored() { // held, or evicted and read back
 		h.replayed(f)
 		h.endLead(f, nil, rec)
 		return
@@ -473,7 +477,7 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 	if err != nil {
 		return produceFailure(ctx, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err), w.Topic.Raw, true, p.retry)
 	}
-	if len(watch.Records()) == 0 && w.Topic.Static() {
+	if !watch.Stored() && w.Topic.Static() {
 		if bad := h.followUpExpired(ctx, kr, p); bad != nil {
 			return bad
 		}
@@ -485,12 +489,14 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *capab
 		wait = min(prefs.Wait, req.Limits.MaxWait)
 		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
 	}
-	r, end := h.awaitReply(ctx, req.Drain, watch, wait)
+	r, end := h.awaitReply(ctx, req.Drain, watch, readBackWait(watch, wait, req.Limits.KafkaTimeout))
 	switch end {
 	case replied:
 		return p.reply(ctx, r, applied)
 	case clientGone:
 		return gone()
+	case unreadable:
+		return readBackFailure(watch.Err(), w.ReplyTo)
 	}
 	return p.accepted(applied)
 }
@@ -525,6 +531,7 @@ const (
 	timedOut
 	drained
 	clientGone
+	unreadable // the stored reply was evicted and could not be read back
 )
 
 // awaitReply waits up to wait for the first reply record of the watch.
@@ -555,6 +562,9 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *kafkaio.ReplyWat
 		}
 		if drain != nil && drain.Err() != nil {
 			return nil, drained
+		}
+		if watch.Err() != nil { // checked only before blocking: a held reply costs nothing
+			return nil, unreadable
 		}
 		if timer == nil {
 			timer = h.pools.timers.Get(wait)
