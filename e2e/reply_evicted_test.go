@@ -280,3 +280,79 @@ func deleteAll(t *testing.T, e *env, topic string) {
 		}
 	}
 }
+
+// Must show 2, at a small scale: with the reply index bounded to 16 KiB,
+// 400 orders, then a keyed replay of every one (8 at a time, so reads of
+// one partition overlap). Every replay answers its order's reply at once,
+// nothing is written twice, most replies are read back from Kafka, and the
+// index's bytes stay within the bound throughout.
+func TestEvictedRepliesEveryReplayAnswered(t *testing.T) {
+	e := startEnv(t, evictConfig, withResponders(responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()}))
+	a := &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
+	host := strings.TrimPrefix(e.base, "http://")
+	const orders, parallel, bound = 400, 8, 16 << 10
+	order := func(i int) string {
+		return sendTo(t, a, host, "POST", fmt.Sprint("/ev-sync/", i), fmt.Sprintf(`{"order":%d}`, i),
+			"idempotency-key", fmt.Sprint("soak-", i), "content-type", "application/json")
+	}
+	overBound := func(when string) {
+		if b := counter(t, a.proc, "kafka_ext_proc_reply_index_bytes"); b > bound {
+			t.Errorf("%s: the reply index holds %v bytes, over its bound %d", when, b, bound)
+		}
+	}
+	firsts := make([]string, orders)
+	inParallel(orders, parallel, func(i int) { firsts[i] = order(i) })
+	for i, f := range firsts {
+		if !strings.HasPrefix(f, "201 ") || !strings.Contains(f, fmt.Sprintf(`"path":"/ev-sync/%d"`, i)) {
+			t.Fatalf("order %d: %s", i, f)
+		}
+	}
+	overBound("after the orders")
+	readBefore := labelled(t, a.proc, "kafka_ext_proc_reply_index_read_backs_total", "result", "found")
+
+	start := time.Now()
+	again := make([]string, orders)
+	for from := 0; from < orders; from += 50 {
+		inParallel(50, parallel, func(i int) { again[from+i] = order(from + i) })
+		overBound(fmt.Sprint("after replaying order ", from+49))
+	}
+	took := time.Since(start)
+	for i := range again {
+		if again[i] != firsts[i] {
+			t.Errorf("order %d: replay answered\n%s\nwant\n%s", i, again[i], firsts[i])
+		}
+	}
+	overBound("after the replays")
+	if n := len(e.readTopic("ev-sync")); n != orders {
+		t.Errorf("%d request records, want %d (each order written once)", n, orders)
+	}
+	read := labelled(t, a.proc, "kafka_ext_proc_reply_index_read_backs_total", "result", "found") - readBefore
+	held := counter(t, a.proc, "kafka_ext_proc_reply_index_entries")
+	if read < orders-2*held {
+		t.Errorf("%v replies read back for %d replays with %v held: the bound did not evict", read, orders, held)
+	}
+	t.Logf("%d replays in %v (%v each, %d at a time): %v read back from Kafka; index %v bytes (bound %d), %v ids held, %v located",
+		orders, took.Round(time.Millisecond), (took / orders).Round(time.Microsecond), parallel, read,
+		counter(t, a.proc, "kafka_ext_proc_reply_index_bytes"), bound, held, counter(t, a.proc, "kafka_ext_proc_reply_index_locations"))
+}
+
+// inParallel calls f(0) … f(n-1), k at a time.
+func inParallel(n, k int, f func(i int)) {
+	next := make(chan int)
+	done := make(chan struct{})
+	for range k {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range k {
+		<-done
+	}
+}
