@@ -220,7 +220,9 @@ func (x *ReplyIndex) readBackLocked(e *replyEntry) {
 		m.err = fmt.Errorf("%w: the reply index is closed", ErrNotReady)
 		return
 	}
-	now := x.now()
+	// The read's bound is real time, whatever clock the index's retention
+	// runs on.
+	now := time.Now()
 	m.err = nil
 	m.read = &replyRead{
 		topic: t.name, id: e.id, headers: append([]string(nil), t.headers...), spans: loc.spans(),
@@ -244,7 +246,7 @@ func (x *ReplyIndex) readBackDone(rd *replyRead) {
 	}
 	m := loc.more
 	m.read = nil
-	x.readBacks.observe(x.now().Sub(rd.started))
+	x.readBacks.observe(time.Since(rd.started))
 	var removed *ReplyRemovedError
 	switch {
 	case rd.err == nil && len(rd.found) > 0:
