@@ -241,9 +241,10 @@ func (rr *replyReader) unassign(key readKey) {
 	}
 }
 
-// poll reads one event and gives it to the spans of its partition.
+// poll reads one event and gives it to the spans of its partition. It
+// waits 10 ms at most, so a read asked for meanwhile is admitted soon.
 func (rr *replyReader) poll() {
-	switch ev := rr.cons.Poll(50).(type) {
+	switch ev := rr.cons.Poll(10).(type) {
 	case *kafka.Message:
 		tp := ev.TopicPartition
 		if tp.Error != nil || tp.Topic == nil {
