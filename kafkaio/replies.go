@@ -95,9 +95,9 @@ type ReplyIndex struct {
 	// the reader, created with the first read-back, and its latencies.
 	rdr       *replyReader
 	readBacks readBackLatency
-	// beforeAdmit, when set (tests), is called by the reader with the
-	// number of read-backs it is about to start.
-	beforeAdmit func(n int)
+	// beforeAdmit, when set (tests), is called by the reader before it
+	// takes the read-backs asked for.
+	beforeAdmit func()
 
 	ctx      context.Context
 	cancel   context.CancelFunc

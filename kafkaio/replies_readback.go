@@ -43,6 +43,7 @@ type replyReader struct {
 	stopLogs chan struct{}
 	parts    map[readKey]*readPart
 	active   []*readState
+	admitted int // reads started, for tests
 }
 
 type readKey struct {
@@ -115,10 +116,11 @@ func (rr *replyReader) run() {
 			case <-rr.wake:
 			}
 		}
-		in := rr.take()
-		if rr.x.beforeAdmit != nil && len(in) > 0 {
-			rr.x.beforeAdmit(len(in))
+		if rr.x.beforeAdmit != nil {
+			rr.x.beforeAdmit()
 		}
+		in := rr.take()
+		rr.admitted += len(in)
 		for _, rd := range in {
 			rr.admit(rd)
 		}
