@@ -21,7 +21,9 @@ type ReplyIndexOptions struct {
 	// kept (limits.reply-retention, default 10m).
 	Retention time.Duration
 	// MaxBytes bounds the index (limits.reply-index-bytes, default 64MiB);
-	// beyond it the least recently written unpinned ids are evicted.
+	// beyond it the least recently written unpinned ids are evicted to
+	// their location in the topic, read back when asked for
+	// (replies_evicted.go).
 	MaxBytes  int64
 	Readiness Readiness // one condition per reply topic (optional)
 	Logger    *slog.Logger
