@@ -57,6 +57,7 @@ type kafkaCollector struct {
 	replyEvicted, replyExpired, replySplit, noHd *prometheus.Desc
 	idemKeys, idemEvicted, idemForgotten         *prometheus.Desc
 	idemHits, idemExpired, idemRecords           *prometheus.Desc
+	readBack                                     replyReadBackMetrics // metrics_readback.go
 
 	produced, lag, queueMsgs, queueBytes    *prometheus.Desc
 	rttAvg, rttP99, txErrs, rxErrs, reqTOut *prometheus.Desc
@@ -102,6 +103,7 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 		rxErrs:     dl("kafka_ext_proc_rdkafka_broker_rx_errors_total", "Receive errors from a broker since the client started.", "client", "broker"),
 		reqTOut:    dl("kafka_ext_proc_rdkafka_broker_request_timeouts_total", "Requests to a broker that timed out since the client started.", "client", "broker"),
 	}
+	c.readBack = newReplyReadBackMetrics()
 	c.setConfig(cfg)
 	return c
 }
@@ -167,6 +169,7 @@ func (c *kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.produced, c.lag, c.queueMsgs, c.queueBytes, c.rttAvg, c.rttP99, c.txErrs, c.rxErrs, c.reqTOut} {
 		ch <- d
 	}
+	c.readBack.describe(ch)
 }
 
 func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
@@ -191,6 +194,7 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.replyExpired, rs.Expired, name)
 		counter(c.replySplit, rs.SplitReplies, name)
 		counter(c.noHd, rs.WithoutHeader, name)
+		c.readBack.collect(ch, name, rs)
 		// The key index exists once a keyed request came; until then its
 		// series are 0.
 		var ks writtenids.Stats

@@ -32,13 +32,20 @@ const (
 	// ConnectionChecks are the short-lived clients that check a binding
 	// can connect (CheckConfig).
 	ConnectionChecks
+	// ReplyReadBacks is the reply index's consumer of evicted replies,
+	// created with its first read-back (ReplyReadBackConfig).
+	ReplyReadBacks
 
 	// Producers are the producers of every acks mode.
 	Producers = ProducerAcksNone | ProducerAcksLeader | ProducerAcksAll
 	// Consumers are every consumer.
-	Consumers = LiveConsumer | IndexConsumers | CatchUpConsumers | HistoryReaders
-	// ShortLived are the clients nobody reads statistics of.
+	Consumers = LiveConsumer | IndexConsumers | CatchUpConsumers | HistoryReaders | ReplyReadBacks
+	// ShortLived are the clients that live for one task.
 	ShortLived = CatchUpConsumers | HistoryReaders | ConnectionChecks
+	// Unwatched are the clients nobody reads statistics of: the
+	// short-lived ones and the reply read-back consumer, whose few reads
+	// the read-back metrics describe.
+	Unwatched = ShortLived | ReplyReadBacks
 	// EveryClient is every kind.
 	EveryClient = Producers | Consumers | LookupClients | ConnectionChecks
 )
@@ -50,6 +57,7 @@ var clientNames = []struct {
 	{EveryClient, "every client"},
 	{Producers, "producers"},
 	{Consumers, "consumers"},
+	{Unwatched, "short-lived clients and the reply read-back consumer"},
 	{ShortLived, "short-lived clients"},
 	{ProducerAcksNone | ProducerAcksLeader, "producers with acks none or leader_only"},
 	{ProducerAcksNone, "producers with acks none"},
@@ -61,6 +69,7 @@ var clientNames = []struct {
 	{HistoryReaders, "the log tails' history readers"},
 	{LookupClients, "the written-id index's look-up client"},
 	{ConnectionChecks, "the connection checks"},
+	{ReplyReadBacks, "the reply read-back consumer"},
 }
 
 // String names the set as the table in the docs does.
@@ -139,10 +148,10 @@ var Properties = []Property{
 		"warnings and worse"},
 	{"reconnect.backoff.max.ms", "1000", Default, EveryClient,
 		"librdkafka's backoff grows to 10 s while a broker is down, and a producer reports a record's timeout only when its broker threads wake: a record that never left was reported up to 6 s late, after its answer had gone out as possibly written (504) rather than not written (503); at 1 s a broker that comes back is found, and a timeout reported, within about a second"},
-	{"statistics.interval.ms", "15000", Default, EveryClient &^ ShortLived,
+	{"statistics.interval.ms", "15000", Default, EveryClient &^ Unwatched,
 		"librdkafka's statistics feed the metrics (broker round trips, queues, lag)"},
-	{"statistics.interval.ms", "0", Set, ShortLived,
-		"nobody reads the statistics of a client that lives for one task"},
+	{"statistics.interval.ms", "0", Set, Unwatched,
+		"nobody reads the statistics of a client that lives for one task, nor of the read-back consumer (the read-back metrics describe its reads)"},
 
 	{"group.id", "a group of the replica's own", Set, Consumers,
 		"the client needs a group id, but every consumer is assigned its partitions: the group is never joined"},
@@ -154,7 +163,7 @@ var Properties = []Property{
 		"the end of a partition tells a reader it has caught up"},
 	{"auto.offset.reset", "earliest", Set, Consumers,
 		"a partition added to a topic, or an offset no longer in the log, is read from its first record, so nothing written since is missed"},
-	{"fetch.wait.max.ms", "100", Default, Consumers &^ LiveConsumer,
+	{"fetch.wait.max.ms", "100", Default, Consumers &^ LiveConsumer &^ ReplyReadBacks,
 		"a reader waiting for a record written now is answered within this"},
 	{"fetch.wait.max.ms", "1000", Default, LiveConsumer,
 		"every fetch the broker answers empty costs work in proportion to the views; a longer wait does not delay wake-ups (a broker answers a waiting fetch when a record arrives) but bounds how soon a partition assigned meanwhile joins the next fetch"},
@@ -164,6 +173,14 @@ var Properties = []Property{
 		"as queued.max.messages.kbytes"},
 	{"max.partition.fetch.bytes", "1048576", Set, HistoryReaders,
 		"as queued.max.messages.kbytes"},
+	{"fetch.wait.max.ms", "1", Set, ReplyReadBacks,
+		"a read-back reads records in the log: a fetch the broker held at a partition's end delayed the next read's fetch on the same connection behind it (14 ms a read-back at 100, 4 at 1)"},
+	{"queued.max.messages.kbytes", "1024", Set, ReplyReadBacks,
+		"a read-back wants a few records: prefetch little"},
+	{"max.partition.fetch.bytes", "262144", Set, ReplyReadBacks,
+		"as queued.max.messages.kbytes"},
+	{"isolation.level", "read_committed", Set, ReplyReadBacks,
+		"librdkafka's default, whatever the binding sets: a reply read back is a committed one"},
 
 	{"go.delivery.reports", "false", Set, LookupClients,
 		"a look-up client never produces"},

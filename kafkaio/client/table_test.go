@@ -31,6 +31,8 @@ func configOf(kind Clients, props map[string]string) *kafka.ConfigMap {
 		return LookupConfig(props, timeout)
 	case ConnectionChecks:
 		return CheckConfig(props, timeout)
+	case ReplyReadBacks:
+		return ReplyReadBackConfig(props, timeout, "g")
 	}
 	panic(fmt.Sprintf("no configuration for %v", kind))
 }

@@ -23,7 +23,8 @@ type Options struct {
 	// kept (limits.reply-retention, default 10m).
 	Retention time.Duration
 	// MaxBytes bounds the index (limits.reply-index-bytes, default 64MiB);
-	// beyond it the least recently written unpinned ids are evicted.
+	// beyond it the least recently written unpinned ids are evicted to
+	// their location in the topic, read back when asked for (evicted.go).
 	MaxBytes  int64
 	Readiness client.Readiness // one condition per reply topic (optional)
 	Logger    *slog.Logger
@@ -47,6 +48,14 @@ type Stats struct {
 	// WithoutHeader counts records of reply topics without the
 	// correlation header (not indexed).
 	WithoutHeader uint64
+	// Evicted ids held as locations, read back when asked for
+	// (evicted.go).
+	Located      int
+	LocatedBytes int64
+	// Read-backs of evicted ids by outcome: the records found, the reply
+	// no longer in its topic (expired), or Kafka not answering in time.
+	ReadBacksFound, ReadBacksExpired, ReadBacksFailed uint64
+	ReadBackLatency                                   ReadBackHistogram
 }
 
 // Index maps correlation id → reply records for every reply-to topic
@@ -76,6 +85,13 @@ type Index struct {
 	topics map[string]*replyTopic
 	store  store // guarded by mu
 	closed bool
+	// Evicted replies read back (evicted.go, readback.go): the reader,
+	// created with the first read-back, and its latencies.
+	rdr       *replyReader
+	readBacks readBackLatency
+	// beforeAdmit, when set (tests), is called by the reader before it
+	// takes the read-backs asked for.
+	beforeAdmit func()
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -87,6 +103,7 @@ type replyTopic struct {
 	headers   []string // correlation header names (usually one)
 	readiness string
 	entries   map[string]*replyEntry
+	located   locatedReplies // evicted ids (evicted.go)
 	added     time.Time
 
 	// Catch-up state, guarded by Index.mu.
@@ -374,7 +391,7 @@ func (x *Index) apply(m *kafka.Message) {
 func (x *Index) expire(now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.store.expire(now)
+	x.store.expire(now, x.topics)
 }
 
 // CaughtUp tells, without waiting, whether topic's index has caught up (see
@@ -434,6 +451,11 @@ func (x *Index) Stats() Stats {
 	s.Entries = x.store.order.n
 	s.Pinned = x.store.pinned
 	s.Bytes = x.store.bytes
+	for _, t := range x.topics {
+		s.Located += t.located.n
+		s.LocatedBytes += t.located.bytes
+	}
+	s.ReadBackLatency = x.readBacks.export()
 	return s
 }
 

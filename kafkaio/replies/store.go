@@ -12,7 +12,8 @@ import (
 // correlation id, bounded by maxBytes (the least recently written ids go
 // first) and by retention; ids with waiters are pinned and never dropped.
 // It is guarded by Index.mu and knows nothing of how the records are
-// read.
+// read. An evicted id keeps its location in its topic's located set
+// (evicted.go), from which the index reads it back.
 type store struct {
 	maxBytes  int64
 	retention time.Duration
@@ -102,6 +103,9 @@ const (
 // bytes: a waiter's entry exists already and is found without converting
 // them, so only an id nobody waits for is copied into a string.
 func (s *store) add(t *replyTopic, id []byte, r *client.Record) (split *replyEntry) {
+	if t.located.n > 0 && s.addLocated(t, id, r) {
+		return nil // an evicted id's records stay together in its location
+	}
 	e := t.entries[string(id)]
 	if e == nil {
 		e = &replyEntry{topic: t, id: string(id), indexed: true}
@@ -138,11 +142,12 @@ func (s *store) add(t *replyTopic, id []byte, r *client.Record) (split *replyEnt
 }
 
 // evict drops the least recently written unpinned ids while the index
-// is over MaxBytes.
+// is over MaxBytes, keeping where their records lie.
 func (s *store) evict() {
 	for e := s.order.front; e != nil && s.bytes > s.maxBytes; {
 		next := e.next
 		if e.pins == 0 {
+			s.locate(e) // its records can be read back
 			s.remove(e)
 			s.stats.Evicted++
 		}
@@ -150,11 +155,15 @@ func (s *store) evict() {
 	}
 }
 
-// expire drops unpinned ids whose newest record is older than Retention.
-// The order is by last write, close to timestamp order, so the walk stops
-// at the first id still within retention.
-func (s *store) expire(now time.Time) {
+// expire drops unpinned ids whose newest record is older than Retention,
+// and the locations of evicted ids of topics as old. The order is by last
+// write, close to timestamp order, so the walk stops at the first id still
+// within retention.
+func (s *store) expire(now time.Time, topics map[string]*replyTopic) {
 	cutoff := now.Add(-s.retention)
+	for _, t := range topics {
+		s.expireLocated(t, cutoff.UnixNano())
+	}
 	for e := s.order.front; e != nil; {
 		next := e.next
 		if !e.newest.Before(cutoff) {

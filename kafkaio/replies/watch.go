@@ -48,6 +48,9 @@ func (x *Index) Watch(topic, correlationID string) *Watch {
 	if e.pins == 1 {
 		x.store.pinned++
 	}
+	if len(e.records) == 0 && t.located.n > 0 {
+		x.readBackLocked(e) // evicted: every waiting path wakes when it is back
+	}
 	return w
 }
 

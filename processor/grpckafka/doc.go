@@ -75,6 +75,11 @@
 //     first messages are in the log writes only the ones after them. A call
 //     with the same correlation id already in flight on this replica
 //     attaches to it. Past limits.idempotency-window: FAILED_PRECONDITION.
+//     Stored replies the reply index evicted (limits.reply-index-bytes)
+//     are read back from their topic, and the call attaches to them once
+//     back (readBackStatus): FAILED_PRECONDITION (expired) when the topic
+//     no longer holds them, UNAVAILABLE when Kafka does not answer within
+//     limits.kafka-timeout; nothing is written again either way.
 //   - Timeouts: grpc-timeout bounds the call (the exchange answers
 //     DEADLINE_EXCEEDED). limits.reply-timeout bounds the silence while the
 //     call waits for its responder: it runs from each request record (and

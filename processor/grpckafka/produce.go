@@ -261,7 +261,7 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 			}
 			return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; nothing was written; retry shortly", replyTo, err))
 		}
-		attach = st.Ended || len(f.Watch.Records()) > 0
+		attach = st.Ended || f.Watch.Stored() // held, or evicted and read back
 		skip = st.Records
 	}
 
@@ -324,6 +324,9 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 		recs, _, changed := rw.watch.State()
 		if st, done := rw.relay(ctx, recs); done {
 			return st
+		}
+		if err := rw.watch.Err(); err != nil { // its evicted replies could not be read back
+			return readBackStatus(err, replyTo)
 		}
 		select {
 		case <-changed:

@@ -39,6 +39,14 @@
 // 202 + the same location. A follow-up must come from the identity the
 // original request had (the correlation id says whose it is), else 404.
 //
+// A stored reply the reply index evicted for limits.reply-index-bytes is
+// still stored: a replay or a follow-up of it waits for the index to read
+// it back from its topic (replies.Watch.Evicted), which ends within
+// limits.kafka-timeout, and is answered from it as from a reply held in
+// memory (readBackWait, readBackFailure). The topic no longer holding it
+// answers 410 (its result expired); Kafka not answering, 503 (nothing was
+// written again; a retry reads again).
+//
 // Every wait ends when the client goes away; on drain, requests waiting on
 // a route with async are answered 202 + location.
 package httpkafka

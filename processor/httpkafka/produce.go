@@ -280,6 +280,8 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 			return p.reply(ctx, r, applied)
 		case clientGone:
 			return gone()
+		case unreadable:
+			return readBackFailure(f.Watch.Err(), w.ReplyTo)
 		}
 		return p.accepted("respond-async, " + applied)
 	}
@@ -294,6 +296,8 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		return p.reply(ctx, r, "")
 	case clientGone:
 		return gone()
+	case unreadable:
+		return readBackFailure(f.Watch.Err(), w.ReplyTo)
 	}
 	if async {
 		return p.accepted("")
@@ -342,7 +346,7 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 			return
 		}
 	}
-	if len(f.Watch.Records()) > 0 {
+	if f.Watch.Stored() { // held, or evicted and read back
 		h.replayed(f)
 		return
 	}
@@ -378,7 +382,7 @@ func (h *Handler) produceFailed(f *kafkaroute.Flight, err error, rec *client.Rec
 // still get its outcome. Most request-replies take this path, without a
 // goroutine of their own.
 func (h *Handler) leadHere(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute.Route, rec *client.Record) {
-	if len(f.Watch.Records()) > 0 {
+	if f.Watch.Stored() { // held, or evicted and read back
 		h.replayed(f)
 		h.endLead(f, nil, rec)
 		return
@@ -434,7 +438,7 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *handl
 	if err != nil {
 		return produceFailure(ctx, fmt.Errorf("reply topic %q: %w", w.ReplyTo, err), w.Topic.Raw, true, p.retry)
 	}
-	if len(watch.Records()) == 0 && w.Topic.Static() {
+	if !watch.Stored() && w.Topic.Static() {
 		if bad := h.followUpExpired(ctx, kr, p); bad != nil {
 			return bad
 		}
@@ -446,12 +450,14 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *handl
 		wait = min(prefs.Wait, req.Limits.MaxWait)
 		applied = "wait=" + strconv.Itoa(int(wait/time.Second))
 	}
-	r, end := h.awaitReply(ctx, req.Drain, watch, wait)
+	r, end := h.awaitReply(ctx, req.Drain, watch, readBackWait(watch, wait, req.Limits.KafkaTimeout))
 	switch end {
 	case replied:
 		return p.reply(ctx, r, applied)
 	case clientGone:
 		return gone()
+	case unreadable:
+		return readBackFailure(watch.Err(), w.ReplyTo)
 	}
 	return p.accepted(applied)
 }
@@ -486,6 +492,7 @@ const (
 	timedOut
 	drained
 	clientGone
+	unreadable // the stored reply was evicted and could not be read back
 )
 
 // awaitReply waits up to wait for the first reply record of the watch.
@@ -516,6 +523,9 @@ func (h *Handler) awaitReply(ctx, drain context.Context, watch *replies.Watch, w
 		}
 		if drain != nil && drain.Err() != nil {
 			return nil, drained
+		}
+		if watch.Err() != nil { // checked only before blocking: a held reply costs nothing
+			return nil, unreadable
 		}
 		if timer == nil {
 			timer = h.pools.timers.Get(wait)
