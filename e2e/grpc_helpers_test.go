@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -218,17 +219,27 @@ func receive(t testing.TB, st grpc.ClientStream, n, field int) []fetched {
 
 // endStatus reads a stream to its end and returns its status.
 func endStatus(st grpc.ClientStream) (int, *status.Status) {
-	n := 0
+	msgs, err := recvAll(st)
+	if err == nil {
+		return len(msgs), status.New(codes.OK, "")
+	}
+	return len(msgs), status.Convert(err)
+}
+
+// recvAll reads a stream to its end: its messages, and nil for an OK end
+// or the error it ended with.
+func recvAll(st grpc.ClientStream) ([]string, error) {
+	var msgs []string
 	for {
 		var m rawMessage
 		err := st.RecvMsg(&m)
-		if err == io.EOF {
-			return n, status.New(codes.OK, "")
+		if errors.Is(err, io.EOF) {
+			return msgs, nil
 		}
 		if err != nil {
-			return n, status.Convert(err)
+			return msgs, err
 		}
-		n++
+		msgs = append(msgs, string(m.b))
 	}
 }
 

@@ -2,9 +2,7 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -71,18 +69,7 @@ func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
 			t.Helper()
 			ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
 			st := sendAll(ctx, t, r.grpcc, "/example.Echo/Chat", true, "m1", "m2")
-			var msgs []string
-			var err error
-			for {
-				var m rawMessage
-				if err = st.RecvMsg(&m); err != nil {
-					break
-				}
-				msgs = append(msgs, string(m.b))
-			}
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
+			msgs, err := recvAll(st)
 			return grpcAnswer(msgs, err)
 		}}, `^\[\] DeadlineExceeded no reply within limits.reply-timeout \(3s\) on topic "idem-grpc-replies"; is a responder consuming "idem-grpc"\? a retry with the same idempotency-key metadata writes nothing already written and answers as this request would have$`,
 			`^\["m1" "m2"\] OK $`},

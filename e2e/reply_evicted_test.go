@@ -1,9 +1,7 @@
 package e2e_test
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,18 +77,7 @@ func evShapes(host string) []evShape {
 		t.Helper()
 		ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", key)
 		st := sendAll(ctx, t, r.grpcc, "/example.Echo/Chat", true, "m1", "m2")
-		var msgs []string
-		var err error
-		for {
-			var m rawMessage
-			if err = st.RecvMsg(&m); err != nil {
-				break
-			}
-			msgs = append(msgs, string(m.b))
-		}
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
+		msgs, err := recvAll(st)
 		return fmt.Sprintf("%q %v", msgs, status.Convert(err))
 	}
 	return []evShape{
