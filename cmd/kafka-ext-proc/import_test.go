@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/readmetest"
@@ -203,10 +199,9 @@ func TestImportUsage(t *testing.T) {
 func TestImportedGRPCListenerAnswersCORS(t *testing.T) {
 	cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, "grpc.kafka.echo.yaml"))
 	front, _ := devRun(t, "--config", cfg, "--envoy", envoyFile, "--responder", "grpc-echo:echo-requests")
-	h2c := &http.Client{Timeout: 20 * time.Second, Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Protocols: &protos}}
 	do := func(method, ctype string, body []byte, hs ...string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequest(method, "http://"+front+"/example.Echo/EchoUnary", bytes.NewReader(body))
@@ -240,5 +235,57 @@ func TestImportedGRPCListenerAnswersCORS(t *testing.T) {
 	web := do("POST", "application/grpc-web+proto", frame, "x-grpc-web", "1", "origin", origin)
 	if web.StatusCode != http.StatusUnsupportedMediaType || web.Header.Get("content-type") != "application/problem+json" || web.Header.Get("grpc-status") != "" {
 		t.Errorf("gRPC-Web request: %d %v, want 415 problem+json (no grpc_web filter)", web.StatusCode, web.Header)
+	}
+}
+
+// dev on an imported configuration: without --front the emulator listens on
+// the port of the Envoy file's first listener (an imported example's port,
+// as Zilla's commands name it; the bundled file's 8080 otherwise), and the
+// banner lists the topics it created.
+func TestDevFollowsTheImportedListener(t *testing.T) {
+	_, envoyFile := importZilla(t, filepath.Join(zillaExamples, "grpc.kafka.echo.yaml"))
+	imported, err := os.ReadFile(envoyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		yaml []byte
+		want string
+	}{{imported, "127.0.0.1:7151"}, {envoy.DefaultYAML(), "127.0.0.1:8080"}} {
+		if got, err := frontOf(c.yaml); err != nil || got != c.want {
+			t.Errorf("front %q (%v), want %q", got, err, c.want)
+		}
+	}
+
+	cfg, _ := importZilla(t, filepath.Join(zillaExamples, "http.kafka.crud.yaml"))
+	_, _, banner, _ := devStart(t, "--config", cfg, "--topic", "extra:3")
+	want := "topics:                 extra (3 partitions), items (compacted)"
+	if !slices.ContainsFunc(banner, func(l string) bool { return strings.TrimSpace(l) == strings.TrimSpace(want) }) {
+		t.Errorf("the banner does not list the topics as %q:\n%s", want, strings.Join(banner, "\n"))
+	}
+}
+
+// -h prints a command's usage once, and dev's line of the usage text names
+// every flag dev takes.
+func TestHelpOnceAndComplete(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"import", "zilla", "--help"}, io.Discard, &stderr); code != 0 || strings.Count(stderr.String(), "Usage of kafka-ext-proc import zilla") != 1 {
+		t.Errorf("import zilla --help: exit %d, printed\n%s\nwant the usage once", code, stderr.String())
+	}
+	stderr.Reset()
+	if _, err := parseDevFlags([]string{"-h"}, &stderr); err == nil {
+		t.Fatal("dev -h parsed")
+	}
+	_, devLines, _ := strings.Cut(usage, "kafka-ext-proc dev ")
+	devLines, _, _ = strings.Cut(devLines, "kafka-ext-proc validate")
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		name, ok := strings.CutPrefix(strings.TrimSpace(line), "-")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		if !strings.Contains(devLines, "--"+name+" ") && !strings.Contains(devLines, "--"+name+"]") {
+			t.Errorf("the usage's dev line lacks --%s:\n%s", name, devLines)
+		}
 	}
 }
