@@ -39,6 +39,7 @@ func TestDifferencesFromZillaTable(t *testing.T) {
 		"gRPC `metadata` condition",
 		"0 or 2 messages on a unary gRPC method",
 		"headers Envoy adds (`x-request-id`, `x-forwarded-proto`, `x-forwarded-for`)",
+		"header order in request records",
 		"http route without `with`",
 		"templated `with.topic`",
 		"idempotency key",

@@ -39,6 +39,9 @@ bindings:
       - when: [{ method: example.Echo/* }]
         exit: kafka0
         with: { capability: produce, topic: echo-requests, reply-to: zreplies }
+      - when: [{ service: example.Mirror }]
+        exit: kafka0
+        with: { capability: produce, topic: mirror, reply-to: mirror }
 limits: { reply-timeout: 5s }
 `
 
@@ -200,5 +203,27 @@ func TestUnaryCardinalityIsTheClientsAndResponders(t *testing.T) {
 	recs := e.readTopic("echo-requests")
 	if len(recs) != 4 || recs[3].Value != nil {
 		t.Fatalf("no message wrote %d records, want the end record only", len(recs)-3)
+	}
+}
+
+// Zilla's echo pattern: reply-to is the request topic, so the request
+// records are the replies. The caller's own metadata comes back as the
+// response's (headers and trailers), but not what only a request means:
+// Envoy's x-request-id, the browser's origin, the idempotency key.
+func TestMirrorRepliesLeaveRequestOnlyMetadataOut(t *testing.T) {
+	e := startZillaGRPC(t)
+	ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "custom", "c", "origin", "http://app.example", "idempotency-key", "mirror-1")
+	var hdr, trl metadata.MD
+	var out rawMessage
+	if err := e.grpcConn().Invoke(ctx, "/example.Mirror/Say", &rawMessage{b: []byte("hi")}, &out, grpc.ForceCodecV2(rawCodec{}), grpc.Header(&hdr), grpc.Trailer(&trl)); err != nil {
+		t.Fatal(err)
+	}
+	if string(out.b) != "hi" || len(hdr.Get("custom")) != 1 || len(trl.Get("custom")) != 1 {
+		t.Fatalf("echo %q, headers %v, trailers %v: want the message and custom in both", out.b, hdr, trl)
+	}
+	for _, name := range []string{"x-request-id", "origin", "idempotency-key"} {
+		if len(hdr.Get(name)) != 0 || len(trl.Get(name)) != 0 {
+			t.Errorf("%s came back: headers %v, trailers %v", name, hdr.Get(name), trl.Get(name))
+		}
 	}
 }

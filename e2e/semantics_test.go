@@ -228,9 +228,9 @@ func TestPreferenceAppliedOnlyWhenWaited(t *testing.T) {
 	}
 }
 
-// A 304 carries the 200's etag through Envoy. Its content-type is checked
-// at the processor's answer (httpkafka TestFetchNotModifiedCarriesContentType):
-// the emulator's Go server strips content-type from every 304, Envoy does not.
+// A 304 carries the 200's etag through Envoy, and neither content-type nor
+// content-length on either codec: the processor's ImmediateResponse has no
+// body, and Envoy sends a bodyless local reply without them.
 func TestNotModifiedThroughEnvoy(t *testing.T) {
 	e := startEnv(t, semanticsConfig)
 	e.put("items", 0, "6", []byte(`{"n":6}`), "content-type", "application/json")
@@ -240,9 +240,13 @@ func TestNotModifiedThroughEnvoy(t *testing.T) {
 			t.Fatalf("GET %s: %d %v %q", p, resp.StatusCode, resp.Header, body)
 		}
 		etag := resp.Header.Get("etag")
-		resp, _ = e.request(e.h2c, "GET", p, "", "if-none-match", etag)
-		if resp.StatusCode != 304 || resp.Header.Get("etag") != etag {
-			t.Errorf("304 of %s: %d %v", p, resp.StatusCode, resp.Header)
+		for name, c := range map[string]*http.Client{"HTTP/1.1": e.h1, "h2c": e.h2c} {
+			resp, body = e.request(c, "GET", p, "", "if-none-match", etag)
+			_, ct := resp.Header["Content-Type"]
+			_, cl := resp.Header["Content-Length"]
+			if resp.StatusCode != 304 || resp.Header.Get("etag") != etag || ct || cl || body != "" {
+				t.Errorf("304 of %s over %s: %d %v %q, want the etag and no content-type or content-length", p, name, resp.StatusCode, resp.Header, body)
+			}
 		}
 	}
 }

@@ -195,6 +195,12 @@ func (x *exchange) chooseBinding(typ config.BindingType) (*route.Binding, *failu
 		case b == nil:
 			return nil, &failure{http: http.StatusInternalServerError, grpc: codes.Internal,
 				detail: fmt.Sprintf("binding %q named by Envoy's %s metadata is not in the processor's configuration", names[0], BindingMetadata)}
+		case b.Config.Type == config.GRPCKafka && typ == config.HTTPKafka:
+			// A route of a gRPC binding also takes what is not gRPC when it
+			// has CORS (a preflight must match a route with a route action):
+			// such a request is the client's mistake, not a broken setup.
+			return nil, &failure{http: http.StatusUnsupportedMediaType, grpc: codes.Internal,
+				detail: fmt.Sprintf("this path belongs to gRPC binding %q: send content-type application/grpc (gRPC-Web needs Envoy's grpc_web filter before ext_proc)", names[0])}
 		case b.Config.Type != typ:
 			return nil, &failure{http: http.StatusInternalServerError, grpc: codes.Internal,
 				detail: fmt.Sprintf("binding %q named by Envoy's %s metadata is %s, but the request is %s", names[0], BindingMetadata, b.Config.Type, kindOf(typ))}

@@ -11,9 +11,11 @@ import (
 // with the call's correlation id (docs/design.md#grpc-kafka-produce). The
 // gateway answers the call with the reply records of that id: each record
 // with a value is a response message, and a null-value record ends the call
-// with gateway:status (0 = OK) and gateway:message.
+// with the binding's status header (0 = OK) and message header.
 
-// GRPC reply header names the gateway reads on the terminal reply.
+// GRPC reply header names a handler writes on the terminal reply; the
+// responder writes them under Options.StatusHeader and MessageHeader, the
+// names the binding reads (these by default).
 const (
 	GRPCStatusHeader  = "gateway:status"
 	GRPCMessageHeader = "gateway:message"

@@ -83,7 +83,15 @@ type Options struct {
 	// to the binding's options.correlation.headers).
 	CorrelationHeader string
 	ReplyToHeader     string
-	Handler           Handler
+	// StatusHeader and MessageHeader name the headers that end a gRPC call
+	// (defaults GRPCStatusHeader and GRPCMessageHeader; set them to the
+	// binding's options.correlation.headers.status and .message): a reply
+	// header named GRPCStatusHeader or GRPCMessageHeader, as GRPCEnd
+	// writes, is written under these names, so one handler answers any
+	// binding.
+	StatusHeader  string
+	MessageHeader string
+	Handler       Handler
 	// DedupKey names a request for duplicate detection; a request whose
 	// name was seen among the last MaxSeen is ignored, and "" is never a
 	// duplicate. The default is the correlation id, right for HTTP (one
@@ -132,6 +140,12 @@ func Start(opts Options) (*Responder, error) {
 	}
 	if opts.ReplyToHeader == "" {
 		opts.ReplyToHeader = "gateway:reply-to"
+	}
+	if opts.StatusHeader == "" {
+		opts.StatusHeader = GRPCStatusHeader
+	}
+	if opts.MessageHeader == "" {
+		opts.MessageHeader = GRPCMessageHeader
 	}
 	if opts.DedupKey == nil {
 		opts.DedupKey = func(r *Request) string { return r.CorrelationID }
@@ -290,24 +304,37 @@ func (r *Responder) handle(m *kafka.Message) {
 		r.remember(name)
 	}
 	for _, rep := range replies {
-		topic := req.ReplyTo
-		msg := &kafka.Message{
-			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key:            []byte(req.CorrelationID),
-			Value:          rep.Value,
-		}
-		for _, h := range rep.Headers {
-			if h.Key == r.opts.CorrelationHeader {
-				continue
-			}
-			msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-		}
-		msg.Headers = append(msg.Headers, kafka.Header{Key: r.opts.CorrelationHeader, Value: []byte(req.CorrelationID)})
-		if err := r.produce(msg); err != nil {
+		if err := r.produce(r.replyMessage(req, rep)); err != nil {
 			r.log.Warn("writing a reply failed", "correlation_id", req.CorrelationID, "err", err)
 		}
 	}
 	r.handled.Add(1)
+}
+
+// replyMessage is the record of one reply: keyed by the correlation id,
+// carrying the correlation header, and the call-ending headers under the
+// names the binding reads.
+func (r *Responder) replyMessage(req *Request, rep Reply) *kafka.Message {
+	topic := req.ReplyTo
+	msg := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key:            []byte(req.CorrelationID),
+		Value:          rep.Value,
+	}
+	for _, h := range rep.Headers {
+		key := h.Key
+		switch key {
+		case r.opts.CorrelationHeader:
+			continue
+		case GRPCStatusHeader:
+			key = r.opts.StatusHeader
+		case GRPCMessageHeader:
+			key = r.opts.MessageHeader
+		}
+		msg.Headers = append(msg.Headers, kafka.Header{Key: key, Value: h.Value})
+	}
+	msg.Headers = append(msg.Headers, kafka.Header{Key: r.opts.CorrelationHeader, Value: []byte(req.CorrelationID)})
+	return msg
 }
 
 // produce hands a reply to librdkafka, waiting while its queue is full.

@@ -124,3 +124,56 @@ func TestResponderNeedsTopicAndHandler(t *testing.T) {
 		t.Error("started without a topic")
 	}
 }
+
+// The echo ends a gRPC call under the status and message headers the
+// binding names (a configuration imported from Zilla reads zilla:status),
+// not under the gateway defaults.
+func TestGRPCEndUnderTheBindingsHeaders(t *testing.T) {
+	b, err := embedded.Start(embedded.Options{Topics: []embedded.Topic{{Name: "req", Partitions: 1}, {Name: "rep", Partitions: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r, err := responder.Start(responder.Options{
+		Properties: map[string]string{"bootstrap.servers": b.Addr()},
+		Topic:      "req", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey,
+		CorrelationHeader: "zilla:correlation-id", ReplyToHeader: "zilla:reply-to",
+		StatusHeader: "zilla:status", MessageHeader: "zilla:message",
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	produce(t, p, "req", nil, nil, "zilla:reply-to", "rep", "zilla:correlation-id", "c1")
+
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "group.id": "t", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	topic := "rep"
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		m, ok := c.Poll(100).(*kafka.Message)
+		if !ok {
+			continue
+		}
+		hs := map[string]string{}
+		for _, h := range m.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		if m.Value != nil || len(hs) != 2 || hs["zilla:status"] != "0" || hs["zilla:correlation-id"] != "c1" {
+			t.Errorf("terminal reply: value %q headers %v, want a null value with zilla:status 0 and zilla:correlation-id c1 only", m.Value, hs)
+		}
+		return
+	}
+	t.Fatal("no reply within 20s")
+}

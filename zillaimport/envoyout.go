@@ -133,7 +133,7 @@ func (im *importer) httpServer(l *listener, name string, b *node) {
 		switch ac.get("policy").str() {
 		case "cross-origin":
 			l.cors = im.cors(ac)
-			l.comments = append(l.comments, fmt.Sprintf("http server %s access-control (line %d): Envoy's CORS filter; the dev emulator does not apply it", name, ac.pos.Line))
+			l.comments = append(l.comments, fmt.Sprintf("http server %s access-control (line %d): Envoy's CORS filter, before ext_proc (dev's emulator applies it too)", name, ac.pos.Line))
 		case "same-origin", "":
 			l.comments = append(l.comments, fmt.Sprintf("http server %s access-control same-origin: no CORS filter", name))
 		default:
@@ -303,7 +303,7 @@ func writeListener(b *strings.Builder, l listener) {
 		emit(&sub, l.cors, "                  ")
 		b.WriteString(sub.String())
 	}
-	writeRoutes(b, l.routes)
+	writeRoutes(b, l.routes, l.cors != nil)
 	// Other paths go to the processor too: it answers them 404 (gRPC
 	// UNIMPLEMENTED) with a problem detail saying no route matches.
 	b.WriteString(`              # Any other path: the processor answers 404 / UNIMPLEMENTED, saying no route matches.
@@ -343,8 +343,12 @@ func writeListener(b *strings.Builder, l listener) {
 }
 
 // writeRoutes writes the virtual host's routes, one per route of the
-// processor's configuration that the listener serves.
-func writeRoutes(b *strings.Builder, routes []envoyRoute) {
+// processor's configuration that the listener serves. Envoy's CORS filter
+// acts only on routes with a route action (CorsFilter::decodeHeaders), so
+// with CORS every route gets one, on the placeholder cluster, and a gRPC
+// route is followed by one for the same path without the gRPC match: a
+// browser's preflight carries no gRPC content-type.
+func writeRoutes(b *strings.Builder, routes []envoyRoute, cors bool) {
 	b.WriteString("              routes:\n")
 	for i, r := range routes {
 		match := fmt.Sprintf("prefix: %s", scalar(r.prefix))
@@ -352,17 +356,34 @@ func writeRoutes(b *strings.Builder, routes []envoyRoute) {
 			match = fmt.Sprintf("path: %s", scalar(r.path))
 		}
 		fmt.Fprintf(b, "              - name: %s_%d\n", r.binding, i)
-		if r.grpc {
+		switch {
+		case r.grpc:
 			fmt.Fprintf(b, "                match: { %s, grpc: {} }\n", match)
 			b.WriteString("                route: { cluster: placeholder, timeout: 0s, idle_timeout: 3600s }\n")
-		} else {
+		case cors:
+			fmt.Fprintf(b, "                match: { %s }\n", match)
+			b.WriteString("                # A route action, not direct_response: Envoy's CORS filter skips routes without one.\n")
+			b.WriteString("                route: { cluster: placeholder, timeout: 0s }\n")
+		default:
 			fmt.Fprintf(b, "                match: { %s }\n", match)
 			b.WriteString("                direct_response: { status: 504, body: { inline_string: \"no answer from kafka-ext-proc\\n\" } }\n")
 		}
-		b.WriteString("                typed_per_filter_config:\n                  envoy.filters.http.ext_proc:\n")
-		b.WriteString("                    \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute\n")
-		fmt.Fprintf(b, "                    overrides: { grpc_initial_metadata: [{ key: x-kafka-ext-proc-binding, value: %s }] }\n", scalar(r.binding))
+		writeBindingOverride(b, r.binding)
+		if r.grpc && cors {
+			fmt.Fprintf(b, "              # CORS preflights of %s (no gRPC content-type): Envoy's CORS filter answers them.\n", r.binding)
+			fmt.Fprintf(b, "              - name: %s_%d_cors\n", r.binding, i)
+			fmt.Fprintf(b, "                match: { %s }\n", match)
+			b.WriteString("                route: { cluster: placeholder, timeout: 0s }\n")
+			writeBindingOverride(b, r.binding)
+		}
 	}
+}
+
+// writeBindingOverride names the route's binding to the processor.
+func writeBindingOverride(b *strings.Builder, binding string) {
+	b.WriteString("                typed_per_filter_config:\n                  envoy.filters.http.ext_proc:\n")
+	b.WriteString("                    \"@type\": type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute\n")
+	fmt.Fprintf(b, "                    overrides: { grpc_initial_metadata: [{ key: x-kafka-ext-proc-binding, value: %s }] }\n", scalar(binding))
 }
 
 const envoyClusters = `

@@ -15,8 +15,10 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
@@ -41,6 +43,11 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("reading %s: %w", f.envoyPath, err)
 		}
 	}
+	if f.front == "" {
+		if f.front, err = frontOf(envoyYAML); err != nil {
+			return err
+		}
+	}
 	if f.processor != "" {
 		return frontOnly(ctx, f.cfgPath, envoyYAML, f.front, f.processor, logger, stdout)
 	}
@@ -58,7 +65,16 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	fmt.Fprint(stdout, banner(d, f.data, dc.dropped, dc.unsetEnv))
+	var created []embedded.Topic
+	if d.Broker != nil {
+		created = append(slices.Clone([]embedded.Topic(f.topics)), stack.TopicsOf(dc.cfg)...)
+		for i := range created {
+			if created[i].Partitions == 0 {
+				created[i].Partitions = int32(f.partitions)
+			}
+		}
+	}
+	fmt.Fprint(stdout, banner(d, f.data, created, dc.dropped, dc.unsetEnv))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
@@ -86,7 +102,7 @@ func parseDevFlags(args []string, stderr io.Writer) (*devFlags, error) {
 	fs := newFlags("dev", stderr)
 	fs.StringVar(&f.cfgPath, "config", "", "configuration file (default: the bundled demo)")
 	fs.StringVar(&f.envoyPath, "envoy", "", "envoy.yaml the emulator follows (default: the bundled envoy/envoy.yaml)")
-	fs.StringVar(&f.front, "front", "127.0.0.1:8080", "Envoy emulator address (HTTP/1.1 and h2c)")
+	fs.StringVar(&f.front, "front", "", "Envoy emulator address, HTTP/1.1 and h2c (default: 127.0.0.1 and the port of the Envoy file's first listener, 8080 in the bundled one)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:50051", "processor ext_proc address")
 	fs.StringVar(&f.kafka, "kafka", "127.0.0.1:9092", "embedded Kafka broker address, or \"existing\": the configuration's own cluster (its bootstrap and security properties; no topic is created)")
 	fs.StringVar(&f.processor, "processor", "", "run only the Envoy emulator, in front of the processor (serve) already running at this ext_proc address")
@@ -239,7 +255,7 @@ func withoutKafkaSecurity(cfg *config.Config) (*config.Config, map[string][]stri
 }
 
 // banner tells a newcomer where everything is and what to try.
-func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []string) string {
+func banner(d *stack.Dev, dir string, topics []embedded.Topic, dropped map[string][]string, unsetEnv []string) string {
 	var b strings.Builder
 	front := d.Front()
 	fmt.Fprintf(&b, "kafka-ext-proc dev is running\n")
@@ -256,6 +272,9 @@ func banner(d *stack.Dev, dir string, dropped map[string][]string, unsetEnv []st
 	}
 	if dir != "" {
 		fmt.Fprintf(&b, "  Kafka data:             %s (kept across restarts)\n", dir)
+	}
+	if line := topicsLine(topics); line != "" {
+		fmt.Fprintf(&b, "  topics:                 %s\n", line)
 	}
 	if a := d.Processor.AdminAddr(); a != "" && len(d.Replicas) == 1 {
 		fmt.Fprintf(&b, "  admin:                  http://%s/readyz  http://%s/metrics\n", a, a)
@@ -404,4 +423,47 @@ func curlLine(c config.Condition, with *config.With, front string) string {
 	default:
 		return fmt.Sprintf("curl -i -X %s '%s' -H 'content-type: application/json' -d '{\"name\":\"pen\"}'", method, url)
 	}
+}
+
+// frontOf is dev's default front: the port of the Envoy file's first
+// listener, whose routes the emulator follows, so the commands written for
+// that Envoy (an imported Zilla example's port among them) work unchanged.
+// It stays on the loopback address: dev is never a public front.
+func frontOf(envoyYAML []byte) (string, error) {
+	b, err := envoy.Parse(envoyYAML)
+	if err != nil {
+		return "", fmt.Errorf("reading the Envoy file's listener: %w", err)
+	}
+	ls := b.GetStaticResources().GetListeners()
+	if len(ls) == 0 || ls[0].GetAddress().GetSocketAddress().GetPortValue() == 0 {
+		return "", usageError{"the Envoy file has no static listener with a port: give --front"}
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ls[0].GetAddress().GetSocketAddress().GetPortValue()))), nil
+}
+
+// topicsLine lists the topics dev created, each once, in name order, saying
+// which are compacted and which have more than one partition.
+func topicsLine(topics []embedded.Topic) string {
+	seen := map[string]bool{}
+	var names []string
+	for _, t := range topics {
+		if seen[t.Name] {
+			continue
+		}
+		seen[t.Name] = true
+		name := t.Name
+		var notes []string
+		if t.Partitions > 1 {
+			notes = append(notes, strconv.Itoa(int(t.Partitions))+" partitions")
+		}
+		if t.Compact {
+			notes = append(notes, "compacted")
+		}
+		if len(notes) > 0 {
+			name += " (" + strings.Join(notes, ", ") + ")"
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,7 +29,11 @@ func importCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		if err := fs.Parse(rest); err != nil {
-			return parseFlags(fs, rest) // the same error, as a usage error
+			// Parse printed the usage already; parsing again would print it twice.
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err.Error()}
 		}
 		if fs.NArg() != 1 {
 			return usageError{"want `import zilla FILE [--envoy FILE]`"}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/readmetest"
@@ -184,5 +186,54 @@ func TestImportUsage(t *testing.T) {
 		if c.code == 0 && !bytes.Contains(stdout.Bytes(), []byte("type: http-kafka")) {
 			t.Errorf("%q printed no configuration", c.args)
 		}
+	}
+}
+
+// The imported grpc.kafka.echo keeps Zilla's access-control: under dev, as
+// under Envoy, a browser's preflight of a gRPC method is answered by the CORS
+// filter (200 with access-control-*, nothing reaches the processor), and a
+// gRPC call from an allowed origin carries access-control-allow-origin. A
+// gRPC-Web request is not translated (the imported Envoy file has no
+// grpc_web filter, and dev emulates none): it reaches the processor as a
+// plain HTTP request, answered 415 saying what gRPC-Web needs.
+func TestImportedGRPCListenerAnswersCORS(t *testing.T) {
+	cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, "grpc.kafka.echo.yaml"))
+	front, _ := devRun(t, "--config", cfg, "--envoy", envoyFile, "--responder", "grpc-echo:echo-requests")
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Protocols: &protos}}
+	do := func(method, ctype string, body []byte, hs ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+front+"/example.Echo/EchoUnary", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctype != "" {
+			req.Header.Set("content-type", ctype)
+		}
+		for i := 0; i+1 < len(hs); i += 2 {
+			req.Header.Set(hs[i], hs[i+1])
+		}
+		resp, err := h2c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	const origin = "https://app.example.com"
+	pre := do("OPTIONS", "", nil, "origin", origin, "access-control-request-method", "POST", "access-control-request-headers", "content-type,x-grpc-web")
+	if pre.StatusCode != 200 || pre.Header.Get("access-control-allow-origin") != origin || pre.Header.Get("access-control-allow-methods") != "POST" {
+		t.Errorf("preflight: %d %v, want 200 from Envoy's CORS filter", pre.StatusCode, pre.Header)
+	}
+	frame := []byte{0, 0, 0, 0, 2, 0x0a, 0}
+	call := do("POST", "application/grpc", frame, "te", "trailers", "origin", origin)
+	if call.StatusCode != 200 || call.Trailer.Get("grpc-status") != "0" || call.Header.Get("access-control-allow-origin") != origin {
+		t.Errorf("gRPC call from %s: %d %v %v, want OK with access-control-allow-origin", origin, call.StatusCode, call.Header, call.Trailer)
+	}
+	web := do("POST", "application/grpc-web+proto", frame, "x-grpc-web", "1", "origin", origin)
+	if web.StatusCode != http.StatusUnsupportedMediaType || web.Header.Get("content-type") != "application/problem+json" || web.Header.Get("grpc-status") != "" {
+		t.Errorf("gRPC-Web request: %d %v, want 415 problem+json (no grpc_web filter)", web.StatusCode, web.Header)
 	}
 }

@@ -2,7 +2,8 @@
 // gRPC request streams into Kafka topic streams.
 //
 //	kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
-//	kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR] [--responder KIND:TOPIC]...
+//	kafka-ext-proc dev      [--config FILE] [--envoy FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR|existing] [--admin ADDR]
+//	                        [--responder KIND:TOPIC]... [--replicas N] [--processor ADDR] [--log-level LEVEL]
 //	                        [--data DIR] [--partitions N] [--topic NAME[:PARTITIONS]]...
 //	kafka-ext-proc validate --config FILE [--envoy FILE]
 //	kafka-ext-proc responder --config FILE --responder KIND:TOPIC...
@@ -41,7 +42,8 @@ const usage = `kafka-ext-proc: an Envoy external processor that maps HTTP and gR
 
 Usage:
   kafka-ext-proc serve    --config FILE [--listen ADDR] [--admin ADDR]
-  kafka-ext-proc dev      [--config FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR] [--admin ADDR] [--responder KIND:TOPIC]...
+  kafka-ext-proc dev      [--config FILE] [--envoy FILE] [--front ADDR] [--listen ADDR] [--kafka ADDR|existing] [--admin ADDR]
+                          [--responder KIND:TOPIC]... [--replicas N] [--processor ADDR] [--log-level LEVEL]
                           [--data DIR] [--partitions N] [--topic NAME[:PARTITIONS]]...
   kafka-ext-proc validate --config FILE [--envoy FILE]
   kafka-ext-proc responder --config FILE --responder KIND:TOPIC...

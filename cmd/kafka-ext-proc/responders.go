@@ -104,6 +104,7 @@ func (f responderFlag) options(cfg *config.Config, running []responder.Options) 
 			o.Properties = maps.Clone(kc.Properties) // dev points bootstrap.servers at its broker
 		}
 		o.CorrelationHeader, o.ReplyToHeader = corr.CorrelationID, corr.ReplyTo
+		o.StatusHeader, o.MessageHeader = corr.Status, corr.Message
 		out = append(out, o)
 	}
 	return out, nil

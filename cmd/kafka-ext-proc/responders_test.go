@@ -31,6 +31,7 @@ bindings:
   grpc0:
     type: grpc-kafka
     kind: proxy
+    options: { correlation: { headers: { correlation-id: zilla:correlation-id, status: x-status } } }
     routes:
       - when: [{ method: example.Echo/* }]
         exit: kafka0
@@ -68,7 +69,7 @@ func TestResponderFlag(t *testing.T) {
 		h.Properties["client.id"] != "demo" || h.DedupKey != nil || h.Handler == nil {
 		t.Errorf("http-echo: %+v", h)
 	}
-	if g.Topic != "echo-requests" || g.CorrelationHeader != "gateway:correlation-id" || g.DedupKey == nil {
+	if g.Topic != "echo-requests" || g.CorrelationHeader != "zilla:correlation-id" || g.StatusHeader != "x-status" || g.MessageHeader != "zilla:message" || g.DedupKey == nil {
 		t.Errorf("grpc-echo: %+v", g)
 	}
 	if _, err := f.options(cfg, opts[:1]); err == nil || !strings.Contains(err.Error(), "already answers") {

@@ -64,3 +64,36 @@ func TestValidateRefusesLibrdkafkaProperties(t *testing.T) {
 		t.Fatalf("fixed file: exit %d: %s", code, stderr.String())
 	}
 }
+
+// validate on the imported http.kafka.oneway, before its trust store was
+// converted: the PEM file it names is missing, said by name at its line
+// with the keytool command the import wrote above it, not by librdkafka's
+// TLS error code.
+func TestValidateNamesAMissingCAFile(t *testing.T) {
+	cfg, _ := importZilla(t, filepath.Join(zillaExamples, "http.kafka.oneway.yaml"))
+	t.Setenv("KAFKA_BOOTSTRAP_SERVER", "localhost:9093")
+	t.Setenv("SASL_USERNAME", "user")
+	t.Setenv("SASL_PASSWORD", "secret")
+	t.Chdir(t.TempDir()) // the relative tls/kafka.truststore.pem is not there
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"validate", "--config", cfg}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, stdout %s stderr %s", code, stdout.String(), stderr.String())
+	}
+	out := stderr.String()
+	want := cfg + `:23:24: kafka property "ssl.ca.location": the file "tls/kafka.truststore.pem" is missing (librdkafka opens it from the working directory); the comment above it (line 22) has the command that writes it: keytool -exportcert -rfc -keystore tls/kafka.truststore.jks -storepass "$KEYSTORE_PASSWORD" -alias kafka > tls/kafka.truststore.pem`
+	if !strings.Contains(out, want) || strings.Contains(out, "x509") {
+		t.Errorf("stderr\n%s\nwant\n%s\nand no TLS error code", out, want)
+	}
+
+	// Once the file is there, it is librdkafka's to read.
+	if err := os.MkdirAll("tls", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("tls/kafka.truststore.pem", []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"validate", "--config", cfg}, &stdout, &stderr); code != 1 || strings.Contains(stderr.String(), "is missing") || !strings.Contains(stderr.String(), "ssl.ca.location") {
+		t.Errorf("with an unreadable CA file: exit %d, stderr %s", code, stderr.String())
+	}
+}

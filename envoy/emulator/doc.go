@@ -34,7 +34,10 @@
 //
 // # Not emulated
 //
-// Envoy's wire order of headers (keys are sorted here); attributes and
+// Envoy's order of request headers: pseudo-headers first, then the others
+// in arrival order (source/common/http/header_map_impl.h
+// HeaderMapImpl::HeaderList::insert), which net/http does not keep (keys
+// are sorted here; the processor keeps whatever order it gets); attributes and
 // forwarded dynamic metadata (metadata_context is always empty: there is no
 // jwt_authn); use_remote_address and XFF handling; x-envoy-* request header
 // sanitising; HCM local_reply_config; header count/size limits on mutations;

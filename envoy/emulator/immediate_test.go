@@ -68,6 +68,13 @@ func TestImmediateResponseHTTP(t *testing.T) {
 			status: 200, body: `{"a":1}`, ctype: "application/json", clen: "7"},
 		{name: "empty body drops content-type", method: "GET", resp: extproctest.Immediate(404, "", nil, extproctest.SetHeaders("content-type", "application/json", "content-length", "99")),
 			status: 404, body: "", ctype: "", clen: "0"},
+		{name: "304 keeps etag, loses content-type", method: "GET", resp: extproctest.Immediate(304, "", nil, extproctest.SetHeaders("etag", `"0:1"`, "content-type", "application/json")),
+			status: 304, body: "", ctype: "", clen: "",
+			check: func(t *testing.T, h http.Header) {
+				if g := h.Get("Etag"); g != `"0:1"` {
+					t.Errorf("etag = %q, want the mutation's", g)
+				}
+			}},
 		{name: "HEAD has no body", method: "HEAD", resp: extproctest.Immediate(200, "abcd", nil, nil),
 			status: 200, body: "", ctype: "text/plain", clen: "4"},
 		{name: "status below 200 becomes 200", method: "GET", resp: extproctest.Immediate(100, "x", nil, nil),

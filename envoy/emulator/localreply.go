@@ -77,10 +77,12 @@ func buildLocalReply(in replyInput) LocalReply {
 	// [rule local-reply-content-type] A local reply with a body gets
 	// content-length and, unless a header mutation set one,
 	// content-type: text/plain; an empty body drops both, even when a
-	// mutation set them (HTTP/1's codec then adds content-length: 0).
-	// source: source/common/http/utility.cc Utility::prepareLocalReply
+	// mutation set them, whatever the status: an ImmediateResponse 304
+	// keeps its etag and loses its content-type. HTTP/1's codec then adds
+	// content-length: 0, except on a 204 or 304; HTTP/2 adds nothing.
+	// source: source/common/http/utility.cc Utility::prepareLocalReply; source/common/http/http1/codec_impl.cc StreamEncoderImpl::encodeHeadersBase
 	// envoy-test: HttpConnectionManagerImplTest.HitRequestBufferLimits, ExtProcIntegrationTest.GetAndRespondImmediately
-	// ours: TestImmediateResponseHTTP
+	// ours: TestImmediateResponseHTTP, e2e.TestNotModifiedThroughEnvoy
 	if len(in.body) > 0 {
 		h.set("content-length", strconv.Itoa(len(in.body)))
 		if _, ok := h.Get("content-type"); !ok {

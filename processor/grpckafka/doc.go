@@ -63,7 +63,8 @@
 //   - Replies: reply records with the correlation id, from the cluster's reply
 //     index, watched before anything is produced. Each record with a value is
 //     one response message (the first one's `meta:*` headers are the response
-//     metadata); a null-value record ends the call with the status header
+//     metadata, request-only names left out: route.RequestOnly); a
+//     null-value record ends the call with the status header
 //     (options.correlation.headers.status, default gateway:status; OK when
 //     absent, as a responder that only writes successes would) and the
 //     message header, its `meta:*` headers as trailers.

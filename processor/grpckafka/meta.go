@@ -51,8 +51,10 @@ func forwardedMeta(name string) bool {
 }
 
 // metadataOf turns the `meta:*` headers of a record into response metadata.
-// Names are lower-cased; names and values gRPC cannot carry, and names the
-// transport owns, are left out.
+// Names are lower-cased; names and values gRPC cannot carry, names the
+// transport owns, and request-only names (route.RequestOnly: a reply that is
+// the request record itself would send x-request-id and origin back) are
+// left out.
 func metadataOf(hs []client.Header) []route.Header {
 	var out []route.Header
 	for _, h := range hs {
@@ -70,7 +72,7 @@ func metadataOf(hs []client.Header) []route.Header {
 }
 
 func validMetadata(name string, value []byte) bool {
-	if name == "" || !httpguts.ValidHeaderFieldName(name) || !forwardedMeta(name) {
+	if name == "" || !httpguts.ValidHeaderFieldName(name) || !forwardedMeta(name) || route.RequestOnly(name) {
 		return false
 	}
 	switch name {

@@ -540,14 +540,13 @@ func (a answer) reply(applied string) *handler.HTTPResponse {
 	return withApplied(r, applied)
 }
 
-// notModified carries the representation headers the 200 would (RFC 9110
-// §15.4.5): etag and content-type.
+// notModified carries the 200's etag and no content-type: RFC 9110
+// §15.4.5 asks a 304 for the validators a cache needs and no other
+// representation metadata, and Envoy removes content-type from every
+// bodyless local reply anyway (Utility::prepareLocalReply).
 func notModified(a answer, applied string) *handler.HTTPResponse {
-	hs := make([]route.Header, 0, 3) // etag, content-type, preference-applied
+	hs := make([]route.Header, 0, 2) // etag, preference-applied
 	hs = append(hs, route.Header{Name: "etag", Value: a.etag()})
-	if a.contentType != "" {
-		hs = append(hs, route.Header{Name: "content-type", Value: a.contentType})
-	}
 	r := &handler.HTTPResponse{Status: http.StatusNotModified, Headers: hs}
 	return withApplied(r, applied)
 }

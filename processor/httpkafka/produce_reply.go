@@ -19,8 +19,9 @@ import (
 //   - `:status` must be 200–599 (else 502); a reply without one is a 200,
 //     as the reference implementation answers;
 //   - pseudo-headers, hop-by-hop headers, content-length, the binding's
-//     correlation and reply-to headers, and names that are not HTTP tokens
-//     (so every `gateway:*` header) are dropped, as are values with control
+//     correlation and reply-to headers, request-only names
+//     (route.RequestOnly), and names that are not HTTP tokens (so every
+//     `gateway:*` header) are dropped, as are values with control
 //     characters (a newline would split the response);
 //   - 204 and 304 carry no body; a body without a content-type is
 //     application/octet-stream.
@@ -67,7 +68,7 @@ func replyResponse(rec *client.Record, dropNames ...string) *handler.HTTPRespons
 }
 
 func replyHeaderAllowed(name string, drop []string) bool {
-	if name == "" || name[0] == ':' || !httpguts.ValidHeaderFieldName(name) {
+	if name == "" || name[0] == ':' || !httpguts.ValidHeaderFieldName(name) || route.RequestOnly(name) {
 		return false
 	}
 	switch name {
