@@ -26,8 +26,11 @@ import (
 //     opens a view of the new one, caught up from its start, with the new
 //     topic id in its entity tags.
 // Either way the dropped view's waiters are woken at once (View.Gone).
-// A warmed view is warmed again, so the readiness reports the topic as it
-// reports a configured topic at start: not ready while it does not exist.
+// A warmed view is opened again at once, pinned, and its topic looked up
+// every second while it does not exist, so a recreated topic's view is
+// caught up before its next request. The readiness is left alone: the
+// routes of a deleted topic answer for themselves, and taking every replica
+// out of service for one topic would stop the other routes too.
 
 // ErrTopicDeleted is wrapped, with client.ErrUnknownTopic, by the error of
 // opening a view of a topic that was deleted while a view of it was read.
@@ -152,7 +155,7 @@ func (c *Views) drop(topic string, v *View, reason error) {
 	c.unassign(topic, v.Partitions())
 	c.logger.Warn("a view's topic changed under it; the view is dropped and its waiters woken", "topic", topic, "reason", reason)
 	if s.pinned {
-		c.Warm(topic)
+		c.keepOpening(topic, "")
 	}
 }
 

@@ -351,32 +351,45 @@ func (c *Views) Warm(topics ...string) {
 		if c.opts.Readiness != nil {
 			c.opts.Readiness.Set(name, false, "catching up")
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			for c.ctx.Err() == nil {
-				ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
-				_, err := c.view(ctx, topic, true)
-				cancel()
-				if err == nil {
-					if c.opts.Readiness != nil {
-						c.opts.Readiness.Set(name, true, "")
-					}
-					return
-				}
-				if c.opts.Readiness != nil {
-					c.opts.Readiness.Set(name, false, err.Error())
-				}
-				if errors.Is(err, client.ErrUnknownTopic) {
+		c.keepOpening(topic, name)
+	}
+}
+
+// keepOpening opens the pinned view of topic in the background, looking a
+// missing topic up again every second, until the view has caught up. It
+// reports to the readiness under name, unless name is "": a warmed view
+// dropped for its topic's deletion is opened again without taking the
+// process out of service, as its routes answer for themselves (a missing
+// topic, with the reason) and the other routes are served meanwhile.
+func (c *Views) keepOpening(topic, name string) {
+	report := func(ready bool, reason string) {
+		if c.opts.Readiness != nil && name != "" {
+			c.opts.Readiness.Set(name, ready, reason)
+		}
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for c.ctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
+			_, err := c.view(ctx, topic, true)
+			cancel()
+			if err == nil {
+				report(true, "")
+				return
+			}
+			report(false, err.Error())
+			if errors.Is(err, client.ErrUnknownTopic) {
+				if name != "" {
 					c.logger.Warn("a configured topic does not exist", "topic", topic)
-					select {
-					case <-c.ctx.Done():
-					case <-time.After(time.Second):
-					}
+				}
+				select {
+				case <-c.ctx.Done():
+				case <-time.After(time.Second):
 				}
 			}
-		}()
-	}
+		}
+	}()
 }
 
 // View returns the view of topic, creating it on first use, once it has
