@@ -59,6 +59,7 @@ func (e *env) deleteTopic(ctx context.Context, topic string) {
 // later request is answered as for a missing topic, with the reason, not
 // with the deleted records. Recreated, the topic is served as the new
 // generation alone: the deleted records are not found, the new ones are.
+// The process stays ready meanwhile.
 func TestDeletedTopicIsNotServed(t *testing.T) {
 	topic := embedded.Topic{Name: "life-items", Compact: true}
 	e := startEnv(t, lifecycleConfig, withTopics(topic),
@@ -102,6 +103,11 @@ func TestDeletedTopicIsNotServed(t *testing.T) {
 	resp, body = e.request(e.h1, "GET", "/life/old1", "")
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "deleted") {
 		t.Errorf("GET /life/old1 after the topic was deleted: %d %s, want 503 saying it was deleted", resp.StatusCode, body)
+	}
+	// The deletion is noticed (the answers above); the process stays in
+	// service for its other routes.
+	if ready, reasons := e.dev.Processor.Readiness.Ready(); !ready {
+		t.Errorf("not ready after a route's topic was deleted: %v", reasons)
 	}
 
 	if err := e.dev.Broker.CreateTopics(topic); err != nil {
