@@ -536,6 +536,21 @@ func (p *Producer) outcome(rd *rdProducer, sent linkSnap, ev kafka.Event) delive
 			p.forgetTopic(*m.TopicPartition.Topic)
 		}
 		return deliveryResult{err: fmt.Errorf("%w: %w", ErrNotEnqueued, client.ErrUnknownTopic)}
+	case kafka.ErrOutOfOrderSequenceNumber:
+		// Final only when librdkafka gives up (the idempotent producer's
+		// fatal "sequence desynchronization"; out-of-order answers it can
+		// recover from are retried, not reported). The broker checks a
+		// batch's sequence before appending it and appends nothing it
+		// answers this way, so this attempt wrote nothing. librdkafka
+		// still calls the record "possibly persisted", for an earlier
+		// attempt of the same batch; but such an attempt, if appended,
+		// left the producer's state on the partition, and the retry would
+		// have been answered as a duplicate (a success), not out of order:
+		// the partition lost that state, which within the message timeout
+		// means its log was replaced (a deleted and recreated topic) or
+		// truncated, taking the earlier copy with it. So the record is not
+		// in the log: a retry, through the replacement producer, is safe.
+		return deliveryResult{err: fmt.Errorf("%w: %w: %w", ErrNotEnqueued, err, errSequence)}
 	}
 	switch persistence(ke.Code()) {
 	case notPersisted:
@@ -566,7 +581,9 @@ const (
 // rdkafka_request.c): a transient error that librdkafka marks "not
 // persisted" is a 503 (retry is safe), one it marks "possibly persisted" a
 // 504 (outcome unknown). Under acks=none and acks=leader, where retries are
-// off, these are what a failed request reports.
+// off, these are what a failed request reports. OUT_OF_ORDER_SEQUENCE_NUMBER,
+// which librdkafka calls possibly persisted, is sorted by outcome (not
+// written: see there).
 func persistence(code kafka.ErrorCode) persistenceStatus {
 	switch code {
 	case kafka.ErrUnknownPartition, kafka.ErrPurgeQueue, kafka.ErrQueueFull,
@@ -576,7 +593,7 @@ func persistence(code kafka.ErrorCode) persistenceStatus {
 		return notPersisted
 	case kafka.ErrTransport, kafka.ErrSsl, kafka.ErrTimedOut, kafka.ErrRequestTimedOut,
 		kafka.ErrNotEnoughReplicasAfterAppend, kafka.ErrPurgeInflight, kafka.ErrBadMsg,
-		kafka.ErrOutOfOrderSequenceNumber, kafka.ErrDuplicateSequenceNumber:
+		kafka.ErrDuplicateSequenceNumber:
 		return possiblyPersisted
 	}
 	return persistenceOther

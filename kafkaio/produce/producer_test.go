@@ -575,3 +575,44 @@ func TestSendWaitAgainAfterTheCallerLeft(t *testing.T) {
 		}
 	}
 }
+
+// A record written to a topic deleted and created again since the producer
+// last wrote to it is refused out of sequence (the new partition does not
+// know the producer): that is "not written", not "may or may not", and the
+// next record, through the replacement producer, is written.
+func TestProduceToRecreatedTopicIsNotWritten(t *testing.T) {
+	topic := embedded.Topic{Name: "t"}
+	b := kafkatest.BrokerWith(t, []embedded.Topic{topic})
+	p := testProducer(t, b.Addr(), client.AcksAll, 5*time.Second, nil)
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	for range 3 {
+		if _, _, err := p.Produce(ctx, &client.Record{Topic: "t", Value: []byte("old")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if res, err := a.DeleteTopics(ctx, []string{"t"}); err != nil || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("deleting the topic: %v %v", err, res)
+	}
+	if err := b.CreateTopics(topic); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = p.Produce(ctx, &client.Record{Topic: "t", Value: []byte("new")})
+	if !errors.Is(err, ErrNotEnqueued) || !errors.Is(err, errSequence) {
+		t.Fatalf("the first record after the recreation: %v, want ErrNotEnqueued wrapping errSequence", err)
+	}
+	part, off, err := p.Produce(ctx, &client.Record{Topic: "t", Value: []byte("new")})
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if off != 0 {
+		t.Errorf("the retry was written at offset %d, want 0: the refused record is not in the log", off)
+	}
+	if got := readBack(t, b.Addr(), "t", part, off); string(got.Value) != "new" {
+		t.Fatalf("read back %q", got.Value)
+	}
+}

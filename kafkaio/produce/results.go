@@ -59,6 +59,9 @@ func (c *Counts) Snapshot() map[string]uint64 {
 var (
 	errNoBroker   = errors.New("no broker was reachable")
 	errNoMetadata = errors.New("no metadata for the topic")
+	// errSequence: the broker refused the record as out of sequence, having
+	// lost the idempotent producer's state on the partition (see outcome).
+	errSequence = errors.New("the partition lost the producer's sequence, as when its topic is deleted and created again, and refused the record")
 )
 
 // produceCause maps a Produce error to one of ProduceResults.

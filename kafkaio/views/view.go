@@ -129,7 +129,19 @@ type View struct {
 	anyTimer  *time.Timer
 	scratch   []byte // a record's header encoding, while it is applied
 	readyOnce sync.Once
+
+	// serial tells this view from every other view of the process, an
+	// earlier view of the same topic included: answers rendered from a view
+	// are cached by it, and a rebuilt view starts counting versions again.
+	serial uint64
+	// gone is set, with goneErr, once the view no longer shows its topic
+	// (deleted, recreated, or its log went back): see Gone.
+	gone    atomic.Bool
+	goneErr error
 }
+
+// serials numbers the views of the process.
+var serials atomic.Uint64
 
 // holdEvicted is set in View.hold once the view is evicted; the bits below
 // it count the holders.
@@ -147,6 +159,7 @@ func newView(topic string, id [16]byte, partitions int, window time.Duration) *V
 		keyWaits:  map[string]*keyWait{},
 		anyWait:   make(chan struct{}),
 		ready:     make(chan struct{}),
+		serial:    serials.Add(1),
 	}
 	v.entries.init()
 	v.lastUse.Store(time.Now().UnixNano())
@@ -499,3 +512,83 @@ func (v *View) advanceLocked(p int32, next int64) {
 }
 
 func (v *View) markReady() { v.readyOnce.Do(func() { close(v.ready) }) }
+
+// Serial tells this view from every other view of the process, earlier and
+// later views of the same topic included.
+func (v *View) Serial() uint64 { return v.serial }
+
+// Gone reports why the view no longer shows its topic (an error wrapping
+// ErrTopicDeleted or ErrTopicRecreated), or nil while it does. A gone view
+// is never held again; a holder that finds it gone lets go of it and holds
+// the topic's view anew, which is rebuilt from the topic as it is now.
+func (v *View) Gone() error {
+	if !v.gone.Load() {
+		return nil
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.goneErr
+}
+
+// invalidate marks the view gone for err and wakes every waiter, each key's
+// and the view's, at once: what they wait on will never change in this view.
+// It also retires the view whatever its holders: none holds it again.
+func (v *View) invalidate(err error) {
+	v.hold.Or(holdEvicted)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.gone.Load() {
+		return
+	}
+	v.goneErr = err
+	v.gone.Store(true)
+	for key, w := range v.keyWaits {
+		close(w.ch)
+		delete(v.keyWaits, key)
+	}
+	close(v.anyWait)
+	v.anyWait = make(chan struct{})
+	if v.heldTimer != nil {
+		v.heldTimer.Stop()
+		v.heldTimer = nil
+	}
+	v.held = nil
+}
+
+// applyLive is apply for the live consumer, which reads a partition on from
+// the view's position: a record below that position means the log went back
+// (the topic was recreated, or the partition truncated), and what the view
+// holds is no longer the log. It reports false then, applying nothing.
+func (v *View) applyLive(r *client.Record) bool {
+	if v.convert == nil || r.Key == nil || r.Value == nil {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.belowLocked(r.Partition, r.Offset) {
+			return false
+		}
+		v.applyLocked(r)
+		return true
+	}
+	if v.Position(r.Partition) > r.Offset {
+		return false
+	}
+	v.apply(r)
+	return true
+}
+
+// advanceLive is advance for the live consumer's end of partition: an end
+// below the view's position means the log went back, as for applyLive, and
+// it reports false.
+func (v *View) advanceLive(p int32, next int64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.belowLocked(p, next) {
+		return false
+	}
+	v.advanceLocked(p, next)
+	return true
+}
+
+func (v *View) belowLocked(p int32, offset int64) bool {
+	return int(p) < len(v.positions) && p >= 0 && offset < v.positions[p]
+}

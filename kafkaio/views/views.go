@@ -70,6 +70,11 @@ type Views struct {
 	handles map[string]*Handle
 	// handOvers carries caught-up views' partitions to handOverLoop.
 	handOvers chan handOverReq
+	// recheck asks followTopics for a topic check now (triggerCheck).
+	recheck chan struct{}
+	// deleted are the topics whose views were dropped for their deletion,
+	// so that opening them again says why they are missing. Guarded by mu.
+	deleted map[string]bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -112,6 +117,8 @@ func New(opts Options) (*Views, error) {
 		views:     map[string]*viewSlot{},
 		handles:   map[string]*Handle{},
 		handOvers: make(chan handOverReq),
+		recheck:   make(chan struct{}, 1),
+		deleted:   map[string]bool{},
 		ctx:       ctx, cancel: cancel,
 	}
 	c.wg.Add(6)
@@ -119,7 +126,7 @@ func New(opts Options) (*Views, error) {
 	go c.pollLive()
 	go c.watchBrokers()
 	go c.evictIdle()
-	go c.followPartitions()
+	go c.followTopics()
 	go c.handOverLoop()
 	return c, nil
 }
@@ -273,44 +280,9 @@ func (c *Views) evictLocked(topic string) bool {
 	if h := c.handles[topic]; h != nil {
 		h.view.CompareAndSwap(s.view, nil)
 	}
-	parts := make([]kafka.TopicPartition, s.view.Partitions())
-	for p := range parts {
-		parts[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p)}
-	}
-	c.assignMu.Lock()
-	err := c.live.IncrementalUnassign(parts)
-	c.assignMu.Unlock()
-	if err != nil {
-		c.logger.Warn("unassigning an evicted view", "topic", topic, "err", err)
-	}
+	c.unassign(topic, s.view.Partitions())
 	c.logger.Debug("view evicted", "topic", topic)
 	return true
-}
-
-// followPartitions runs while the client lives: every PartitionCheck it
-// describes the topics of the ready views and starts reading the partitions
-// added since.
-func (c *Views) followPartitions() {
-	defer c.wg.Done()
-	follow.CheckEvery(c.ctx, c.opts.PartitionCheck, c.logger, "the views' topics", c.checkPartitions)
-}
-
-func (c *Views) checkPartitions() error {
-	c.mu.RLock()
-	var names []string
-	for topic, s := range c.views {
-		// A view still catching up reads the partitions it was created
-		// with; the next check grows it once it is handed over.
-		if s.view != nil && s.view.isReady() {
-			names = append(names, topic)
-		}
-	}
-	c.mu.RUnlock()
-	counts, err := follow.PartitionCounts(c.ctx, c.admin, names, c.opts.KafkaTimeout)
-	for topic, n := range counts {
-		c.grow(topic, n)
-	}
-	return err
 }
 
 // grow has the view of topic read n partitions, assigning the added ones to
@@ -379,32 +351,45 @@ func (c *Views) Warm(topics ...string) {
 		if c.opts.Readiness != nil {
 			c.opts.Readiness.Set(name, false, "catching up")
 		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			for c.ctx.Err() == nil {
-				ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
-				_, err := c.view(ctx, topic, true)
-				cancel()
-				if err == nil {
-					if c.opts.Readiness != nil {
-						c.opts.Readiness.Set(name, true, "")
-					}
-					return
-				}
-				if c.opts.Readiness != nil {
-					c.opts.Readiness.Set(name, false, err.Error())
-				}
-				if errors.Is(err, client.ErrUnknownTopic) {
+		c.keepOpening(topic, name)
+	}
+}
+
+// keepOpening opens the pinned view of topic in the background, looking a
+// missing topic up again every second, until the view has caught up. It
+// reports to the readiness under name, unless name is "": a warmed view
+// dropped for its topic's deletion is opened again without taking the
+// process out of service, as its routes answer for themselves (a missing
+// topic, with the reason) and the other routes are served meanwhile.
+func (c *Views) keepOpening(topic, name string) {
+	report := func(ready bool, reason string) {
+		if c.opts.Readiness != nil && name != "" {
+			c.opts.Readiness.Set(name, ready, reason)
+		}
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for c.ctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
+			_, err := c.view(ctx, topic, true)
+			cancel()
+			if err == nil {
+				report(true, "")
+				return
+			}
+			report(false, err.Error())
+			if errors.Is(err, client.ErrUnknownTopic) {
+				if name != "" {
 					c.logger.Warn("a configured topic does not exist", "topic", topic)
-					select {
-					case <-c.ctx.Done():
-					case <-time.After(time.Second):
-					}
+				}
+				select {
+				case <-c.ctx.Done():
+				case <-time.After(time.Second):
 				}
 			}
-		}()
-	}
+		}
+	}()
 }
 
 // View returns the view of topic, creating it on first use, once it has
@@ -540,6 +525,9 @@ func (c *Views) open(topic string, slot *viewSlot) {
 	defer c.wg.Done()
 	view, err := c.describe(topic)
 	if err != nil {
+		if errors.Is(err, client.ErrUnknownTopic) {
+			err = c.deletedErr(topic, err)
+		}
 		c.mu.Lock()
 		delete(c.views, topic)
 		c.mu.Unlock()
@@ -549,6 +537,7 @@ func (c *Views) open(topic string, slot *viewSlot) {
 	}
 	c.mu.Lock() // liveView and the eviction read slot.view under mu
 	slot.view = view
+	delete(c.deleted, topic) // exists again
 	c.mu.Unlock()
 	close(slot.done)
 	for c.ctx.Err() == nil {
@@ -573,13 +562,7 @@ func (c *Views) describe(topic string) (*View, error) {
 			d := res.TopicDescriptions[0]
 			switch d.Error.Code() {
 			case kafka.ErrNoError:
-				var id [16]byte
-				hi, lo := d.TopicID.GetMostSignificantBits(), d.TopicID.GetLeastSignificantBits()
-				for i := 0; i < 8; i++ {
-					id[i] = byte(uint64(hi) >> (56 - 8*i))
-					id[8+i] = byte(uint64(lo) >> (56 - 8*i))
-				}
-				v := newView(topic, id, len(d.Partitions), c.opts.CoalesceWindow)
+				v := newView(topic, follow.TopicID(d.TopicID), len(d.Partitions), c.opts.CoalesceWindow)
 				if c.opts.Converters != nil {
 					v.convert = c.opts.Converters(topic)
 				}
@@ -714,20 +697,27 @@ func (c *Views) pollLive() {
 		switch ev := c.live.Poll(100).(type) {
 		case *kafka.Message:
 			if ev.TopicPartition.Error != nil || ev.TopicPartition.Topic == nil {
+				var kerr kafka.Error
+				if errors.As(ev.TopicPartition.Error, &kerr) && topicError(kerr.Code()) {
+					c.triggerCheck()
+				}
 				continue
 			}
-			if v := c.liveView(*ev.TopicPartition.Topic); v != nil {
-				v.apply(toRecord(ev))
+			if v := c.liveView(*ev.TopicPartition.Topic); v != nil && !v.applyLive(toRecord(ev)) {
+				c.wentBack(v, ev.TopicPartition.Partition, int64(ev.TopicPartition.Offset))
 			}
 		case kafka.PartitionEOF:
 			if ev.Topic == nil {
 				continue
 			}
-			if v := c.liveView(*ev.Topic); v != nil {
-				v.advance(ev.Partition, int64(ev.Offset))
+			if v := c.liveView(*ev.Topic); v != nil && !v.advanceLive(ev.Partition, int64(ev.Offset)) {
+				c.wentBack(v, ev.Partition, int64(ev.Offset))
 			}
 		case kafka.Error:
 			c.logger.Debug("live consumer", "err", ev)
+			if topicError(ev.Code()) {
+				c.triggerCheck()
+			}
 		case *kafka.Stats:
 			c.opts.Stats.Record("views", ev.String())
 		}

@@ -79,7 +79,10 @@ type Fetch struct {
 func (f *Fetch) Waiting() int64 { return f.waiting.Load() }
 
 type cached struct {
-	topic   string
+	// serial is the view's (views.View.Serial): a view rebuilt after its
+	// topic was recreated counts versions from the start again, and must
+	// not be answered from its predecessor's renders.
+	serial  uint64
 	version uint64
 	ans     answer
 }
@@ -146,13 +149,6 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *handler.HTT
 		return handler.ProblemResponse(http.StatusBadRequest, err.Error())
 	}
 	sel := f.selection(refs.Resolve)
-
-	view, err := f.hold(ctx, topic, req.Limits.KafkaTimeout)
-	if err != nil {
-		return f.viewFailure(ctx, err, topic)
-	}
-	defer view.Release()
-
 	inm := httphdr.ParseIfNoneMatch(req.IfNoneMatch)
 	prefs := httphdr.ParsePrefer(req.Prefer)
 	var deadline time.Time // none (zero): no wait
@@ -163,15 +159,40 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *handler.HTT
 		deadline = time.Now().Add(wait)
 	}
 
-	// A tag ahead of this replica (another replica answered the client):
-	// wait, bounded, until this view has read what the client has seen.
-	f.waitUntilCaughtUp(ctx, drain, view, inm, req.Limits.KafkaTimeout)
-	return f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, deadline, topic)
+	// A view found gone (its topic deleted or recreated) is let go of and
+	// the topic's view held anew: the topic's new generation, or the
+	// answer of a missing topic. A topic that keeps changing under the
+	// request is answered 503 after a few views.
+	for range maxGoneViews {
+		view, err := f.hold(ctx, topic, req.Limits.KafkaTimeout)
+		if err != nil {
+			return f.viewFailure(ctx, err, topic)
+		}
+		// A tag ahead of this replica (another replica answered the client):
+		// wait, bounded, until this view has read what the client has seen.
+		f.waitUntilCaughtUp(ctx, drain, view, inm, req.Limits.KafkaTimeout)
+		resp := f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, deadline, topic)
+		view.Release()
+		if resp != nil {
+			return resp
+		}
+	}
+	return unavailable(fmt.Sprintf("topic %q was deleted or recreated repeatedly while the request read it; retry", topic))
 }
+
+// maxGoneViews bounds the views of a topic one request holds in turn, each
+// found gone (see Serve).
+const maxGoneViews = 3
 
 // viewFailure answers a request whose topic's view cannot be held.
 func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *handler.HTTPResponse {
 	switch {
+	case errors.Is(err, views.ErrTopicDeleted) && !f.with.Topic.Static():
+		return handler.ProblemResponse(http.StatusNotFound, fmt.Sprintf(
+			"topic %q does not exist: it was deleted while the processor read it, and its records are no longer served", topic))
+	case errors.Is(err, views.ErrTopicDeleted):
+		return unavailable(fmt.Sprintf("the route's topic %q was deleted from Kafka while the processor read it: "+
+			"its records are no longer served; recreate the topic to serve the route again (from the new topic's records alone), or remove the route", topic))
 	case errors.Is(err, client.ErrUnknownTopic) && !f.with.Topic.Static():
 		return handler.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
 	case errors.Is(err, views.ErrTooManyViews):
@@ -190,12 +211,17 @@ func (f *Fetch) viewFailure(ctx context.Context, err error, topic string) *handl
 // longer matches is answered at once, a 404 too: the record it had was deleted,
 // and a change that would alter the answer reaches every waiter at once
 // (docs/design.md#http-kafka-fetch). preference-applied is sent only on an
-// answer that waited.
+// answer that waited. It returns nil when the view is gone (its topic was
+// deleted or recreated), which wakes its waiters: nothing is answered from
+// it, and the caller holds the topic's view anew.
 func (f *Fetch) answerOrWait(ctx, drain context.Context, view *views.View, sel selection, inm httphdr.IfNoneMatch,
 	waitSet bool, applied string, deadline time.Time, topic string) *handler.HTTPResponse {
 	waited := ""
 	detached := false
 	for {
+		if view.Gone() != nil {
+			return nil // the caller holds the topic's view anew
+		}
 		ans := f.answer(view, sel)
 		// Asked only of an answer the client already has: a new one goes
 		// at once, without reading the clock.
@@ -421,7 +447,7 @@ func (f *Fetch) answer(view *views.View, sel selection) answer {
 		f.mu.Lock()
 		c, ok := f.cache[sel.id]
 		f.mu.Unlock()
-		if ok && c.version == version && c.topic == view.Topic() {
+		if ok && c.version == version && c.serial == view.Serial() {
 			return c.ans
 		}
 	}
@@ -439,7 +465,7 @@ func (f *Fetch) answer(view *views.View, sel selection) answer {
 		if len(f.cache) >= maxCached {
 			clear(f.cache)
 		}
-		f.cache[sel.id] = &cached{topic: view.Topic(), version: version, ans: ans}
+		f.cache[sel.id] = &cached{serial: view.Serial(), version: version, ans: ans}
 		f.mu.Unlock()
 	}
 	return ans

@@ -1,0 +1,83 @@
+package views_test
+
+import (
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
+)
+
+// A topic deleted and created again, with more records than the view had
+// read (so the live consumer's position is valid in the new generation),
+// is not merged into the view: the view is dropped, its waiters woken, and
+// the topic's next view holds the new generation alone, under its new id.
+func TestRecreatedTopicIsRebuilt(t *testing.T) {
+	topic := embedded.Topic{Name: "gen", Compact: true}
+	b := kafkatest.Broker(t, topic)
+	kafkatest.Produce(t, b.Addr(), "gen", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
+	c, err := views.New(views.Options{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
+		PartitionCheck: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	v1, err := c.View(ctx, "gen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v1.Get("a"); !ok {
+		t.Fatal("the view lacks a")
+	}
+	w := v1.WatchKey("never-written")
+	defer w.Stop()
+
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if res, err := a.DeleteTopics(ctx, []string{"gen"}); err != nil || res[0].Error.Code() != kafka.ErrNoError {
+		t.Fatalf("deleting the topic: %v %v", err, res)
+	}
+	if err := b.CreateTopics(topic); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, b.Addr(), "gen",
+		kafkatest.Rec{Key: []byte("b1"), Value: []byte("1")},
+		kafkatest.Rec{Key: []byte("b2"), Value: []byte("2")},
+		kafkatest.Rec{Key: []byte("b3"), Value: []byte("3")})
+
+	select {
+	case <-w.C:
+	case <-ctx.Done():
+		t.Fatal("the view's waiter was not woken")
+	}
+	// Depending on when the views looked, the view was dropped for the
+	// deletion or for the new generation: either way it is gone.
+	if gone := v1.Gone(); !errors.Is(gone, views.ErrTopicRecreated) && !errors.Is(gone, views.ErrTopicDeleted) {
+		t.Fatalf("the old view's Gone: %v", gone)
+	}
+	v2, err := c.HoldView(ctx, "gen", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Release()
+	if v2 == v1 || v2.TopicID() == v1.TopicID() {
+		t.Fatalf("the topic's view after its recreation is the old generation's (id %x)", v2.TopicID())
+	}
+	var keys []string
+	v2.Scan(func(e views.Entry) bool { keys = append(keys, e.Key); return true })
+	sort.Strings(keys)
+	if len(keys) != 3 || keys[0] != "b1" || keys[2] != "b3" {
+		t.Fatalf("the rebuilt view holds %v, want the new generation's b1 b2 b3 alone", keys)
+	}
+}
