@@ -57,7 +57,19 @@ type readKey struct {
 // readPart is an assigned partition and the spans read from it.
 type readPart struct {
 	spans []*spanRead
+	// pos is the offset the partition was last assigned at, or past the
+	// newest record read from it since: where the consumer reads next.
+	pos int64
 }
+
+// readBackGap is how many records a partition's read may pass over to
+// reach its next span. Replays ask for replies spread over the whole
+// topic: read forward from the lowest span, every read would wait for a
+// scan of everything written between its reply and the one before, and
+// under a steady mix of replays those scans outgrow the Kafka timeout. A
+// gap wider than this is jumped instead, with one assignment (a fetch
+// round trip) at the next span's offset.
+const readBackGap = 64
 
 // readState is an admitted read and its spans.
 type readState struct {
@@ -217,6 +229,7 @@ func (rr *replyReader) place(cons *kafka.Consumer, sp *spanRead) error {
 		p = &readPart{}
 		rr.parts[key] = p
 	}
+	p.pos = s.first
 	p.spans = append(p.spans, sp)
 	return nil
 }
@@ -255,6 +268,7 @@ func (rr *replyReader) poll() {
 		for _, sp := range p.spans {
 			sp.observe(ev, rr.x.now)
 		}
+		rr.skipGap(readKey{*tp.Topic, tp.Partition}, p, int64(tp.Offset))
 	case kafka.PartitionEOF:
 		// Everything below the partition's end was read: what a span has
 		// not found is not there.
@@ -269,6 +283,41 @@ func (rr *replyReader) poll() {
 	case kafka.Error:
 		rr.x.logger.Debug("reply read-back consumer", "err", ev)
 	}
+}
+
+// skipGap moves a partition's read to its next span when that span lies
+// more than readBackGap records past the record just read at off (see
+// readBackGap). Records from before the last assignment move nothing.
+func (rr *replyReader) skipGap(key readKey, p *readPart, off int64) {
+	if off < p.pos {
+		return
+	}
+	p.pos = off + 1
+	next := int64(-1)
+	for _, sp := range p.spans {
+		if !sp.done && (next < 0 || sp.next < next) {
+			next = sp.next
+		}
+	}
+	if next < 0 || next-p.pos <= readBackGap {
+		return
+	}
+	rr.unassign(key)
+	topic := key.topic
+	tp := kafka.TopicPartition{Topic: &topic, Partition: key.partition, Offset: kafka.Offset(next)}
+	if err := rr.cons.IncrementalAssign([]kafka.TopicPartition{tp}); err != nil {
+		err = fmt.Errorf("%w: assigning %s[%d] to read an evicted reply back: %v", client.ErrNotReady, topic, key.partition, err)
+		for _, sp := range p.spans { // unassigned: their reads fail
+			if !sp.done {
+				sp.done = true
+				if sp.rd.err == nil {
+					sp.rd.err = err
+				}
+			}
+		}
+		return
+	}
+	p.pos = next
 }
 
 // observe takes a record of the span's partition.
