@@ -14,7 +14,7 @@ import (
 // replyIndexSample is the processor's reply index as its
 // kafka_ext_proc_reply_index_* metrics say (summed over clusters; the load
 // generator has one): what it holds, what it evicted, and the read-backs
-// of evicted replies.
+// of evicted replies; and the idempotency keys it remembers.
 type replyIndexSample struct {
 	Entries       int64 `json:"entries"`
 	Bytes         int64 `json:"bytes"`
@@ -27,6 +27,11 @@ type replyIndexSample struct {
 	// counts by upper bound in seconds, ascending.
 	ReadBackBuckets []bucket `json:"read_back_buckets"`
 	ReadBackSum     float64  `json:"read_back_sum"` // seconds
+	// Keys is the idempotency key index's correlation ids
+	// (kafka_ext_proc_idempotency_keys): every keyed order adds one, and
+	// they are held, as the evicted replies' locations are, whatever the
+	// reply index's bound.
+	Keys int64 `json:"keys"`
 }
 
 type bucket struct {
@@ -71,6 +76,8 @@ func replyIndexOf(g prometheus.Gatherer) (replyIndexSample, error) {
 		for _, m := range mf.GetMetric() {
 			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			switch mf.GetName() {
+			case "kafka_ext_proc_idempotency_keys":
+				s.Keys += int64(v)
 			case "kafka_ext_proc_reply_index_entries":
 				s.Entries += int64(v)
 			case "kafka_ext_proc_reply_index_bytes":

@@ -282,7 +282,8 @@ func runReplySoak(ctx context.Context, e *env, o *options) (*Result, error) {
 		}
 		samples = append(samples, sm)
 		e.log.Info("soak sample", "at", sm.at.Round(time.Second), "heap", sm.mem.Heap, "rss", sm.mem.RSS,
-			"index_bytes", sm.idx.Bytes, "evicted", sm.idx.Evicted, "read_backs", sm.idx.readBacks())
+			"index_bytes", sm.idx.Bytes, "evicted", sm.idx.Evicted, "read_backs", sm.idx.readBacks(),
+			"locations", sm.idx.Locations, "keys", sm.idx.Keys)
 	}
 	elapsed := time.Since(start)
 	if sampleErr != nil {
@@ -384,6 +385,16 @@ func soakResult(e *env, o *options, s *soakRun, base soakSample, samples []soakS
 	res.figure("bound_rss_mib", mib(bound.mem.RSS))
 	res.figure("end_rss_mib", mib(last.mem.RSS))
 	res.figure("bound_location_bytes", bound.idx.LocationBytes)
+	res.figure("keys", last.idx.Keys)
+	// What grows past the bound, by design: each new order adds an
+	// evicted reply's location (until reply-retention) and an idempotency
+	// key (up to idempotency-keys). The heap's growth per order set beside
+	// those says whether anything else grows.
+	if n := last.idx.Keys - bound.idx.Keys; n > 0 {
+		res.figure("heap_growth_mib", mib(last.mem.Heap)-mib(bound.mem.Heap))
+		res.figure("location_growth_mib", float64(last.idx.LocationBytes-bound.idx.LocationBytes)/(1<<20))
+		res.figure("heap_growth_per_order_b", (float64(last.mem.Heap)-float64(bound.mem.Heap))/float64(n))
+	}
 	res.ratio("heap_ratio", ratio(float64(last.mem.Heap), float64(bound.mem.Heap)),
 		"live heap after a collection, at the end ÷ when the bound was reached", "≤ 1.1")
 	if bound.mem.RSS > 0 {
