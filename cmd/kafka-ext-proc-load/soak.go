@@ -21,11 +21,11 @@ import (
 // idempotency-key, answered by the demo responder) for minutes at the
 // processor's reply-index-bytes bound, with replays of orders chosen across
 // the whole history mixed in. Once the bound is reached the index evicts
-// the oldest replies, keeping where each lies, so most replays ask for an
-// evicted reply and the processor reads it back from the reply topic. It
-// checks that every order and every replay is answered with its reply,
-// counts the read-backs, and samples the processor's memory to show it
-// stays flat once the bound is reached.
+// the oldest replies, keeping where each lies, so a growing share of the
+// replays asks for an evicted reply and the processor reads it back from
+// the reply topic. It checks that every order and every replay is answered
+// with its reply, counts the read-backs, and samples the processor's memory
+// to tell whether it stays flat once the bound is reached.
 
 // Defaults of the soak where the shared flags' defaults are for short
 // windows: 8 clients for 8 minutes.
@@ -62,7 +62,7 @@ func (h *soakHistory) add(o soakOrder) {
 }
 
 // pick chooses an order uniformly across the whole history, so once the
-// bound is reached most replays ask for an evicted reply.
+// bound is reached more and more replays ask for an evicted reply.
 func (h *soakHistory) pick(r *rnd.Rand) (soakOrder, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
