@@ -31,6 +31,10 @@ type childConfig struct {
 	// NoopOnly starts no broker and no processor: the process serves the
 	// no-op server alone, so its memory samples hold nothing else.
 	NoopOnly bool `json:"noop_only,omitempty"`
+	// Broker is the address of an embedded broker the parent runs: the
+	// child starts none, so its memory samples hold the processor and the
+	// responder alone (the broker keeps every record in memory).
+	Broker string `json:"broker,omitempty"`
 }
 
 // childRequest is one command to the child, one JSON object per line on its
@@ -56,6 +60,8 @@ type childResponse struct {
 	Count  int64   `json:"count,omitempty"`
 	Usage  *usage  `json:"usage,omitempty"`
 	Memory *memory `json:"memory,omitempty"`
+	// ReplyIndex answers opReplies.
+	ReplyIndex *replyIndexSample `json:"reply_index,omitempty"`
 }
 
 const (
@@ -71,6 +77,7 @@ const (
 	opUsage   = "usage"
 	opMemory  = "memory"
 	opCPUProf = "cpu-profile"
+	opReplies = "reply-index"
 )
 
 // child is the server side in a child process: this binary re-executed
@@ -237,6 +244,14 @@ func (c *child) gauge(ctx context.Context, name string) (int64, error) {
 	return r.Count, err
 }
 
+func (c *child) replyIndex(ctx context.Context) (replyIndexSample, error) {
+	r, err := c.call(ctx, childRequest{Op: opReplies})
+	if err != nil || r.ReplyIndex == nil {
+		return replyIndexSample{}, errors.Join(err, errors.New("no reply index sample in the answer"))
+	}
+	return *r.ReplyIndex, nil
+}
+
 func (c *child) usage(ctx context.Context, gc bool) (usage, bool, error) {
 	r, err := c.call(ctx, childRequest{Op: opUsage, GC: gc})
 	if err != nil || r.Usage == nil {
@@ -288,7 +303,7 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.L
 	l := &local{log: logger}
 	if !cfg.NoopOnly {
 		var err error
-		if l, err = startLocal(logger, cfg.Limits); err != nil {
+		if l, err = startLocal(logger, cfg.Limits, cfg.Broker); err != nil {
 			_ = enc.Encode(childResponse{Err: err.Error()})
 			return err
 		}
@@ -349,6 +364,10 @@ func (l *local) serve(ctx context.Context, req childRequest, r *childResponse) e
 		r.Count, err = l.heldNoop(ctx)
 	case opGauge:
 		r.Count, err = l.gauge(ctx, req.Name)
+	case opReplies:
+		var s replyIndexSample
+		s, err = l.replyIndex(ctx)
+		r.ReplyIndex = &s
 	case opRespond:
 		err = l.startResponder(ctx)
 	case opRoutes:

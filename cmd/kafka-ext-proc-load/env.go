@@ -29,6 +29,9 @@ type env struct {
 	srv      servers
 	split    bool
 	procSide *side
+	// broker is the embedded broker when it runs in this process apart
+	// from a child's processor (options.brokerApart).
+	broker *broker
 }
 
 // side is one ext_proc server as the load sees it: connections and one
@@ -67,13 +70,24 @@ func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err
 	// Through typed variables: a nil *child in the interface would not be
 	// a nil servers for close.
 	if o.split {
-		c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles, Limits: o.limits})
+		cc := childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles, Limits: o.limits}
+		if o.brokerApart {
+			_, full, err := benchConfigs(o.limits)
+			if err != nil {
+				return nil, err
+			}
+			if e.broker, err = startBenchBroker(logger, full); err != nil {
+				return nil, err
+			}
+			cc.Broker = e.broker.Addr()
+		}
+		c, err := startChild(ctx, cc)
 		if err != nil {
 			return nil, err
 		}
 		e.srv = c
 	} else {
-		l, err := startLocal(logger, o.limits)
+		l, err := startLocal(logger, o.limits, "")
 		if err != nil {
 			return nil, err
 		}
@@ -92,6 +106,9 @@ func (e *env) close() {
 	}
 	if e.srv != nil {
 		e.srv.close()
+	}
+	if e.broker != nil {
+		e.broker.Close()
 	}
 }
 

@@ -443,6 +443,56 @@ func (o output) obj(t *testing.T, name string) map[string]any {
 	return v
 }
 
+// TestReplySoak runs the reply soak tiny, in one process and split: a
+// 64 KiB bound that small bodies fill within the first second, so most
+// replays ask for evicted replies and are read back.
+func TestReplySoak(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "split"}[split], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			args := []string{"-scenario", "reply-soak", "-json", "-duration", "3s", "-clients", "4", "-soak-body", "200",
+				"-replay-every", "4", "-sample-every", "250ms", "-limits", "reply-index-bytes: 64KiB", "-timeout", "90s"}
+			if split {
+				args = append(args, "-split")
+			}
+			if code := run(ctx, args, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+			}
+			r := parseOutputs(t, out.Bytes()).of(t, scenarioReplySoak)
+			// Every answer was checked (the scenario fails otherwise); the
+			// figures say so too.
+			if r.num(t, "failures") != 0 || r.num(t, "mismatches") != 0 {
+				t.Errorf("reply-soak: failures %v, mismatches %v", r["failures"], r["mismatches"])
+			}
+			for _, name := range []string{"orders", "replays", "req_per_s", "replays_read_back", "read_back_mean_ms", "read_back_p99_ms_le",
+				"evicted", "locations", "location_bytes", "index_bytes", "order_p50_ms", "replay_p99_ms",
+				"bound_reached_s", "bound_heap_mib", "end_heap_mib", "heap_ratio"} {
+				if r.num(t, name) <= 0 {
+					t.Errorf("reply-soak: %s %v, want > 0", name, r[name])
+				}
+			}
+			if rb := r.obj(t, "read_backs"); rb["found"] != r["replays_read_back"] || rb["expired"] != 0.0 || rb["failed"] != 0.0 {
+				t.Errorf("reply-soak: read_backs %v, replays_read_back %v", rb, r["replays_read_back"])
+			}
+			// The bound holds: the index's bytes stay within it.
+			if b := r.num(t, "index_bytes"); b > 64<<10 {
+				t.Errorf("reply-soak: index_bytes %v over the 64 KiB bound", b)
+			}
+			if r.num(t, "replays_from_memory")+r.num(t, "replays_read_back") != r.num(t, "replays") {
+				t.Errorf("reply-soak: replays %v ≠ from memory %v + read back %v", r["replays"], r["replays_from_memory"], r["replays_read_back"])
+			}
+			if n := len(r.list(t, "heap_mib_samples")); n < 2 || n != len(r.list(t, "rss_mib_samples")) {
+				t.Errorf("reply-soak: %d heap samples, %d RSS samples", n, len(r.list(t, "rss_mib_samples")))
+			}
+			if tg := r.obj(t, "targets"); tg["mismatches"] != "0" || tg["heap_ratio"] != "≤ 1.1" {
+				t.Errorf("reply-soak: targets %v", tg)
+			}
+		})
+	}
+}
+
 func TestFlagsRefuseOutOfBounds(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"},
@@ -459,6 +509,9 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-streams", "20001"},
 		{"-rate", "0"},
 		{"-record-size", "8"},
+		{"-soak-body", "8"},
+		{"-replay-every", "1"},
+		{"-sample-every", "1ms"},
 		{"extra"},
 	} {
 		var errOut bytes.Buffer

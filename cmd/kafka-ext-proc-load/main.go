@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|models|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|models|reply-soak|all [-split] [flags]
 package main
 
 import (
@@ -51,6 +51,7 @@ const (
 	scenarioViewScale    = "view-scale"
 	scenarioIdleRoutes   = "idle-routes"
 	scenarioModels       = "models"
+	scenarioReplySoak    = "reply-soak"
 	scenarioAll          = "all"
 )
 
@@ -79,6 +80,7 @@ func scenarios() []scenario {
 		{scenarioViewScale, false, runViewScale},
 		{scenarioIdleRoutes, false, runIdleRoutes},
 		{scenarioModels, false, runModels},
+		{scenarioReplySoak, false, runReplySoak},
 	}
 }
 
@@ -131,6 +133,19 @@ type options struct {
 	logLevel    slog.Level
 	limits      string // more fields of the processor's limits, YAML flow form
 	rawHeaders  string // rawHeadersOwn or rawHeadersGateway
+	// The reply-soak scenario: soakClients clients for soakDuration (the
+	// -clients and -duration flags when given, else its own defaults),
+	// soakBody bytes per order, a replay every replayEvery requests, the
+	// server side sampled every sampleEvery.
+	soakClients  int
+	soakDuration time.Duration
+	soakBody     int
+	replayEvery  int
+	sampleEvery  time.Duration
+	// brokerApart runs the embedded broker in this process rather than in
+	// the child (-split): set for the soak alone, whose server memory is
+	// the question and would otherwise hold every record of the run.
+	brokerApart bool
 }
 
 // Values of -raw-headers: which headers the raw loops' records carry.
@@ -184,10 +199,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.idleProfile, "idleprofile", "", "write a CPU profile of idle-routes' idle window with the processor (its views ready, no traffic) to this file; not with -cpuprofile")
 	fs.StringVar(&o.limits, "limits", "", "more fields of the processor's limits, in YAML flow form, e.g. 'stream-send-rate: 10000, stream-send-interval: 100ms' (default: the processor's defaults, and max-wait 60s)")
 	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
+	fs.IntVar(&o.soakBody, "soak-body", 1024, "reply-soak: bytes per order's body (its reply echoes it), so the reply index's bound fills in minutes")
+	fs.IntVar(&o.replayEvery, "replay-every", 10, "reply-soak: each client replays an earlier order every this many requests")
+	fs.DurationVar(&o.sampleEvery, "sample-every", 10*time.Second, "reply-soak: how often the server side's memory and reply index are sampled")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	// The soak's clients and duration are the shared flags when given;
+	// their defaults are for the short windows of the other scenarios.
+	o.soakClients, o.soakDuration = soakClients, soakDuration
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "clients":
+			o.soakClients = o.clients
+		case "duration":
+			o.soakDuration = o.duration
+		}
+	})
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -199,6 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if len(o.scenarios) == 0 {
 		return nil, fmt.Errorf("-scenario %q: want %s or all", *scenario, strings.Join(names, ", "))
 	}
+	o.brokerApart = o.split && len(o.scenarios) == 1 && o.scenarios[0].name == scenarioReplySoak
 	if o.idleProfile != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
 	}
@@ -231,6 +261,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"streams", int64(o.streams), 1, maxStreams},
 		{"rate", int64(o.fanRate), 1, maxRate},
 		{"record-size", int64(o.recordSize), minRecord, maxValue},
+		{"soak-body", int64(o.soakBody), minValue, maxValue},
+		{"replay-every", int64(o.replayEvery), 2, 1000},
 	} {
 		if c.v < c.lo || c.v > c.hi {
 			return nil, fmt.Errorf("-%s %d: want %d..%d", c.name, c.v, c.lo, c.hi)
@@ -248,6 +280,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"timeout", o.timeout, time.Second},
 		{"idle", o.idle, 10 * time.Millisecond},
 		{"fetch-wait", o.fetchWait, 0},
+		{"sample-every", o.sampleEvery, 10 * time.Millisecond},
 	} {
 		if d.v < d.lo || d.v > maxDuration {
 			return nil, fmt.Errorf("-%s %v: want %v..%v", d.name, d.v, d.lo, maxDuration)
@@ -313,11 +346,15 @@ func runScenarios(ctx context.Context, o *options, stdout io.Writer, logger *slo
 	}
 	for _, sc := range o.scenarios {
 		res, err := sc.run(ctx, e, o)
+		// A scenario that measured before it failed (the soak's failed
+		// answers) reports what it measured, then fails.
+		if res != nil {
+			if rerr := report(stdout, o.json, res); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
-		}
-		if err := report(stdout, o.json, res); err != nil {
-			return err
 		}
 	}
 	return nil

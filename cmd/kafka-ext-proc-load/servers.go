@@ -130,6 +130,8 @@ type servers interface {
 	// gauge reads one of the processor's gauges (waitersGauge,
 	// streamsGauge).
 	gauge(ctx context.Context, name string) (int64, error)
+	// replyIndex reads the processor's reply index metrics.
+	replyIndex(ctx context.Context) (replyIndexSample, error)
 	// moreRoutes reloads the processor with the request-reply and fan-out
 	// routes (see benchConfig); it does nothing the second time.
 	moreRoutes(ctx context.Context) error
@@ -154,50 +156,50 @@ type servers interface {
 // local is the server side in this process.
 type local struct {
 	log    *slog.Logger
-	broker *broker
-	proc   *stack.Processor
-	prod   *kafka.Producer
-	noop   *noop
-	resp   *responder.Responder
-	full   *config.Config // every route; reloaded by moreRoutes
-	more   bool           // the processor runs full
+	broker *broker // nil when the broker runs elsewhere (brokerAt)
+	// brokerAt is the broker's address.
+	brokerAt string
+	proc     *stack.Processor
+	prod     *kafka.Producer
+	noop     *noop
+	resp     *responder.Responder
+	full     *config.Config // every route; reloaded by moreRoutes
+	more     bool           // the processor runs full
 	// cpuProf is the file of the CPU profile cpuProfile started.
 	cpuProf *os.File
 }
 
 var _ servers = (*local)(nil)
 
-func startLocal(logger *slog.Logger, limits string) (_ *local, err error) {
-	noEnv := func(string) (string, bool) { return "", false }
-	cfg, err := config.Parse("bench.yaml", []byte(benchConfig(false, limits)), noEnv)
+// startLocal starts the server side in this process: the embedded broker
+// (unless brokerAt is the address of one running elsewhere), the processor
+// and a producer for put.
+func startLocal(logger *slog.Logger, limits, brokerAt string) (_ *local, err error) {
+	cfg, full, err := benchConfigs(limits)
 	if err != nil {
-		return nil, fmt.Errorf("the built-in configuration (with -limits %q): %w", limits, err)
+		return nil, err
 	}
-	full, err := config.Parse("bench.yaml", []byte(benchConfig(true, limits)), noEnv)
-	if err != nil {
-		return nil, fmt.Errorf("the built-in configuration: %w", err)
-	}
-	l := &local{log: logger}
+	l := &local{log: logger, brokerAt: brokerAt}
 	defer func() {
 		if err != nil {
 			l.close()
 		}
 	}()
-	// Loopback only, on free ports: the load generator talks to nothing else.
-	// Every topic exists from the start, those of the later routes too.
-	topics := append(stack.TopicsOf(full), brokerTopic{Name: rawRepliesTopic})
-	l.broker, err = startBroker(logger.With("component", "kafka"), topics...)
-	if err != nil {
-		return nil, err
+	if brokerAt == "" {
+		l.broker, err = startBenchBroker(logger, full)
+		if err != nil {
+			return nil, err
+		}
+		l.brokerAt = l.broker.Addr()
 	}
-	cfg = stack.PointAt(cfg, l.broker.Addr())
-	l.full = stack.PointAt(full, l.broker.Addr())
+	cfg = stack.PointAt(cfg, l.brokerAt)
+	l.full = stack.PointAt(full, l.brokerAt)
 	l.proc, err = stack.StartProcessor(stack.ProcessorOptions{Config: cfg, Listen: "127.0.0.1:0", Logger: logger.With("component", "processor")})
 	if err != nil {
 		return nil, err
 	}
 	l.prod, err = kafka.NewProducer(&kafka.ConfigMap{
-		"bootstrap.servers": l.broker.Addr(), "linger.ms": 0, "log_level": 3, "allow.auto.create.topics": false,
+		"bootstrap.servers": l.brokerAt, "linger.ms": 0, "log_level": 3, "allow.auto.create.topics": false,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the producer: %w", err)
@@ -205,9 +207,32 @@ func startLocal(logger *slog.Logger, limits string) (_ *local, err error) {
 	return l, nil
 }
 
+// benchConfigs parses the processor's configurations: the fetch routes
+// alone, and every route (see benchConfig).
+func benchConfigs(limits string) (cfg, full *config.Config, err error) {
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err = config.Parse("bench.yaml", []byte(benchConfig(false, limits)), noEnv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the built-in configuration (with -limits %q): %w", limits, err)
+	}
+	full, err = config.Parse("bench.yaml", []byte(benchConfig(true, limits)), noEnv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the built-in configuration: %w", err)
+	}
+	return cfg, full, nil
+}
+
+// startBenchBroker starts the embedded broker on a free loopback port (the
+// load generator talks to nothing else) with every topic of full from the
+// start, those of the later routes too.
+func startBenchBroker(logger *slog.Logger, full *config.Config) (*broker, error) {
+	topics := append(stack.TopicsOf(full), brokerTopic{Name: rawRepliesTopic})
+	return startBroker(logger.With("component", "kafka"), topics...)
+}
+
 func (l *local) processorAddr() string { return l.proc.Addr() }
 
-func (l *local) brokerAddr() string { return l.broker.Addr() }
+func (l *local) brokerAddr() string { return l.brokerAt }
 
 func (l *local) moreRoutes(context.Context) error {
 	if l.more {
@@ -227,7 +252,7 @@ func (l *local) startResponder(context.Context) error {
 		return errors.New("a responder is already running")
 	}
 	r, err := responder.Start(responder.Options{
-		Properties: map[string]string{"bootstrap.servers": l.broker.Addr()},
+		Properties: map[string]string{"bootstrap.servers": l.brokerAt},
 		Topic:      requestsTopic, ReplyTo: repliesTopic, Handler: responder.HTTPEcho(),
 		Logger: l.log.With("component", "responder"),
 	})
@@ -312,6 +337,10 @@ func (l *local) heldNoop(context.Context) (int64, error) {
 
 func (l *local) gauge(_ context.Context, name string) (int64, error) {
 	return gauge(l.proc.Registry, name)
+}
+
+func (l *local) replyIndex(context.Context) (replyIndexSample, error) {
+	return replyIndexOf(l.proc.Registry)
 }
 
 func (l *local) usage(context.Context, bool) (usage, bool, error) { return usage{}, false, nil }
@@ -402,6 +431,7 @@ func sampleUsage(gc bool) usage {
 // memory is a sample of a process after a full collection.
 type memory struct {
 	Heap, Stacks, Goroutines uint64
+	RSS                      uint64 // resident set; 0 where unknown
 }
 
 // sampleMemory collects garbage and reads the live heap (what the
@@ -424,5 +454,6 @@ func sampleMemory() memory {
 			*p = s[i].Value.Uint64()
 		}
 	}
+	m.RSS = residentBytes()
 	return m
 }
