@@ -140,9 +140,6 @@ type View struct {
 	goneErr error
 }
 
-// serials numbers the views of the process.
-var serials atomic.Uint64
-
 // holdEvicted is set in View.hold once the view is evicted; the bits below
 // it count the holders.
 const (
@@ -159,7 +156,6 @@ func newView(topic string, id [16]byte, partitions int, window time.Duration) *V
 		keyWaits:  map[string]*keyWait{},
 		anyWait:   make(chan struct{}),
 		ready:     make(chan struct{}),
-		serial:    serials.Add(1),
 	}
 	v.entries.init()
 	v.lastUse.Store(time.Now().UnixNano())
@@ -513,7 +509,7 @@ func (v *View) advanceLocked(p int32, next int64) {
 
 func (v *View) markReady() { v.readyOnce.Do(func() { close(v.ready) }) }
 
-// Serial tells this view from every other view of the process, earlier and
+// Serial tells this view from every other view its Views opened, earlier and
 // later views of the same topic included.
 func (v *View) Serial() uint64 { return v.serial }
 

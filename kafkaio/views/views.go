@@ -72,6 +72,9 @@ type Views struct {
 	handOvers chan handOverReq
 	// recheck asks followTopics for a topic check now (triggerCheck).
 	recheck chan struct{}
+	// serials numbers the views opened, so that a view opened again for a
+	// recreated topic is told from its predecessor (View.Serial).
+	serials atomic.Uint64
 	// deleted are the topics whose views were dropped for their deletion,
 	// so that opening them again says why they are missing. Guarded by mu.
 	deleted map[string]bool
@@ -563,6 +566,7 @@ func (c *Views) describe(topic string) (*View, error) {
 			switch d.Error.Code() {
 			case kafka.ErrNoError:
 				v := newView(topic, follow.TopicID(d.TopicID), len(d.Partitions), c.opts.CoalesceWindow)
+				v.serial = c.serials.Add(1)
 				if c.opts.Converters != nil {
 					v.convert = c.opts.Converters(topic)
 				}
