@@ -159,18 +159,23 @@ func (f *Fetch) Serve(ctx, drain context.Context, req FetchRequest) *handler.HTT
 		deadline = time.Now().Add(wait)
 	}
 
+	// Nothing of req is used past this point but the timeout: kept apart, so
+	// that req (the route match, its parameters) is not live during a long
+	// poll's wait, which holds thousands of requests.
+	kafkaTimeout := req.Limits.KafkaTimeout
+
 	// A view found gone (its topic deleted or recreated) is let go of and
 	// the topic's view held anew: the topic's new generation, or the
 	// answer of a missing topic. A topic that keeps changing under the
 	// request is answered 503 after a few views.
 	for range maxGoneViews {
-		view, err := f.hold(ctx, topic, req.Limits.KafkaTimeout)
+		view, err := f.hold(ctx, topic, kafkaTimeout)
 		if err != nil {
 			return f.viewFailure(ctx, err, topic)
 		}
 		// A tag ahead of this replica (another replica answered the client):
 		// wait, bounded, until this view has read what the client has seen.
-		f.waitUntilCaughtUp(ctx, drain, view, inm, req.Limits.KafkaTimeout)
+		f.waitUntilCaughtUp(ctx, drain, view, inm, kafkaTimeout)
 		resp := f.answerOrWait(ctx, drain, view, sel, inm, prefs.WaitSet, applied, deadline, topic)
 		view.Release()
 		if resp != nil {
