@@ -21,14 +21,7 @@ func TestRecreatedTopicIsRebuilt(t *testing.T) {
 	topic := embedded.Topic{Name: "gen", Compact: true}
 	b := kafkatest.Broker(t, topic)
 	kafkatest.Produce(t, b.Addr(), "gen", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
-	c, err := views.New(views.Options{
-		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
-		PartitionCheck: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newViewsChecking(t, b.Addr(), 50*time.Millisecond)
 	ctx := kafkatest.Ctx(t, 30*time.Second)
 	v1, err := c.View(ctx, "gen")
 	if err != nil {

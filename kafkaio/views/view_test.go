@@ -17,8 +17,16 @@ import (
 
 func newViews(t *testing.T, addr string) *views.Views {
 	t.Helper()
+	return newViewsChecking(t, addr, 0)
+}
+
+// newViewsChecking is newViews with the topics described every check (0:
+// the default), for tests of what the check finds.
+func newViewsChecking(t *testing.T, addr string, check time.Duration) *views.Views {
+	t.Helper()
 	c, err := views.New(views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
+		PartitionCheck: check,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -315,14 +323,7 @@ func TestViewLimitsAndEviction(t *testing.T) {
 func TestViewFollowsAddedPartitions(t *testing.T) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	kafkatest.Produce(t, b.Addr(), "items", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
-	c, err := views.New(views.Options{
-		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
-		PartitionCheck: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newViewsChecking(t, b.Addr(), 50*time.Millisecond)
 	ctx := kafkatest.Ctx(t, 20*time.Second)
 	v, err := c.View(ctx, "items")
 	if err != nil {
