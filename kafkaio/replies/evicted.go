@@ -1,8 +1,10 @@
 package replies
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
@@ -18,6 +20,13 @@ import (
 //
 // An id is in one of two places, never both: its entry holds its records,
 // or its topic's located set holds its location.
+//
+// A location is kept by a 128-bit hash of its id, not the id: ids are
+// most of a location's bytes otherwise (69 characters as the processor
+// issues them), and locations are what grows with the request rate until
+// Retention turns them over. A hash that two ids share would read back
+// the other id's span, whose records do not carry the asked id: the read
+// finds nothing and the answer is "removed", never another id's reply.
 
 // RemovedError is an evicted reply that its topic no longer holds:
 // its retention (or compaction) removed it before it was asked for. Its
@@ -53,7 +62,7 @@ type replySpan struct {
 // terminal record came, and its newest record's time for Retention. The
 // rarely needed parts (other partitions, a read under way) are in more.
 type replyLocation struct {
-	id         string
+	key        idKey
 	span       replySpan
 	newest     int64 // unix nanoseconds
 	terminal   bool
@@ -62,34 +71,65 @@ type replyLocation struct {
 }
 
 type locationMore struct {
+	id      string           // the id, once a watch asked for it (the map holds its hash)
 	spans   []replySpan      // in other partitions: a responder that does not key by correlation id
 	read    *replyRead       // the read-back under way, which every asker shares
 	err     error            // why the last read-back failed; a *RemovedError stays
 	pending []*client.Record // records of the id indexed while read is under way
 }
 
-// replyLocationOverhead is what a location costs besides its id's bytes
-// (which the evicted entry had allocated and the location keeps): the
-// struct's size class, its map slot, and the id's rounding to its size
-// class, as BenchmarkReplyEvictedBytes measured them (195 B of heap per
-// evicted id of 69 characters).
-const replyLocationOverhead = 126
+// replyLocationBytes is what a location costs, whatever the length of
+// its id: the struct's size class (80 B) and its map slot, as
+// BenchmarkReplyEvictedBytes measured them.
+const replyLocationBytes = 115
+
+// idKey is the hash a location is kept by.
+type idKey [16]byte
 
 // locatedReplies are a topic's evicted ids, in eviction order: close to
 // the order of their newest records, so expiry stops at the first one
 // still within Retention, as it does for entries.
 type locatedReplies struct {
-	byID        map[string]*replyLocation
+	byKey       map[idKey]*replyLocation
+	seeds       [2]maphash.Seed // of the key's two halves; this set's own
 	front, back *replyLocation
 	n           int
 	bytes       int64
 }
 
-func (l *locatedReplies) add(loc *replyLocation) {
-	if l.byID == nil {
-		l.byID = map[string]*replyLocation{}
+// keyOf hashes id with the set's seeds (made with its first location).
+func (l *locatedReplies) keyOf(id []byte) idKey {
+	var k idKey
+	binary.LittleEndian.PutUint64(k[:8], maphash.Bytes(l.seeds[0], id))
+	binary.LittleEndian.PutUint64(k[8:], maphash.Bytes(l.seeds[1], id))
+	return k
+}
+
+// find returns the location of id, or nil.
+func (l *locatedReplies) find(id []byte) *replyLocation {
+	if l.n == 0 {
+		return nil
 	}
-	l.byID[loc.id] = loc
+	return l.byKey[l.keyOf(id)]
+}
+
+// findString is find for an id held as a string.
+func (l *locatedReplies) findString(id string) *replyLocation {
+	if l.n == 0 {
+		return nil
+	}
+	return l.byKey[l.keyOfString(id)]
+}
+
+func (l *locatedReplies) keyOfString(id string) idKey {
+	var k idKey
+	binary.LittleEndian.PutUint64(k[:8], maphash.String(l.seeds[0], id))
+	binary.LittleEndian.PutUint64(k[8:], maphash.String(l.seeds[1], id))
+	return k
+}
+
+func (l *locatedReplies) add(loc *replyLocation) {
+	l.byKey[loc.key] = loc
 	loc.prev, loc.next = l.back, nil
 	if l.back != nil {
 		l.back.next = loc
@@ -102,7 +142,7 @@ func (l *locatedReplies) add(loc *replyLocation) {
 }
 
 func (l *locatedReplies) remove(loc *replyLocation) {
-	delete(l.byID, loc.id)
+	delete(l.byKey, loc.key)
 	if loc.prev != nil {
 		loc.prev.next = loc.next
 	} else {
@@ -119,7 +159,7 @@ func (l *locatedReplies) remove(loc *replyLocation) {
 }
 
 func (loc *replyLocation) size() int64 {
-	n := int64(replyLocationOverhead + len(loc.id))
+	n := int64(replyLocationBytes)
 	if loc.more != nil {
 		n += int64(len(loc.more.spans)) * 24
 	}
@@ -171,24 +211,29 @@ func (s *store) locate(e *replyEntry) {
 		return
 	}
 	t := e.topic
-	if old := t.located.byID[e.id]; old != nil { // not expected: an id is in one place
-		t.located.remove(old)
+	l := &t.located
+	if l.byKey == nil {
+		l.byKey = map[idKey]*replyLocation{}
+		l.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 	}
-	loc := &replyLocation{id: e.id}
+	if old := l.findString(e.id); old != nil { // not expected: an id is in one place
+		l.remove(old)
+	}
+	loc := &replyLocation{key: l.keyOfString(e.id)}
 	for _, r := range e.records {
 		loc.extend(r)
 	}
 	if ns := e.newest.UnixNano(); ns > loc.newest {
 		loc.newest = ns
 	}
-	t.located.add(loc)
+	l.add(loc)
 }
 
 // addLocated takes a record of an evicted id: into its location, or,
 // while a read-back is under way, aside until the read ends. It tells
 // whether the id was evicted (the record is then taken).
 func (s *store) addLocated(t *replyTopic, id []byte, r *client.Record) bool {
-	loc := t.located.byID[string(id)]
+	loc := t.located.find(id)
 	if loc == nil {
 		return false
 	}
@@ -206,7 +251,7 @@ func (s *store) addLocated(t *replyTopic, id []byte, r *client.Record) bool {
 // under way (its askers share it) or the reply is known to be gone.
 func (x *Index) readBackLocked(e *replyEntry) {
 	t := e.topic
-	loc := t.located.byID[e.id]
+	loc := t.located.findString(e.id)
 	if loc == nil {
 		return
 	}
@@ -214,6 +259,7 @@ func (x *Index) readBackLocked(e *replyEntry) {
 		loc.more = &locationMore{}
 	}
 	m := loc.more
+	m.id = e.id
 	var removed *RemovedError
 	if m.read != nil || errors.As(m.err, &removed) {
 		return
@@ -242,7 +288,7 @@ func (x *Index) readBackDone(rd *replyRead) {
 	if t == nil {
 		return
 	}
-	loc := t.located.byID[rd.id]
+	loc := t.located.findString(rd.id)
 	if loc == nil || loc.more == nil || loc.more.read != rd {
 		return // not expected: a read under way keeps its location
 	}
@@ -317,8 +363,16 @@ func (s *store) expireLocated(t *replyTopic, cutoff int64) {
 		if loc.newest >= cutoff {
 			return
 		}
-		busy := loc.more != nil && loc.more.read != nil
-		if e := t.entries[loc.id]; !busy && (e == nil || e.pins == 0) {
+		// Only an id a watch asked for can have a pinned entry, and that
+		// watch left the id in more.
+		busy, pinned := false, false
+		if m := loc.more; m != nil {
+			busy = m.read != nil
+			if e := t.entries[m.id]; m.id != "" && e != nil {
+				pinned = e.pins > 0
+			}
+		}
+		if !busy && !pinned {
 			t.located.remove(loc)
 			s.stats.Expired++
 		}
@@ -335,7 +389,7 @@ func (w *Watch) Stored() bool {
 	}
 	w.x.mu.Lock()
 	defer w.x.mu.Unlock()
-	return len(w.e.records) > 0 || w.e.topic.located.byID[w.e.id] != nil
+	return len(w.e.records) > 0 || w.e.topic.located.findString(w.e.id) != nil
 }
 
 // Evicted tells whether the id's reply is stored but not held: it is being
@@ -348,7 +402,7 @@ func (w *Watch) Evicted() bool {
 	}
 	w.x.mu.Lock()
 	defer w.x.mu.Unlock()
-	return len(w.e.records) == 0 && w.e.topic.located.byID[w.e.id] != nil
+	return len(w.e.records) == 0 && w.e.topic.located.findString(w.e.id) != nil
 }
 
 // Err tells why the id's evicted reply could not be read back: a
@@ -365,7 +419,7 @@ func (w *Watch) Err() error {
 	if len(w.e.records) > 0 {
 		return nil
 	}
-	loc := w.e.topic.located.byID[w.e.id]
+	loc := w.e.topic.located.findString(w.e.id)
 	if loc == nil || loc.more == nil || loc.more.read != nil {
 		return nil
 	}
@@ -378,7 +432,7 @@ func (x *Index) Located(topic, correlationID string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	t := x.topics[topic]
-	return t != nil && t.located.byID[correlationID] != nil
+	return t != nil && t.located.findString(correlationID) != nil
 }
 
 // readBackLatency is the histogram of read-back latencies: fixed bounds,

@@ -298,3 +298,44 @@ func TestReplyEvictedReadsOfOnePartitionRewind(t *testing.T) {
 		t.Fatalf("%d reads, want 2", reads)
 	}
 }
+
+// A location is kept by a hash of its id. Were two ids to share a hash,
+// the asker of the other id is sent to a span whose records do not carry
+// its id: the read finds nothing of it and answers "removed", never the
+// other id's reply. The collision is made by moving "old"'s location
+// under the hash of "other".
+func TestReplyLocationHashCollisionNeverAnswersAnotherID(t *testing.T) {
+	_, x, ctx := evictedIndex(t, Options{}, []byte("old's reply"))
+	x.mu.Lock()
+	l := &x.topics["replies"].located
+	loc := l.findString("old")
+	if loc == nil {
+		x.mu.Unlock()
+		t.Fatal("old is not located")
+	}
+	l.remove(loc)
+	loc.key = l.keyOfString("other")
+	l.add(loc)
+	x.mu.Unlock()
+
+	w := x.Watch("replies", "other")
+	defer w.Close()
+	if !w.Stored() {
+		t.Fatal("the colliding id is not stored")
+	}
+	for w.Err() == nil {
+		_, _, changed := w.State()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("the read-back of the colliding id never ended: %+v", x.Stats())
+		}
+	}
+	var removed *RemovedError
+	if !errors.As(w.Err(), &removed) {
+		t.Fatalf("Err = %v, want a *RemovedError", w.Err())
+	}
+	if recs, _, _ := w.State(); len(recs) != 0 {
+		t.Fatalf("the colliding id was answered with %d records of another id: %q", len(recs), recs[0].Value)
+	}
+}
