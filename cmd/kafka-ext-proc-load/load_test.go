@@ -493,6 +493,39 @@ func TestReplySoak(t *testing.T) {
 	}
 }
 
+// TestReplySoakWindow runs the soak with windows short enough to turn over
+// within it: the processor is given them (its limits say so), every replay
+// is within them and answered, and memory is reported from when they have
+// turned over.
+func TestReplySoakWindow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "reply-soak", "-json", "-duration", "4s", "-clients", "4", "-soak-body", "200",
+		"-replay-every", "4", "-sample-every", "250ms", "-limits", "reply-index-bytes: 64KiB", "-replay-window", "1s", "-timeout", "90s"}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	r := parseOutputs(t, out.Bytes()).of(t, scenarioReplySoak)
+	if r.num(t, "failures") != 0 || r.num(t, "replays") <= 0 {
+		t.Errorf("reply-soak: failures %v, replays %v", r["failures"], r["replays"])
+	}
+	if r["replay_window"] != "1s" || r["limits"] != "reply-index-bytes: 64KiB, reply-retention: 1s, idempotency-window: 1s" {
+		t.Errorf("reply-soak: replay_window %v, limits %v", r["replay_window"], r["limits"])
+	}
+	if from := r.num(t, "steady_from_s"); from < 2 {
+		t.Errorf("reply-soak: steady from %vs, before twice the 1s window", from)
+	}
+	for _, name := range []string{"steady_heap_mib", "steady_heap_ratio"} {
+		if r.num(t, name) <= 0 {
+			t.Errorf("reply-soak: %s %v, want > 0", name, r[name])
+		}
+	}
+	if n := len(r.list(t, "steady_heap_min_max_mib")); n != 2 {
+		t.Errorf("reply-soak: steady_heap_min_max_mib has %d values", n)
+	}
+}
+
 func TestFlagsRefuseOutOfBounds(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scenario", "nope"},

@@ -141,6 +141,7 @@ type options struct {
 	soakDuration time.Duration
 	soakBody     int
 	replayEvery  int
+	replayWindow time.Duration
 	sampleEvery  time.Duration
 	// brokerApart runs the embedded broker in this process rather than in
 	// the child (-split): set for the soak alone, whose server memory is
@@ -201,6 +202,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.rawHeaders, "raw-headers", rawHeadersOwn, "headers of the raw loops' records (request-reply, produce-oneway): own (the few a service would write) or gateway (those of the processor's record for the same request, read back from Kafka)")
 	fs.IntVar(&o.soakBody, "soak-body", 1024, "reply-soak: bytes per order's body (its reply echoes it), so the reply index's bound fills in minutes")
 	fs.IntVar(&o.replayEvery, "replay-every", 10, "reply-soak: each client replays an earlier order every this many requests")
+	fs.DurationVar(&o.replayWindow, "replay-window", 0, "reply-soak: the processor's reply-retention and idempotency-window (added to -limits), replays chosen among the orders answered within nine tenths of it (0: the processor's defaults, replays across the whole history); memory is then also reported from twice the window on, when what the windows keep has turned over")
 	fs.DurationVar(&o.sampleEvery, "sample-every", 10*time.Second, "reply-soak: how often the server side's memory and reply index are sampled")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -219,6 +221,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	})
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.replayWindow > 0 {
+		w := fmt.Sprintf("reply-retention: %s, idempotency-window: %s", o.replayWindow, o.replayWindow)
+		o.limits = strings.TrimPrefix(o.limits+", "+w, ", ")
 	}
 	for _, sc := range scenarios() {
 		if *scenario == sc.name || *scenario == scenarioAll && sc.inAll {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	rnd "math/rand/v2"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ const (
 type soakOrder struct {
 	id    string
 	reply uint64
+	at    time.Time // when it was answered
 }
 
 // soakHistory is every order answered so far, for the replays to choose
@@ -61,15 +63,27 @@ func (h *soakHistory) add(o soakOrder) {
 	h.mu.Unlock()
 }
 
-// pick chooses an order uniformly across the whole history, so once the
-// bound is reached more and more replays ask for an evicted reply.
-func (h *soakHistory) pick(r *rnd.Rand) (soakOrder, bool) {
+// pick chooses an order uniformly across the whole history, or, with a
+// window, across the orders answered within it: once the bound is reached
+// more and more replays ask for an evicted reply. The window is nine
+// tenths of the processor's idempotency-window and reply-retention
+// (-replay-window), so every replay is one the processor must honour while
+// those windows turn over: the processor counts from the record's
+// timestamp, a little before the order was answered.
+func (h *soakHistory) pick(r *rnd.Rand, window time.Duration) (soakOrder, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.orders) == 0 {
+	from := 0
+	if window > 0 {
+		// Orders are added about in time order (clients race by a request
+		// at most), so the first one within the window is found by search.
+		cutoff := time.Now().Add(-window)
+		from = sort.Search(len(h.orders), func(i int) bool { return h.orders[i].at.After(cutoff) })
+	}
+	if from == len(h.orders) {
 		return soakOrder{}, false
 	}
-	return h.orders[r.IntN(len(h.orders))], true
+	return h.orders[from+r.IntN(len(h.orders)-from)], true
 }
 
 // soakTally is one client's count.
@@ -146,7 +160,7 @@ func (s *soakRun) order(ctx context.Context, client int, t *soakTally) error {
 	}
 	t.orderLat.add(time.Since(t0))
 	t.orders++
-	s.history.add(soakOrder{id: id, reply: hashOf(rep.body)})
+	s.history.add(soakOrder{id: id, reply: hashOf(rep.body), at: time.Now()})
 	return nil
 }
 
@@ -175,13 +189,13 @@ func (s *soakRun) replay(ctx context.Context, client int, o soakOrder, t *soakTa
 
 // client runs one client until end: orders, and every replayEvery-th
 // request a replay.
-func (s *soakRun) client(ctx context.Context, i int, end time.Time, replayEvery int, t *soakTally) {
+func (s *soakRun) client(ctx context.Context, i int, end time.Time, opts *options, t *soakTally) {
 	r := rnd.New(rnd.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
 	for n := 1; time.Now().Before(end) && ctx.Err() == nil; n++ {
 		var err error
 		o, ok := soakOrder{}, false
-		if n%replayEvery == 0 {
-			o, ok = s.history.pick(r)
+		if n%opts.replayEvery == 0 {
+			o, ok = s.history.pick(r, opts.replayWindow*9/10)
 		}
 		if ok {
 			err = s.replay(ctx, i, o, t)
@@ -252,7 +266,7 @@ func runReplySoak(ctx context.Context, e *env, o *options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.client(lctx, i, end, o.replayEvery, &tallies[i])
+			s.client(lctx, i, end, o, &tallies[i])
 		}()
 	}
 	loadDone := make(chan struct{})
@@ -322,6 +336,9 @@ func soakResult(e *env, o *options, s *soakRun, base soakSample, samples []soakS
 	res.param("duration", o.soakDuration.String())
 	res.param("body_bytes", s.body)
 	res.param("replay_every", o.replayEvery)
+	if o.replayWindow > 0 {
+		res.param("replay_window", o.replayWindow.String())
+	}
 	res.param("sample_every", o.sampleEvery.String())
 	if o.limits != "" {
 		res.param("limits", o.limits)
@@ -397,6 +414,7 @@ func soakResult(e *env, o *options, s *soakRun, base soakSample, samples []soakS
 	}
 	res.ratio("heap_ratio", ratio(float64(last.mem.Heap), float64(bound.mem.Heap)),
 		"live heap after a collection, at the end ÷ when the bound was reached", "≤ 1.1")
+	steadyFigures(res, o, samples, bi)
 	if bound.mem.RSS > 0 {
 		res.ratio("rss_ratio", ratio(float64(last.mem.RSS), float64(bound.mem.RSS)),
 			"resident set, at the end ÷ when the bound was reached", "≤ 1.1")
@@ -412,4 +430,40 @@ func (r *Result) hasFigure(name string) bool {
 		}
 	}
 	return false
+}
+
+// steadyFigures report memory once it can be flat. Past the bound, each
+// order still adds what the processor keeps for its windows: an evicted
+// reply's location until reply-retention, an idempotency key until twice
+// idempotency-window. With -replay-window (both windows), they have
+// turned over from twice the window on: from the first sample then (and
+// past the bound) to the end, the heap must be flat.
+func steadyFigures(res *Result, o *options, samples []soakSample, bound int) {
+	if o.replayWindow <= 0 {
+		return
+	}
+	si := -1
+	for i := bound; i < len(samples); i++ {
+		if samples[i].at >= 2*o.replayWindow {
+			si = i
+			break
+		}
+	}
+	last := samples[len(samples)-1]
+	if si < 0 || si == len(samples)-1 {
+		return // the run ended before the windows turned over
+	}
+	steady := samples[si]
+	mib := func(v uint64) float64 { return float64(v) / (1 << 20) }
+	res.figure("steady_from_s", steady.at.Seconds())
+	res.figure("steady_heap_mib", mib(steady.mem.Heap))
+	var lo, hi uint64 = steady.mem.Heap, steady.mem.Heap
+	for _, sm := range samples[si:] {
+		lo, hi = min(lo, sm.mem.Heap), max(hi, sm.mem.Heap)
+	}
+	res.figure("steady_heap_min_max_mib", []float64{mib(lo), mib(hi)})
+	res.figure("steady_locations", []int64{steady.idx.Locations, last.idx.Locations})
+	res.figure("steady_keys", []int64{steady.idx.Keys, last.idx.Keys})
+	res.ratio("steady_heap_ratio", ratio(float64(last.mem.Heap), float64(steady.mem.Heap)),
+		"live heap after a collection, at the end ÷ once the windows turned over (twice -replay-window, past the bound)", "≤ 1.1")
 }
