@@ -97,6 +97,18 @@ func evShapes(host string) []evShape {
 				t.Helper()
 				return sendTo(t, r, host, "GET", locations[key], "") // no wait asked for
 			}},
+		// An async request replayed with a wait shorter than a read-back
+		// (wait=0: the reply only if it is there): the evicted reply is
+		// there, in Kafka, and is the answer.
+		{name: "async replay", topic: "ev-async", records: 1,
+			first: func(t *testing.T, r *replica, key string) string {
+				t.Helper()
+				return sendTo(t, r, host, "POST", "/ev-async/8", `{"n":8}`, "idempotency-key", key, "prefer", "respond-async, wait=10")
+			},
+			again: func(t *testing.T, r *replica, key string) string {
+				t.Helper()
+				return sendTo(t, r, host, "POST", "/ev-async/8", `{"n":8}`, "idempotency-key", key, "prefer", "respond-async, wait=0")
+			}},
 		{name: "gRPC Say", topic: "ev-grpc", records: 2, first: say, again: say},
 		{name: "gRPC Chat", topic: "ev-grpc", records: 3, first: chat, again: chat},
 	}
@@ -156,6 +168,17 @@ func TestEvictedReplyIsTheAnswer(t *testing.T) {
 	}
 }
 
+func shapeNamed(t *testing.T, shapes []evShape, name string) evShape {
+	t.Helper()
+	for _, sh := range shapes {
+		if sh.name == name {
+			return sh
+		}
+	}
+	t.Fatalf("no shape %q", name)
+	return evShape{}
+}
+
 func keyOf(sh evShape) string { return "ev-" + strings.ReplaceAll(sh.name, " ", "-") }
 
 // evictAll writes replies of other ids to the reply topic until the
@@ -212,7 +235,7 @@ func TestEvictedReplyRemovedFromItsTopicIsExpired(t *testing.T) {
 	))
 	a := &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
 	shapes := evShapes(strings.TrimPrefix(e.base, "http://"))
-	sync, say := shapes[0], shapes[2]
+	sync, say := shapeNamed(t, shapes, "sync replay"), shapeNamed(t, shapes, "gRPC Say")
 	for _, sh := range []evShape{sync, say} {
 		if got := sh.first(t, a, keyOf(sh)); !strings.HasPrefix(got, "201 ") && !strings.Contains(got, "code = OK ") {
 			t.Fatalf("%s: %s", sh.name, got)

@@ -274,7 +274,7 @@ func (h *Handler) requestReply(ctx context.Context, kr *kafkaroute.Route, p *pro
 		}
 		wait := min(prefs.Wait, req.Limits.MaxWait)
 		applied := "wait=" + strconv.Itoa(int(wait/time.Second))
-		r, end := h.awaitReply(ctx, req.Drain, f.Watch, wait)
+		r, end := h.awaitReply(ctx, req.Drain, f.Watch, readBackWait(f.Watch, wait, req.Limits.KafkaTimeout))
 		switch end {
 		case replied:
 			return p.reply(ctx, r, applied)
