@@ -300,7 +300,7 @@ func (x *Index) readBackDone(rd *replyRead) {
 	case rd.err == nil && len(rd.found) > 0:
 		x.store.stats.ReadBacksFound++
 		t.located.remove(loc)
-		x.store.restore(t, rd.id, append(rd.found, m.pending...))
+		x.store.restore(t, rd.id, append(rd.found, m.pending...), x.now())
 		return
 	case errors.As(rd.err, &removed):
 		x.store.stats.ReadBacksExpired++
@@ -321,8 +321,11 @@ func (x *Index) readBackDone(rd *replyRead) {
 }
 
 // restore indexes records read back for id, as the newest written:
-// counted in bytes, at the back of the order; the id's waiters wake.
-func (s *store) restore(t *replyTopic, id string, records []*client.Record) {
+// counted in bytes, at the back of the order, its time now; the id's
+// waiters wake. The time is the read's, not the records': the order is by
+// time, and expiry stops at the first id still within Retention, so an
+// old time at the back would keep the id until every younger one expired.
+func (s *store) restore(t *replyTopic, id string, records []*client.Record, now time.Time) {
 	e := t.entries[id]
 	if e == nil {
 		e = &replyEntry{topic: t, id: id, indexed: true}
@@ -331,6 +334,7 @@ func (s *store) restore(t *replyTopic, id string, records []*client.Record) {
 	}
 	size := int64(replyEntryOverhead + len(id))
 	e.partition = records[0].Partition
+	e.newest = now
 	for _, r := range records {
 		size += recordBytes(r)
 		if r.Value == nil {

@@ -339,3 +339,25 @@ func TestReplyLocationHashCollisionNeverAnswersAnotherID(t *testing.T) {
 		t.Fatalf("the colliding id was answered with %d records of another id: %q", len(recs), recs[0].Value)
 	}
 }
+
+// A reply read back is kept as if just indexed: Retention counts from the
+// read, not from its records' old timestamps, so it neither vanishes at
+// once after the answer nor sits at the back of the order with a time
+// older than the ids before it.
+func TestReplyReadBackKeptFromTheRead(t *testing.T) {
+	s := &store{maxBytes: 1 << 20, retention: time.Minute}
+	tp := &replyTopic{name: "replies", entries: map[string]*replyEntry{}}
+	topics := map[string]*replyTopic{"replies": tp}
+	read := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	old := &client.Record{Topic: "replies", Partition: 0, Offset: 3, Timestamp: read.Add(-time.Hour), Value: []byte("v")}
+	s.restore(tp, "old", []*client.Record{old}, read)
+
+	s.expire(read.Add(time.Minute-time.Second), topics)
+	if tp.entries["old"] == nil {
+		t.Fatal("a reply read back expired before Retention had passed since the read")
+	}
+	s.expire(read.Add(time.Minute+time.Second), topics)
+	if tp.entries["old"] != nil {
+		t.Fatal("a reply read back outlived Retention from the read")
+	}
+}
