@@ -1,13 +1,17 @@
 package e2e_test
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -365,4 +369,95 @@ func inParallel(n, k int, f func(i int)) {
 	for range k {
 		<-done
 	}
+}
+
+// An evicted reply that Kafka does not give back within the Kafka timeout
+// (fetches of the reply topics refused) answers 503 for HTTP and
+// UNAVAILABLE for gRPC, saying nothing was written again and to retry;
+// once Kafka answers, the same retry gets the stored reply. Nothing is
+// written again either time.
+func TestEvictedReplyUnreadableIsUnavailable(t *testing.T) {
+	e := startEnv(t, evictConfig, withResponders(
+		responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()},
+		responder.Options{Topic: "ev-grpc", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey},
+	))
+	a := &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
+	shapes := evShapes(strings.TrimPrefix(e.base, "http://"))
+	sync, say := shapeNamed(t, shapes, "sync replay"), shapeNamed(t, shapes, "gRPC Say")
+	firsts := map[string]string{}
+	for _, sh := range []evShape{sync, say} {
+		firsts[sh.name] = sh.first(t, a, keyOf(sh))
+		if !strings.HasPrefix(firsts[sh.name], "201 ") && !strings.Contains(firsts[sh.name], "code = OK ") {
+			t.Fatalf("%s: %s", sh.name, firsts[sh.name])
+		}
+	}
+	evictAll(t, e, a.proc, "unreadable")
+
+	refuse := refuseFetches(t, e, "ev-replies", "ev-grpc-replies")
+	for _, c := range []struct {
+		sh   evShape
+		want string
+	}{{sync, "503 "}, {say, `"" rpc error: code = Unavailable desc = `}} {
+		got := c.sh.again(t, a, keyOf(c.sh))
+		if !strings.HasPrefix(got, c.want) || !strings.Contains(got, "could not be read back") || !strings.Contains(got, "nothing was written again") {
+			t.Errorf("%s while Kafka refuses: %s\nwant %s… saying the reply could not be read back and nothing was written again", c.sh.name, got, c.want)
+		}
+	}
+	if n := labelled(t, a.proc, "kafka_ext_proc_reply_index_read_backs_total", "result", "failed"); n < 2 {
+		t.Errorf("%v read-backs failed, want 2", n)
+	}
+	refuse.Store(false)
+
+	for _, sh := range []evShape{sync, say} {
+		if got := sh.again(t, a, keyOf(sh)); got != firsts[sh.name] {
+			t.Errorf("%s once Kafka answers: %s\nwant the stored reply %s", sh.name, got, firsts[sh.name])
+		}
+		if n := len(recordsWithPrefix(e, sh.topic, keyOf(sh)+"-")); n != sh.records {
+			t.Errorf("%s: %d request records, want %d (not written again)", sh.name, n, sh.records)
+		}
+	}
+}
+
+// refuseFetches makes the broker refuse fetches of the named topics (by
+// name or, for the fetch versions that carry them, by topic id) while the
+// returned switch is on; other fetches are served.
+func refuseFetches(t *testing.T, e *env, topics ...string) *atomic.Bool {
+	t.Helper()
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": e.dev.Broker.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	res, err := admin.DescribeTopics(ctxFor(t, 20*time.Second), kafka.NewTopicCollectionOfTopicNames(topics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	ids := map[[16]byte]bool{}
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() != kafka.ErrNoError {
+			t.Fatalf("describing %s: %v", d.Name, d.Error)
+		}
+		names[d.Name] = true
+		var id [16]byte
+		binary.BigEndian.PutUint64(id[:8], uint64(d.TopicID.GetMostSignificantBits()))
+		binary.BigEndian.PutUint64(id[8:], uint64(d.TopicID.GetLeastSignificantBits()))
+		ids[id] = true
+	}
+	on := new(atomic.Bool)
+	on.Store(true)
+	cluster := e.dev.Broker.Cluster()
+	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if !on.Load() {
+			return nil, nil, false
+		}
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			if names[tp.Topic] || ids[tp.TopicID] {
+				return nil, errors.New("fetches of the reply topics refused by the test"), true
+			}
+		}
+		return nil, nil, false
+	})
+	return on
 }
