@@ -5,7 +5,7 @@ FUZZTIME ?= 60s
 .PHONY: test fuzz-smoke
 
 test:
-	go test -race ./... && (cd deploy/kubernetes && go test -race ./...) && (cd deploy/observability && go test -race ./...) && (cd cmd/kafka-ext-proc-load && go test -race ./...)
+	go test -race -timeout 30m ./... && (cd deploy/kubernetes && go test -race ./...) && (cd deploy/observability && go test -race ./...) && (cd cmd/kafka-ext-proc-load && go test -race ./...)
 
 # Fuzz every target for $(FUZZTIME) each (make fuzz-smoke FUZZTIME=5m).
 fuzz-smoke:
