@@ -29,7 +29,7 @@ func benchIndex(maxKeys int) (*Index, *string) {
 		topics: map[string]*keyTopic{},
 		opts:   Options{Window: time.Hour, MaxKeys: maxKeys},
 	}
-	x.topics[topic] = &keyTopic{name: topic, headers: []string{cidHeader}, entries: map[string]*keyEntry{}, started: true}
+	x.topics[topic] = &keyTopic{name: topic, headers: []string{cidHeader}, fpHeaders: []string{fpHeader}, entries: map[string]*keyEntry{}, keys: map[string]*keyEntry{}, started: true}
 	return x, &topic
 }
 
@@ -113,13 +113,13 @@ func BenchmarkKeyIndexSync(b *testing.B) {
 		br := kafkatest.BrokerWith(b, []embedded.Topic{{Name: "requests", Partitions: parts}})
 		x := testIndex(b, br.Addr(), Options{}, nil)
 		ctx := kafkatest.Ctx(b, 10*time.Minute)
-		if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 			b.Fatal(err)
 		}
 		name := "partitions=" + strconv.Itoa(int(parts))
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+				if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -130,7 +130,7 @@ func BenchmarkKeyIndexSync(b *testing.B) {
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+					if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 						failed.Store(err)
 					}
 				}
@@ -163,7 +163,7 @@ func BenchmarkKeyIndexReadBack(b *testing.B) {
 	for range b.N {
 		before := cputime.Process()
 		x := testIndex(b, br.Addr(), Options{}, nil)
-		if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 			b.Fatal(err)
 		}
 		cpu += cputime.Process() - before

@@ -18,7 +18,7 @@ import (
 func cid(idem string, key string, hs route.Headers, ids map[string]route.Identity, overrides []client.Header, body string) (string, []client.Header) {
 	c := newCorrelation()
 	c.field([]byte(key))
-	out := requestHeaders(c, hs, ids, "gateway:reply-to", "replies", "gateway:correlation-id", overrides)
+	out := requestHeaders(c, hs, ids, "gateway:reply-to", "replies", "gateway:correlation-id", "gateway:fingerprint", overrides)
 	c.field([]byte(body))
 	return c.id(idem, ids), out
 }
@@ -122,7 +122,7 @@ func TestRequestRecordHeaders(t *testing.T) {
 		{Name: "cookie", Value: "c=1"}, {Name: "proxy-authorization", Value: "p"},
 		{Name: "connection", Value: "close"}, {Name: "te", Value: "trailers"}, {Name: "transfer-encoding", Value: "chunked"},
 		{Name: "x-envoy-original-path", Value: "/x"}, {Name: "x-request-id", Value: "r"},
-		{Name: "gateway:correlation-id", Value: "forged"}, {Name: "x-o", Value: "forged"},
+		{Name: "gateway:correlation-id", Value: "forged"}, {Name: "x-o", Value: "forged"}, {Name: "gateway:fingerprint", Value: "forged.forged"},
 		{Name: "if-match", Value: `"HsYV1vQBNyg.0.7/revision=42"`}, {Name: "idempotency-key", Value: "k1"},
 	}
 	_, out := cid("k1", "1", in, nil, []client.Header{{Key: "x-o", Value: []byte("override")}}, "")

@@ -3,6 +3,7 @@ package kafkaroute
 import (
 	"crypto/rand"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/google/uuid"
@@ -109,4 +110,17 @@ func ValidIdempotencyKey(k string) bool {
 		}
 	}
 	return true
+}
+
+// VolatileHeader reports forwarded headers (gRPC: metadata) left out of a
+// request's correlation id and fingerprint: a client's retry, or the same
+// request through another Envoy, carries other values, and must still be
+// recognised as the same request. (b3 is the single-header form of the
+// x-b3-* trace headers.)
+func VolatileHeader(name string) bool {
+	switch name {
+	case "x-request-id", "user-agent", "traceparent", "tracestate", "b3":
+		return true
+	}
+	return strings.HasPrefix(name, "x-b3-") || strings.HasPrefix(name, "x-forwarded-")
 }
