@@ -1,11 +1,12 @@
 package writtenids
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -120,7 +121,7 @@ type keyTopic struct {
 	entries   map[string]*keyEntry
 	// keys maps an idempotency key, as the fingerprint header names it
 	// (its part before the '.'), to the first id written under it.
-	keys map[string]*keyEntry
+	keys map[useKey]*keyEntry
 
 	startMu sync.Mutex // held while the partitions are being assigned
 	started bool       // guarded by Index.mu
@@ -140,11 +141,41 @@ type keySync struct {
 type keyEntry struct {
 	topic   *keyTopic
 	id      string
-	key     string // the fingerprint header's key part; "" without one
-	fp      string // the fingerprint of the last record read
-	first   int64  // unix milliseconds of the first record
+	use     *keyUse // nil: its records carry no fingerprint header
+	first   int64   // unix milliseconds of the first record
 	records uint32
 	ended   bool
+}
+
+// A useKey is the key part of a fingerprint header, 32 hex digits, as the
+// bytes they spell: a map key of its own size, with no string behind it.
+type useKey [16]byte
+
+// keyUse is what the fingerprint headers of an id's records said. It is
+// apart from keyEntry, and its hex held as bytes, so that an id without
+// one costs nothing more and one with one 83 bytes (BENCHMARKS.md).
+type keyUse struct {
+	key   useKey
+	fp    [16]byte // the fingerprint of the last record read, fpLen bytes of it
+	fpLen uint8
+}
+
+// parseFingerprint splits a fingerprint header's value, "<key>.<fp>", both
+// hex (32 digits, and at most 32), as the bindings write it; anything else
+// is not one.
+func parseFingerprint(v []byte) (key useKey, fp [16]byte, fpLen int, ok bool) {
+	k, f, found := bytes.Cut(v, []byte("."))
+	if !found || len(k) != 2*len(key) || len(f) == 0 || len(f) > 2*len(fp) || len(f)%2 != 0 {
+		return key, fp, 0, false
+	}
+	if _, err := hex.Decode(key[:], k); err != nil {
+		return key, fp, 0, false
+	}
+	n, err := hex.Decode(fp[:], f)
+	if err != nil {
+		return key, fp, 0, false
+	}
+	return key, fp, n, true
 }
 
 // New creates the index's consumer; topics come with Sync.
@@ -324,7 +355,7 @@ func (x *Index) topic(ctx context.Context, topic, header, fpHeader string) (*key
 		t := x.topics[topic]
 		if t == nil {
 			t = &keyTopic{name: topic, headers: []string{header}, fpHeaders: []string{fpHeader},
-				entries: map[string]*keyEntry{}, keys: map[string]*keyEntry{}}
+				entries: map[string]*keyEntry{}, keys: map[useKey]*keyEntry{}}
 			x.topics[topic] = t
 			x.stats.Topics++
 		} else if !hasString(t.headers, header) {
@@ -409,9 +440,8 @@ func (x *Index) apply(m *kafka.Message) {
 }
 
 // fingerprint is the record's fingerprint header, of the binding whose
-// correlation header carries id, split at its first '.' into the
-// idempotency key's part and the request's fingerprint.
-func (t *keyTopic) fingerprint(hs []kafka.Header, id string) (key, fp string) {
+// correlation header carries id.
+func (t *keyTopic) fingerprint(hs []kafka.Header, id string) []byte {
 	for i, name := range t.headers {
 		for _, h := range hs {
 			if h.Key != name || string(h.Value) != id {
@@ -419,27 +449,29 @@ func (t *keyTopic) fingerprint(hs []kafka.Header, id string) (key, fp string) {
 			}
 			for _, f := range hs {
 				if f.Key == t.fpHeaders[i] {
-					key, fp, _ = strings.Cut(string(f.Value), ".")
-					return key, fp
+					return f.Value
 				}
 			}
-			return "", ""
+			return nil
 		}
 	}
-	return "", ""
+	return nil
 }
 
 func (x *Index) indexLocked(t *keyTopic, id string, m *kafka.Message) {
-	key, fp := t.fingerprint(m.Headers, id)
+	key, fp, fpLen, keyed := parseFingerprint(t.fingerprint(m.Headers, id))
 	e := t.entries[id]
 	if e == nil {
 		ts := m.Timestamp
 		if m.TimestampType == kafka.TimestampNotAvailable || ts.IsZero() {
 			ts = x.now()
 		}
-		e = &keyEntry{topic: t, id: id, key: key, first: ts.UnixMilli()}
+		e = &keyEntry{topic: t, id: id, first: ts.UnixMilli()}
 		t.entries[id] = e
-		if key != "" && t.keys[key] == nil {
+		if keyed {
+			e.use = &keyUse{key: key}
+		}
+		if keyed && t.keys[key] == nil {
 			// The first id under a key keeps it: a later one under the
 			// same key is a request two replicas wrote at the same
 			// instant, and the log's order decides.
@@ -458,8 +490,8 @@ func (x *Index) indexLocked(t *keyTopic, id string, m *kafka.Message) {
 	if m.Value == nil {
 		e.ended = true
 	}
-	if fp != "" {
-		e.fp = fp
+	if keyed && e.use != nil {
+		e.use.fp, e.use.fpLen = fp, uint8(fpLen)
 	}
 }
 
@@ -469,8 +501,8 @@ func (x *Index) dropOldestLocked() {
 	x.fifo[x.head] = nil
 	x.head++
 	delete(e.topic.entries, e.id)
-	if e.key != "" && e.topic.keys[e.key] == e {
-		delete(e.topic.keys, e.key)
+	if e.use != nil && e.topic.keys[e.use.key] == e {
+		delete(e.topic.keys, e.use.key)
 	}
 	x.stats.Keys--
 	// The slice is compacted once its dead head outgrows its live part, so
@@ -517,8 +549,11 @@ func (x *Index) LookupKey(topic, key, id string) State {
 	if t == nil {
 		return State{}
 	}
-	if e := t.keys[key]; e != nil {
-		return x.stateLocked(e)
+	var k useKey
+	if n, err := hex.Decode(k[:], []byte(key)); err == nil && n == len(k) {
+		if e := t.keys[k]; e != nil {
+			return x.stateLocked(e)
+		}
 	}
 	return x.stateLocked(t.entries[id])
 }
@@ -527,7 +562,10 @@ func (x *Index) stateLocked(e *keyEntry) State {
 	if e == nil {
 		return State{}
 	}
-	s := State{Records: int(e.records), Ended: e.ended, First: time.UnixMilli(e.first), CID: e.id, Fingerprint: e.fp}
+	s := State{Records: int(e.records), Ended: e.ended, First: time.UnixMilli(e.first), CID: e.id}
+	if e.use != nil && e.use.fpLen > 0 {
+		s.Fingerprint = hex.EncodeToString(e.use.fp[:e.use.fpLen])
+	}
 	s.Expired = s.First.Before(x.now().Add(-x.opts.Window))
 	if s.Expired {
 		x.stats.Expired++

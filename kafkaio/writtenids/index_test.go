@@ -2,6 +2,7 @@ package writtenids
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,29 +231,34 @@ func TestKeyIndexLookupKey(t *testing.T) {
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "requests", Partitions: 1}})
 	x := testIndex(t, b.Addr(), Options{}, nil)
 	ctx := kafkatest.Ctx(t, 30*time.Second)
+	key1, key2, key3 := strings.Repeat("a1", 16), strings.Repeat("b2", 16), strings.Repeat("c3", 16)
 	fp := func(v string) []kafka.Header { return []kafka.Header{{Key: fpHeader, Value: []byte(v)}} }
 	kafkatest.WriteReplies(t, b.Addr(), "requests",
-		testReply{ID: "k1-aaaa", Value: []byte("m1"), Extra: fp("slot1.f1")},
-		testReply{ID: "k1-aaaa", Value: []byte("m2"), Extra: fp("slot1.f2")},
-		testReply{ID: "k1-bbbb", Value: []byte("other"), Extra: fp("slot1.g1")}, // two replicas at one instant
+		testReply{ID: "k1-aaaa", Value: []byte("m1"), Extra: fp(key1 + ".0f01")},
+		testReply{ID: "k1-aaaa", Value: []byte("m2"), Extra: fp(key1 + ".0f02")},
+		testReply{ID: "k1-bbbb", Value: []byte("other"), Extra: fp(key1 + ".0e01")}, // two replicas at one instant
 		testReply{ID: "old-cccc", Value: []byte("no header")},
+		testReply{ID: "bad-dddd", Value: []byte("not hex"), Extra: fp("slot.fp")},
 	)
 	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"k1-aaaa", "k1-bbbb"} {
-		s := x.LookupKey("requests", "slot1", id)
-		if s.CID != "k1-aaaa" || s.Fingerprint != "f2" || s.Records != 2 {
-			t.Fatalf("key slot1 looked up for %s: %+v, want the first id k1-aaaa, 2 records, fingerprint f2", id, s)
+		s := x.LookupKey("requests", key1, id)
+		if s.CID != "k1-aaaa" || s.Fingerprint != "0f02" || s.Records != 2 {
+			t.Fatalf("key %s looked up for %s: %+v, want the first id k1-aaaa, 2 records, fingerprint 0f02", key1, id, s)
 		}
 	}
-	if s := x.Lookup("requests", "k1-bbbb"); s.CID != "k1-bbbb" || s.Fingerprint != "g1" {
+	if s := x.Lookup("requests", "k1-bbbb"); s.CID != "k1-bbbb" || s.Fingerprint != "0e01" {
 		t.Fatalf("k1-bbbb by its id: %+v", s)
 	}
-	if s := x.LookupKey("requests", "slot2", "old-cccc"); s.CID != "old-cccc" || s.Fingerprint != "" || s.Records != 1 {
+	if s := x.LookupKey("requests", key2, "old-cccc"); s.CID != "old-cccc" || s.Fingerprint != "" || s.Records != 1 {
 		t.Fatalf("a record without fingerprint, by its id: %+v", s)
 	}
-	if s := x.LookupKey("requests", "slot3", "new-dddd"); s.Written() || s.CID != "" {
+	if s := x.LookupKey("requests", key3, "bad-dddd"); s.CID != "bad-dddd" || s.Fingerprint != "" {
+		t.Fatalf("a record whose fingerprint header is malformed, by its id: %+v", s)
+	}
+	if s := x.LookupKey("requests", key3, "new-eeee"); s.Written() || s.CID != "" {
 		t.Fatalf("an unused key: %+v", s)
 	}
 }
