@@ -48,7 +48,9 @@ func TestCorrelationID(t *testing.T) {
 			volatile[i].Value += "-other"
 		}
 	}
-	volatile = append(volatile, route.Header{Name: "x-b3-traceid", Value: "t"}, route.Header{Name: "tracestate", Value: "s"})
+	volatile = append(volatile, route.Header{Name: "x-b3-traceid", Value: "t"}, route.Header{Name: "tracestate", Value: "s"},
+		route.Header{Name: "x-datadog-trace-id", Value: "1"}, route.Header{Name: "x-amzn-trace-id", Value: "Root=1"},
+		route.Header{Name: "sw8", Value: "1-a"}, route.Header{Name: "uber-trace-id", Value: "a:b:0:1"})
 	if got, _ := cid("k1", "1", volatile, alice, nil, `{"qty":1}`); got != id {
 		t.Errorf("volatile headers changed the id: %q vs %q", got, id)
 	}
