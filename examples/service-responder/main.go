@@ -10,7 +10,7 @@
 //   - example.Echo (topic echo-requests): every message echoed, then OK; the
 //     message "missing" ends the call NOT_FOUND with a message and trailers.
 //
-// It prints "ready" once it reads its topics.
+// It prints "ready" once its consumer group gave it its partitions.
 package main
 
 import (
@@ -20,6 +20,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -67,10 +68,20 @@ func run(ctx context.Context, brokers string, late time.Duration) error {
 		return fmt.Errorf("creating the producer: %w", err)
 	}
 	defer producer.Close()
-	if err := consumer.SubscribeTopics([]string{"orders-requests", "echo-requests"}, nil); err != nil {
+	// Ready once the group gave this instance its partitions: a request
+	// sent after that is read (one sent before is too, from the earliest
+	// offset, once the group has formed). The client assigns them itself
+	// after the callback.
+	var ready sync.Once
+	err = consumer.SubscribeTopics([]string{"orders-requests", "echo-requests"}, func(_ *kafka.Consumer, ev kafka.Event) error {
+		if _, ok := ev.(kafka.AssignedPartitions); ok {
+			ready.Do(func() { fmt.Println("ready") })
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("subscribing: %w", err)
 	}
-	fmt.Println("ready")
 
 	s := &service{out: producer, late: late, seen: newSeen(10_000), ended: newSeen(10_000)}
 	for ctx.Err() == nil {
