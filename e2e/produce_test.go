@@ -94,6 +94,8 @@ limits: { reply-timeout: 4s, kafka-timeout: 3s, max-wait: 10s }
 var (
 	uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	cidRe  = regexp.MustCompile(`^([A-Za-z0-9._~-]{1,128})-[0-9a-f]{32}$`)
+	// fpRe is a fingerprint header: the key's use, then the fingerprint.
+	fpRe = regexp.MustCompile(`^[0-9a-f]{32}\.[0-9a-f]{16,32}$`)
 )
 
 // names lists "name=value" of a record's headers in order.
@@ -179,12 +181,16 @@ func TestProduce(t *testing.T) {
 			got := names(m)
 			if i == 1 {
 				// The request with an idempotency key also carries its
-				// correlation id, by which a retry finds the record.
+				// correlation id, by which a retry finds the record, and
+				// its key's use and fingerprint, by which a retry is told
+				// from another request under the key.
 				cid, _ := recHeader(m, "gateway:correlation-id")
-				if n := len(got); n == 0 || got[n-1] != "gateway:correlation-id="+cid || !cidRe.MatchString(cid) || !strings.HasPrefix(cid, "item-1-") {
-					t.Errorf("record %d: headers %q, want the correlation id of item-1 last", i, got)
+				fp, _ := recHeader(m, "gateway:fingerprint")
+				if n := len(got); n < 2 || got[n-2] != "gateway:correlation-id="+cid || !cidRe.MatchString(cid) || !strings.HasPrefix(cid, "item-1-") ||
+					got[n-1] != "gateway:fingerprint="+fp || !fpRe.MatchString(fp) {
+					t.Errorf("record %d: headers %q, want the correlation id of item-1 and its fingerprint last", i, got)
 				} else {
-					got = got[:n-1]
+					got = got[:n-2]
 				}
 			}
 			if strings.Join(got, " ") != strings.Join(w.headers, " ") {
@@ -238,10 +244,11 @@ func TestProduce(t *testing.T) {
 		// The request headers as Envoy sent them (pseudo-headers included)
 		// minus the deny-list (authorization, cookie, prefer,
 		// content-length), if-match reduced to the record's etag, then
-		// reply-to, the overrides and the correlation id.
+		// reply-to, the overrides, the correlation id and (a request with an
+		// idempotency key) the fingerprint header.
 		got := names(m)
 		for i, g := range got {
-			for _, vary := range []string{":authority=", "x-request-id=", "user-agent="} {
+			for _, vary := range []string{":authority=", "x-request-id=", "user-agent=", "gateway:fingerprint="} {
 				if strings.HasPrefix(g, vary) {
 					got[i] = vary + "*"
 				}
@@ -250,7 +257,7 @@ func TestProduce(t *testing.T) {
 		want := []string{":authority=*", ":path=/orders/1?x=1", ":method=POST", ":scheme=http",
 			"accept-encoding=gzip", "content-type=application/json", "idempotency-key=sync-1", "if-match=rev=42",
 			"user-agent=*", "x-custom=c", "x-forwarded-proto=http", "x-request-id=*",
-			"gateway:reply-to=orders-responses", "x-route=orders", "x-order=1", "gateway:correlation-id=" + cid}
+			"gateway:reply-to=orders-responses", "x-route=orders", "x-order=1", "gateway:correlation-id=" + cid, "gateway:fingerprint=*"}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("record headers:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
@@ -288,14 +295,15 @@ func TestProduce(t *testing.T) {
 		if got := h.Replays() - replays; got != 1 {
 			t.Errorf("%d replays counted, want 1", got)
 		}
-		// The same key with another body is another request.
+		// The same key with another body is refused: the key names the
+		// first request.
 		changed, body3 := e.request(e.h1, "POST", "/orders/2", `{"qty":3}`, "idempotency-key", "replay-1", "content-type", "application/json")
-		cid3 := changed.Header.Get("x-correlation")
-		if changed.StatusCode != http.StatusCreated || cid3 == cid || !strings.HasPrefix(cid3, "replay-1-") || !strings.Contains(body3, `{"qty":3}`) {
-			t.Errorf("changed body: %d %q (cid %s)", changed.StatusCode, body3, cid3)
+		if changed.StatusCode != http.StatusUnprocessableEntity || changed.Header.Get("content-type") != "application/problem+json" ||
+			!strings.Contains(body3, `idempotency key \"replay-1\" was used`) {
+			t.Errorf("changed body: %d %q, want 422 naming the key", changed.StatusCode, body3)
 		}
-		if n := len(recordsWith(e.readTopic("orders-requests"), "idempotency-key", "replay-1")); n != 2 {
-			t.Errorf("%d records with the idempotency key, want 2", n)
+		if n := len(recordsWith(e.readTopic("orders-requests"), "idempotency-key", "replay-1")); n != 1 {
+			t.Errorf("%d records with the idempotency key, want 1", n)
 		}
 	})
 
@@ -428,21 +436,23 @@ func TestProduce(t *testing.T) {
 
 	t.Run("reply timeout", func(t *testing.T) {
 		var wg sync.WaitGroup
+		// A key each: one key on the two requests (another path, the same
+		// topic) would be refused as reused.
 		for _, c := range []struct {
-			path   string
-			status int
-		}{{"/slow/1", http.StatusGatewayTimeout}, {"/slow-async/1", http.StatusAccepted}} {
+			path, key string
+			status    int
+		}{{"/slow/1", "slow-1", http.StatusGatewayTimeout}, {"/slow-async/1", "slow-async-1", http.StatusAccepted}} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				start := time.Now()
-				resp, body := e.request(e.h1, "POST", c.path, "x", "idempotency-key", "slow-1")
+				resp, body := e.request(e.h1, "POST", c.path, "x", "idempotency-key", c.key)
 				took := time.Since(start)
 				t.Logf("%s: %d after %v", c.path, resp.StatusCode, took)
 				if resp.StatusCode != c.status || took < 4*time.Second || took > 6*time.Second {
 					t.Errorf("%s: %d %q after %v, want %d after the 4s reply-timeout", c.path, resp.StatusCode, body, took, c.status)
 				}
-				if c.status == http.StatusAccepted && !strings.HasPrefix(resp.Header.Get("location"), "/slow-async/1;cid=slow-1-") {
+				if c.status == http.StatusAccepted && !strings.HasPrefix(resp.Header.Get("location"), "/slow-async/1;cid=slow-async-1-") {
 					t.Errorf("%s: location %q", c.path, resp.Header.Get("location"))
 				}
 				if c.status == http.StatusGatewayTimeout && !strings.Contains(body, "idempotency-key") {

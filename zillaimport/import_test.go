@@ -215,6 +215,8 @@ func TestRefusals(t *testing.T) {
 			2, "${{vault.x}}: only ${{env.NAME}} expressions"},
 		{"kafka-grpc", head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n",
 			4, "a kafka-grpc binding (Kafka records calling gRPC services) cannot be translated"},
+		{"kafka-grpc points at the service contract", head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n",
+			4, "docs/service-contract.md says what to read and write"},
 		{"sse", head + "  events:\n    type: sse\n    kind: server\n",
 			4, "type sse kind server cannot be translated"},
 		{"unknown top level", "stores: {}\n" + head, 1, "top-level \"stores\""},

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,7 +33,7 @@ func TestExamples(t *testing.T) {
 	for _, r := range readmes {
 		names = append(names, filepath.Base(filepath.Dir(r)))
 	}
-	for _, want := range []string{"http.kafka.crud", "http.kafka.async", "http.kafka.cache", "http.kafka.sync", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "http.kafka.avro"} {
+	for _, want := range []string{"http.kafka.crud", "http.kafka.async", "http.kafka.cache", "http.kafka.sync", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "http.kafka.avro", "service-responder"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no examples/%s/README.md", want)
 		}
@@ -47,7 +52,7 @@ func TestExamples(t *testing.T) {
 			}
 			readmetest.Run(t, steps, readmetest.Env{Root: repoRoot, Start: func(t *testing.T, args []string) (string, string) {
 				return devRun(t, exampleDevArgs(t, name, args)...)
-			}})
+			}, Program: exampleProgram})
 		})
 	}
 }
@@ -86,4 +91,60 @@ func exampleDevArgs(t *testing.T, example string, args []string) []string {
 		t.Fatalf("the README starts dev with --config %q, want %s", config, want)
 	}
 	return slices.DeleteFunc(args, func(a string) bool { return a == "" })
+}
+
+// exampleProgram builds and starts an example's own program (a service of
+// the example's) as `go run` would, stops it when the test ends, and
+// returns its first line of output: a program says it is ready by printing
+// it.
+func exampleProgram(ctx context.Context, t *testing.T, dir string, args []string) (string, error) {
+	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, dir)
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", dir, err, out)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = testLog{t}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("starting %s: %w", dir, err)
+	}
+	first, read := make(chan string, 1), make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		<-read // the pipe is read to its end before Wait closes it
+		_ = cmd.Wait()
+	})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			first <- sc.Text() + "\n"
+		}
+		close(first)
+		for sc.Scan() {
+			t.Log(sc.Text())
+		}
+	}()
+	select {
+	case line, ok := <-first:
+		if !ok {
+			return "", errors.New(dir + " ended without printing anything")
+		}
+		return line, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("%s printed nothing: %w", dir, ctx.Err())
+	}
+}
+
+// testLog writes a program's standard error to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

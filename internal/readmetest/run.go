@@ -34,6 +34,13 @@ type Env struct {
 	Root string
 	// StepTimeout bounds each step (default 30s).
 	StepTimeout time.Duration
+	// Program runs a step `go run ./examples/NAME ARGS...`, a program of
+	// the example's own that keeps running (a service answering through
+	// Kafka): it starts dir with args (addresses already rewritten to the
+	// test's), stops it when the test ends, and returns what the program
+	// printed once ready, which the step's output is compared with. ctx
+	// bounds the start only. Nil: such a step fails.
+	Program func(ctx context.Context, t *testing.T, dir string, args []string) (string, error)
 }
 
 // Run runs the steps in order, each compared with the output the README
@@ -152,8 +159,8 @@ func (r *runner) check(j *job) {
 	r.vars = vars
 }
 
-// exec runs one command line: a curl, grpcurl or kcat command, or one of
-// the pipelines `echo '...' | kcat -P ...` and `printf '...' | base64`.
+// exec runs one command line: a curl, grpcurl or kcat command, an
+// example's own program (Env.Program), or one of the pipelines `echo '...' | kcat -P ...` and `printf '...' | base64`.
 func (r *runner) exec(ctx context.Context, cmd string, s Step, vars Vars) (output, error) {
 	words, err := ShellWords(cmd)
 	if err != nil {
@@ -231,6 +238,12 @@ func (r *runner) execOne(ctx context.Context, cmd string, words []string, s Step
 			return output{}, err
 		}
 		return r.grpcurl(ctx, g, s, vars)
+	case "go":
+		if len(words) < 3 || words[1] != "run" || !strings.HasPrefix(words[2], "./examples/") || r.env.Program == nil {
+			break
+		}
+		text, err := r.env.Program(ctx, r.t, words[2], words[3:])
+		return output{text: text}, err
 	case "kcat":
 		k, err := parseKcat(words)
 		if err != nil {

@@ -1,6 +1,7 @@
 package writtenids
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -29,7 +30,7 @@ func benchIndex(maxKeys int) (*Index, *string) {
 		topics: map[string]*keyTopic{},
 		opts:   Options{Window: time.Hour, MaxKeys: maxKeys},
 	}
-	x.topics[topic] = &keyTopic{name: topic, headers: []string{cidHeader}, entries: map[string]*keyEntry{}, started: true}
+	x.topics[topic] = &keyTopic{name: topic, headers: []string{cidHeader}, fpHeaders: []string{fpHeader}, entries: map[string]*keyEntry{}, keys: map[useKey]*keyEntry{}, started: true}
 	return x, &topic
 }
 
@@ -75,13 +76,30 @@ func BenchmarkKeyIndexApply(b *testing.B) {
 
 // BenchmarkKeyIndexMemoryPerID is the Go heap the index holds per
 // remembered id (ids as the processor issues them: a 36-character key, a
-// dash and 32 hex digits), measured after a GC with 100,000 ids.
+// dash and 32 hex digits), measured after a GC with 100,000 ids: "keyed"
+// records carry the fingerprint header as every keyed request's records do
+// (the key's use and the fingerprint, 32 hex digits each), "no-fingerprint"
+// records written before it existed.
 func BenchmarkKeyIndexMemoryPerID(b *testing.B) {
+	for _, keyed := range []bool{true, false} {
+		name := "keyed"
+		if !keyed {
+			name = "no-fingerprint"
+		}
+		b.Run(name, func(b *testing.B) { memoryPerID(b, keyed) })
+	}
+}
+
+func memoryPerID(b *testing.B, keyed bool) {
 	const n = 100_000
 	topic := "requests"
 	msgs := make([]*kafka.Message, n)
 	for i := range msgs {
 		msgs[i] = kafkatest.BenchReply(&topic, i, int64(i))
+		if keyed {
+			fp := fmt.Sprintf("%032x.%032x", uint64(i)*0x9e3779b97f4a7c15, uint64(i)*0xbf58476d1ce4e5b9)
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: fpHeader, Value: []byte(fp)})
+		}
 	}
 	var perID float64
 	for range b.N {
@@ -113,13 +131,13 @@ func BenchmarkKeyIndexSync(b *testing.B) {
 		br := kafkatest.BrokerWith(b, []embedded.Topic{{Name: "requests", Partitions: parts}})
 		x := testIndex(b, br.Addr(), Options{}, nil)
 		ctx := kafkatest.Ctx(b, 10*time.Minute)
-		if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 			b.Fatal(err)
 		}
 		name := "partitions=" + strconv.Itoa(int(parts))
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+				if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -130,7 +148,7 @@ func BenchmarkKeyIndexSync(b *testing.B) {
 			b.SetParallelism(16)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+					if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 						failed.Store(err)
 					}
 				}
@@ -163,7 +181,7 @@ func BenchmarkKeyIndexReadBack(b *testing.B) {
 	for range b.N {
 		before := cputime.Process()
 		x := testIndex(b, br.Addr(), Options{}, nil)
-		if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 			b.Fatal(err)
 		}
 		cpu += cputime.Process() - before

@@ -1,7 +1,9 @@
 package writtenids
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +44,13 @@ type State struct {
 	Ended   bool      // a null-value record with the id (a gRPC request's end) was read
 	First   time.Time // timestamp of the first record
 	Expired bool      // the first record is older than the window
+	// CID is the correlation id these records carry: by LookupKey, the
+	// first written under the key, which may be another request's.
+	CID string
+	// Fingerprint is the request fingerprint of the last of them (what
+	// follows the '.' of their fingerprint header), "" when they carry
+	// none (written before the header existed).
+	Fingerprint string
 }
 
 // Written tells whether any record with the id is in the log.
@@ -107,7 +116,12 @@ type Index struct {
 type keyTopic struct {
 	name    string
 	headers []string // correlation header names (one per binding writing here)
-	entries map[string]*keyEntry
+	// fpHeaders are the fingerprint header names, in the order of headers.
+	fpHeaders []string
+	entries   map[string]*keyEntry
+	// keys maps an idempotency key, as the fingerprint header names it
+	// (its part before the '.'), to the first id written under it.
+	keys map[useKey]*keyEntry
 
 	startMu sync.Mutex // held while the partitions are being assigned
 	started bool       // guarded by Index.mu
@@ -127,9 +141,41 @@ type keySync struct {
 type keyEntry struct {
 	topic   *keyTopic
 	id      string
-	first   int64 // unix milliseconds of the first record
+	use     *keyUse // nil: its records carry no fingerprint header
+	first   int64   // unix milliseconds of the first record
 	records uint32
 	ended   bool
+}
+
+// A useKey is the key part of a fingerprint header, 32 hex digits, as the
+// bytes they spell: a map key of its own size, with no string behind it.
+type useKey [16]byte
+
+// keyUse is what the fingerprint headers of an id's records said. It is
+// apart from keyEntry, and its hex held as bytes, so that an id without
+// one costs nothing more and one with one 83 bytes (BENCHMARKS.md).
+type keyUse struct {
+	key   useKey
+	fp    [16]byte // the fingerprint of the last record read, fpLen bytes of it
+	fpLen uint8
+}
+
+// parseFingerprint splits a fingerprint header's value, "<key>.<fp>", both
+// hex (32 digits, and at most 32), as the bindings write it; anything else
+// is not one.
+func parseFingerprint(v []byte) (key useKey, fp [16]byte, fpLen int, ok bool) {
+	k, f, found := bytes.Cut(v, []byte("."))
+	if !found || len(k) != 2*len(key) || len(f) == 0 || len(f) > 2*len(fp) || len(f)%2 != 0 {
+		return key, fp, 0, false
+	}
+	if _, err := hex.Decode(key[:], k); err != nil {
+		return key, fp, 0, false
+	}
+	n, err := hex.Decode(fp[:], f)
+	if err != nil {
+		return key, fp, 0, false
+	}
+	return key, fp, n, true
 }
 
 // New creates the index's consumer; topics come with Sync.
@@ -219,12 +265,13 @@ func (x *Index) Close() {
 // Sync returns once the index has read every record acknowledged in topic
 // before the call, by any producer: it reads the end offset of every
 // partition and waits until the consumer got there. header names the
-// correlation header of the caller's binding. The first Sync of a topic
+// correlation header of the caller's binding, fpHeader its fingerprint
+// header. The first Sync of a topic
 // starts reading it from now - 2×Window. Errors wrap ErrNotReady (and
 // ErrUnknownTopic for a topic that does not exist); each look-up is bounded
 // by the Kafka timeout and by ctx.
-func (x *Index) Sync(ctx context.Context, topic, header string) error {
-	t, err := x.topic(ctx, topic, header)
+func (x *Index) Sync(ctx context.Context, topic, header, fpHeader string) error {
+	t, err := x.topic(ctx, topic, header, fpHeader)
 	if err != nil {
 		return fmt.Errorf("%w: reading back %s: %w", client.ErrNotReady, topic, err)
 	}
@@ -298,7 +345,7 @@ func (x *Index) reachEnd(t *keyTopic) error {
 
 // topic returns the topic's state, adding it and assigning its partitions
 // on first use. A failed assignment is tried again by the next caller.
-func (x *Index) topic(ctx context.Context, topic, header string) (*keyTopic, error) {
+func (x *Index) topic(ctx context.Context, topic, header, fpHeader string) (*keyTopic, error) {
 	for {
 		x.mu.Lock()
 		if x.closed {
@@ -307,11 +354,13 @@ func (x *Index) topic(ctx context.Context, topic, header string) (*keyTopic, err
 		}
 		t := x.topics[topic]
 		if t == nil {
-			t = &keyTopic{name: topic, headers: []string{header}, entries: map[string]*keyEntry{}}
+			t = &keyTopic{name: topic, headers: []string{header}, fpHeaders: []string{fpHeader},
+				entries: map[string]*keyEntry{}, keys: map[useKey]*keyEntry{}}
 			x.topics[topic] = t
 			x.stats.Topics++
 		} else if !hasString(t.headers, header) {
 			t.headers = append(t.headers, header)
+			t.fpHeaders = append(t.fpHeaders, fpHeader)
 		}
 		started := t.started
 		x.mu.Unlock()
@@ -390,7 +439,27 @@ func (x *Index) apply(m *kafka.Message) {
 	follow.EachID(m.Headers, t.headers, func(id []byte) { x.indexLocked(t, string(id), m) })
 }
 
+// fingerprint is the record's fingerprint header, of the binding whose
+// correlation header carries id.
+func (t *keyTopic) fingerprint(hs []kafka.Header, id string) []byte {
+	for i, name := range t.headers {
+		for _, h := range hs {
+			if h.Key != name || string(h.Value) != id {
+				continue
+			}
+			for _, f := range hs {
+				if f.Key == t.fpHeaders[i] {
+					return f.Value
+				}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 func (x *Index) indexLocked(t *keyTopic, id string, m *kafka.Message) {
+	key, fp, fpLen, keyed := parseFingerprint(t.fingerprint(m.Headers, id))
 	e := t.entries[id]
 	if e == nil {
 		ts := m.Timestamp
@@ -399,6 +468,15 @@ func (x *Index) indexLocked(t *keyTopic, id string, m *kafka.Message) {
 		}
 		e = &keyEntry{topic: t, id: id, first: ts.UnixMilli()}
 		t.entries[id] = e
+		if keyed {
+			e.use = &keyUse{key: key}
+		}
+		if keyed && t.keys[key] == nil {
+			// The first id under a key keeps it: a later one under the
+			// same key is a request two replicas wrote at the same
+			// instant, and the log's order decides.
+			t.keys[key] = e
+		}
 		x.fifo = append(x.fifo, e)
 		x.stats.Keys++
 		for x.stats.Keys > x.opts.MaxKeys {
@@ -412,6 +490,9 @@ func (x *Index) indexLocked(t *keyTopic, id string, m *kafka.Message) {
 	if m.Value == nil {
 		e.ended = true
 	}
+	if keyed && e.use != nil {
+		e.use.fp, e.use.fpLen = fp, uint8(fpLen)
+	}
 }
 
 // dropOldestLocked removes the id first read longest ago.
@@ -420,6 +501,9 @@ func (x *Index) dropOldestLocked() {
 	x.fifo[x.head] = nil
 	x.head++
 	delete(e.topic.entries, e.id)
+	if e.use != nil && e.topic.keys[e.use.key] == e {
+		delete(e.topic.keys, e.use.key)
+	}
 	x.stats.Keys--
 	// The slice is compacted once its dead head outgrows its live part, so
 	// the backing array stays within twice the ids remembered.
@@ -450,11 +534,38 @@ func (x *Index) Lookup(topic, id string) State {
 	if t == nil {
 		return State{}
 	}
-	e := t.entries[id]
+	return x.stateLocked(t.entries[id])
+}
+
+// LookupKey returns what the index has read under the idempotency key
+// named key (the fingerprint header's part before the '.'): the state of
+// the first id written under it, which is not id when the key was used for
+// another request. A key no record names falls back to id itself, for
+// records written without a fingerprint header. Call Sync first.
+func (x *Index) LookupKey(topic, key, id string) State {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t := x.topics[topic]
+	if t == nil {
+		return State{}
+	}
+	var k useKey
+	if n, err := hex.Decode(k[:], []byte(key)); err == nil && n == len(k) {
+		if e := t.keys[k]; e != nil {
+			return x.stateLocked(e)
+		}
+	}
+	return x.stateLocked(t.entries[id])
+}
+
+func (x *Index) stateLocked(e *keyEntry) State {
 	if e == nil {
 		return State{}
 	}
-	s := State{Records: int(e.records), Ended: e.ended, First: time.UnixMilli(e.first)}
+	s := State{Records: int(e.records), Ended: e.ended, First: time.UnixMilli(e.first), CID: e.id}
+	if e.use != nil && e.use.fpLen > 0 {
+		s.Fingerprint = hex.EncodeToString(e.use.fp[:e.use.fpLen])
+	}
 	s.Expired = s.First.Before(x.now().Add(-x.opts.Window))
 	if s.Expired {
 		x.stats.Expired++

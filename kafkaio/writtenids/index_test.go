@@ -2,6 +2,7 @@ package writtenids
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,10 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
 
-const cidHeader = kafkatest.CIDHeader
+const (
+	cidHeader = kafkatest.CIDHeader
+	fpHeader  = "gateway:fingerprint"
+)
 
 type testReply = kafkatest.Reply
 
@@ -46,7 +50,7 @@ func TestKeyIndexSyncSeesEveryAcknowledgedWrite(t *testing.T) {
 		testReply{ID: "k2-b", Value: []byte("only"), Partition: 1},
 		testReply{ID: "other", Header: "unrelated", Value: []byte("no id"), Partition: 1},
 	)
-	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	if s := x.Lookup("requests", "k1-a"); s.Records != 2 || s.Ended || s.Expired || !s.Written() {
@@ -62,7 +66,7 @@ func TestKeyIndexSyncSeesEveryAcknowledgedWrite(t *testing.T) {
 	// A write acknowledged after the first Sync is seen by the next one,
 	// with no wait in between: Sync reads the end offsets afresh.
 	kafkatest.WriteReplies(t, b.Addr(), "requests", testReply{ID: "k1-a", Value: nil, Partition: 0})
-	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	if s := x.Lookup("requests", "k1-a"); s.Records != 3 || !s.Ended {
@@ -90,7 +94,7 @@ func TestKeyIndexConcurrentSyncs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- x.Sync(ctx, "requests", cidHeader)
+			errs <- x.Sync(ctx, "requests", cidHeader, fpHeader)
 		}()
 	}
 	wg.Wait()
@@ -123,7 +127,7 @@ func TestKeyIndexWindow(t *testing.T) {
 		testReply{ID: "expired", Value: []byte("v"), TS: start.Add(-3 * w / 2)},
 		testReply{ID: "fresh", Value: []byte("v"), TS: start.Add(-w / 2)},
 	)
-	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	if s := x.Lookup("requests", "too-old"); s.Written() {
@@ -160,7 +164,7 @@ func TestKeyIndexEvictsOldestFirst(t *testing.T) {
 		rs = append(rs, testReply{ID: id, Value: []byte("v")})
 	}
 	kafkatest.WriteReplies(t, b.Addr(), "requests", rs...)
-	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
@@ -181,7 +185,7 @@ func TestKeyIndexEvictsOldestFirst(t *testing.T) {
 func TestKeyIndexUnknownTopic(t *testing.T) {
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "requests"}})
 	x := testIndex(t, b.Addr(), Options{KafkaTimeout: 2 * time.Second}, nil)
-	err := x.Sync(kafkatest.Ctx(t, 10*time.Second), "missing", cidHeader)
+	err := x.Sync(kafkatest.Ctx(t, 10*time.Second), "missing", cidHeader, fpHeader)
 	if !errors.Is(err, client.ErrNotReady) || !errors.Is(err, client.ErrUnknownTopic) {
 		t.Fatalf("Sync of a missing topic: %v, want ErrNotReady and ErrUnknownTopic", err)
 	}
@@ -196,7 +200,7 @@ func TestKeyIndexFollowsAddedPartitions(t *testing.T) {
 	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "requests"}})
 	x := testIndex(t, b.Addr(), Options{}, nil)
 	ctx := kafkatest.Ctx(t, 30*time.Second)
-	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	ac, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "log_level": 3})
@@ -212,10 +216,49 @@ func TestKeyIndexFollowsAddedPartitions(t *testing.T) {
 	if err := x.f.CheckPartitions(); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 		t.Fatal(err)
 	}
 	if s := x.Lookup("requests", "in-new-partition"); s.Records != 1 {
 		t.Fatalf("a record in an added partition: %+v, want read", s)
+	}
+}
+
+// A key's state is its first id's, whichever request later reuses the key;
+// each id's fingerprint is that of its last record; a key no record names
+// falls back to the id (records written before the fingerprint header).
+func TestKeyIndexLookupKey(t *testing.T) {
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "requests", Partitions: 1}})
+	x := testIndex(t, b.Addr(), Options{}, nil)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	key1, key2, key3 := strings.Repeat("a1", 16), strings.Repeat("b2", 16), strings.Repeat("c3", 16)
+	fp := func(v string) []kafka.Header { return []kafka.Header{{Key: fpHeader, Value: []byte(v)}} }
+	kafkatest.WriteReplies(t, b.Addr(), "requests",
+		testReply{ID: "k1-aaaa", Value: []byte("m1"), Extra: fp(key1 + ".0f01")},
+		testReply{ID: "k1-aaaa", Value: []byte("m2"), Extra: fp(key1 + ".0f02")},
+		testReply{ID: "k1-bbbb", Value: []byte("other"), Extra: fp(key1 + ".0e01")}, // two replicas at one instant
+		testReply{ID: "old-cccc", Value: []byte("no header")},
+		testReply{ID: "bad-dddd", Value: []byte("not hex"), Extra: fp("slot.fp")},
+	)
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"k1-aaaa", "k1-bbbb"} {
+		s := x.LookupKey("requests", key1, id)
+		if s.CID != "k1-aaaa" || s.Fingerprint != "0f02" || s.Records != 2 {
+			t.Fatalf("key %s looked up for %s: %+v, want the first id k1-aaaa, 2 records, fingerprint 0f02", key1, id, s)
+		}
+	}
+	if s := x.Lookup("requests", "k1-bbbb"); s.CID != "k1-bbbb" || s.Fingerprint != "0e01" {
+		t.Fatalf("k1-bbbb by its id: %+v", s)
+	}
+	if s := x.LookupKey("requests", key2, "old-cccc"); s.CID != "old-cccc" || s.Fingerprint != "" || s.Records != 1 {
+		t.Fatalf("a record without fingerprint, by its id: %+v", s)
+	}
+	if s := x.LookupKey("requests", key3, "bad-dddd"); s.CID != "bad-dddd" || s.Fingerprint != "" {
+		t.Fatalf("a record whose fingerprint header is malformed, by its id: %+v", s)
+	}
+	if s := x.LookupKey("requests", key3, "new-eeee"); s.Written() || s.CID != "" {
+		t.Fatalf("an unused key: %+v", s)
 	}
 }

@@ -165,16 +165,35 @@ func (d *decoder) grpcOptions(n ast.Node) *GRPCOptions {
 // correlation-id header's prefix (up to its last ':', else gateway:) +
 // status / message.
 func (c *CorrelationHeaders) defaultStatusNames() {
-	prefix := "gateway:"
-	if i := strings.LastIndexByte(c.CorrelationID, ':'); i >= 0 {
-		prefix = c.CorrelationID[:i+1]
-	}
+	prefix := c.prefix()
 	if c.Status == "" {
 		c.Status = prefix + "status"
 	}
 	if c.Message == "" {
 		c.Message = prefix + "message"
 	}
+}
+
+// prefix is the correlation-id header's prefix, up to its last ':', else
+// gateway:.
+func (c *CorrelationHeaders) prefix() string {
+	if i := strings.LastIndexByte(c.CorrelationID, ':'); i >= 0 {
+		return c.CorrelationID[:i+1]
+	}
+	return "gateway:"
+}
+
+// Fingerprint names the header that carries, on every record of a request
+// with an idempotency key, the key's use and the request's fingerprint:
+// the correlation-id header's prefix + fingerprint (gateway:fingerprint,
+// zilla:fingerprint), or, for a correlation-id header without a ':', its
+// name + -fingerprint, so that renamed headers keep every gateway: name out
+// of the records. It is not configurable: only the processor reads it.
+func (c CorrelationHeaders) Fingerprint() string {
+	if !strings.Contains(c.CorrelationID, ":") {
+		return c.CorrelationID + "-fingerprint"
+	}
+	return c.prefix() + "fingerprint"
 }
 
 func (d *decoder) correlation(n ast.Node, typ string, c *CorrelationHeaders, correlation, headers *section) {

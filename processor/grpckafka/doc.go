@@ -68,14 +68,20 @@
 //     (options.correlation.headers.status, default gateway:status; OK when
 //     absent, as a responder that only writes successes would) and the
 //     message header, its `meta:*` headers as trailers.
-//   - Replay: with an idempotency key, the call claims its correlation id
-//     (kafkaroute.Claim: the key index read up to the topic's end, through
-//     any replica) and the reply index is caught up: a call whose request
-//     ended in the log, or that has a stored reply (complete or partial), is
-//     a replay: it attaches to the replies and produces nothing; one whose
-//     first messages are in the log writes only the ones after them. A call
-//     with the same correlation id already in flight on this replica
-//     attaches to it. Past limits.idempotency-window: FAILED_PRECONDITION.
+//   - Replay: with an idempotency key, the call claims its key (kafkaroute.
+//     Claim: the key index read up to the topic's end, through any replica;
+//     one call per key at a time on this replica) and the reply index is
+//     caught up. A key that names a call with another correlation id is
+//     refused at once (FAILED_PRECONDITION). Otherwise the call reads its
+//     messages against the records in the log (keyCheck: each record carries
+//     the fingerprint of the call up to it), writes none of them again and
+//     relays no reply before they match; one that differs, or ends before
+//     them, is refused (FAILED_PRECONDITION) and writes nothing. A call whose
+//     request ended in the log is then a replay of its replies; one whose
+//     first messages only are in the log writes the ones after them. Records
+//     without fingerprints (written before them) attach as they did: a call
+//     that ended there, or has stored replies, relays them. Past
+//     limits.idempotency-window: FAILED_PRECONDITION.
 //     Stored replies the reply index evicted (limits.reply-index-bytes)
 //     are read back from their topic, and the call attaches to them once
 //     back (readBackStatus): FAILED_PRECONDITION (expired) when the topic
@@ -92,7 +98,9 @@
 //     when the call has an idempotency key), key = with.key (or none), no
 //     terminal record; once every record is acknowledged, one empty message
 //     and OK. A keyed call writes only the messages after those the log
-//     holds of its correlation id, one call per id at a time per replica.
+//     holds of its correlation id, once they match, one call per key at a
+//     time per replica; without an end record, a retry that adds messages to
+//     a complete call is taken as resuming it.
 //
 // Errors: a record not enqueued, or not acknowledged within
 // limits.kafka-timeout, is UNAVAILABLE (an idempotency key makes the retry

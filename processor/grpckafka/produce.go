@@ -17,6 +17,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/writtenids"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
@@ -79,6 +80,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *handl
 		limits: call.Limits, corr: opts.Correlation, kafka: kr.Kafka,
 		retry: kafkaroute.RetryHint{Name: opts.IdempotencyMetadata + " metadata", Given: given},
 	}
+	if given {
+		use := &kafkaroute.KeyUse{Key: refs.IdempotencyKey, Slot: kafkaroute.KeySlot(refs.IdempotencyKey, refs.Identities), What: whatCall}
+		pc.check = newKeyCheck(use, kr.FingerprintHeader, []string{call.Service, call.Method, w.ReplyTo}, overrides, key, call.Headers)
+	}
 	if w.ReplyTo == "" {
 		pc.headers = overrides
 		if given {
@@ -88,7 +93,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, call *handl
 		if given {
 			return pc.onewayKeyed(ctx, kr, cid)
 		}
-		return pc.oneway(ctx, 0)
+		return pc.oneway(ctx)
 	}
 	c := opts.Correlation
 	pc.headers = append(overrides,
@@ -155,24 +160,37 @@ type produceCall struct {
 	retry   kafkaroute.RetryHint
 	corr    config.CorrelationHeaders // names of the reply's status and message headers
 	kafka   *config.KafkaCluster      // the exit's configuration: the topic's models
+	check   *keyCheck                 // nil: the call has no idempotency key
 }
 
+// record is the record of the message (nil: the end) the key check saw
+// last.
 func (pc *produceCall) record(value []byte) *client.Record {
-	return &client.Record{Topic: pc.topic, Key: pc.key, Value: value, Headers: pc.headers}
+	return &client.Record{Topic: pc.topic, Key: pc.key, Value: value, Headers: pc.check.headers(pc.headers)}
 }
 
-// oneway writes every request message after the first skip (already in
-// the log) and answers once all are acknowledged.
-func (pc *produceCall) oneway(ctx context.Context, skip int) handler.Status {
-	for n := 0; ; n++ {
+// oneway writes every request message the log does not hold (pc.check)
+// and answers once all are acknowledged.
+func (pc *produceCall) oneway(ctx context.Context) handler.Status {
+	for {
 		msg, err := pc.call.In.Recv(ctx)
 		if errors.Is(err, io.EOF) {
+			if err := pc.check.end(); err != nil {
+				return keyReusedStatus(err)
+			}
 			break
 		}
 		if err != nil {
 			return handler.NewStatus(codes.Canceled, "the request ended: "+err.Error())
 		}
-		if n < skip {
+		write, verified, err := pc.check.next(msg)
+		if err != nil {
+			return keyReusedStatus(err)
+		}
+		if verified {
+			pc.h.replays.Add(1)
+		}
+		if !write {
 			continue
 		}
 		msg, st := encodeMessage(ctx, pc.kafka, pc.topic, msg)
@@ -190,29 +208,39 @@ func (pc *produceCall) oneway(ctx context.Context, skip int) handler.Status {
 }
 
 // onewayKeyed is oneway for a call with an idempotency key: one call per
-// correlation id writes at a time on this replica, and it resumes after the
-// messages the log already holds (kafkaroute.Claim), so a retry writes only
-// what the call it repeats did not.
+// key at a time writes on this replica, and it resumes after the messages
+// the log already holds (kafkaroute.Claim) once they match its own, so a
+// retry writes only what the call it repeats did not, and another call
+// under the key writes nothing.
 func (pc *produceCall) onewayKeyed(ctx context.Context, kr *kafkaroute.Route, cid string) handler.Status {
-	release, err := pc.h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: pc.topic, CID: cid})
+	release, err := pc.h.flights.Lead(ctx, kafkaroute.UseFlight(kr.Exit, pc.topic, pc.check.use))
 	if err != nil {
 		return handler.NewStatus(codes.Canceled, "the call ended")
 	}
 	defer release()
-	st, err := kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.limits.KafkaTimeout)
+	st, err := kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.check.use, pc.limits.KafkaTimeout)
 	if err != nil {
 		return claimStatus(ctx, err, pc.topic)
 	}
-	if st.Written() {
-		pc.h.replays.Add(1)
-	}
-	return pc.oneway(ctx, st.Records)
+	pc.check.expect(pc.topic, st.Records, st.Fingerprint, st.Ended, st.First)
+	return pc.oneway(ctx)
+}
+
+// keyReusedStatus is the status of a call refused for its reused
+// idempotency key: FAILED_PRECONDITION, not INVALID_ARGUMENT, because the
+// call is well formed and would succeed under a new key; it fails on the
+// state of its key, as an expired key does.
+func keyReusedStatus(err error) handler.Status {
+	return handler.NewStatus(codes.FailedPrecondition, err.Error())
 }
 
 // claimStatus maps a failed kafkaroute.Claim: nothing was written.
 func claimStatus(ctx context.Context, err error, topic string) handler.Status {
 	var expired *kafkaroute.ExpiredError
+	var reused *kafkaroute.KeyReusedError
 	switch {
+	case errors.As(err, &reused):
+		return keyReusedStatus(err)
 	case errors.As(err, &expired):
 		return handler.NewStatus(codes.FailedPrecondition, "expired: "+expired.Error())
 	case ctx.Err() != nil:
@@ -229,11 +257,21 @@ type progress int
 
 const (
 	produced   progress = iota // a request record was acknowledged
-	halfClosed                 // the terminal record was acknowledged
+	halfClosed                 // the terminal record was acknowledged, or the client half-closed a replay
+	verified                   // the call matched the records its key holds in the log
 )
 
 func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, replyTo, cid string, given bool) handler.Status {
 	cl := kr.Cluster
+	if given {
+		// One call per key at a time on this replica: the next one claims
+		// after this one wrote, and is compared with it.
+		release, err := pc.h.flights.Lead(ctx, kafkaroute.UseFlight(kr.Exit, pc.topic, pc.check.use))
+		if err != nil {
+			return handler.NewStatus(codes.Canceled, "the call ended")
+		}
+		defer release()
+	}
 	// The flight's watch is registered before anything is produced: no reply
 	// can be missed. A call attaching to a flight shares it.
 	f, lead := pc.h.flights.Join(kafkaroute.FlightKey{Cluster: kr.Exit, ReplyTo: replyTo, CID: cid},
@@ -243,12 +281,14 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 		defer pc.h.flights.Leave(f) // the lead's reference: this call runs the flight itself
 	}
 
-	attach, skip := !lead, 0
+	attach := !lead
+	var st writtenids.State
 	if lead && given {
 		// The call repeats one whose records may be in the log, written
-		// through any replica: it writes only the messages after those,
-		// and nothing if the request ended there or was answered.
-		st, err := kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.limits.KafkaTimeout)
+		// through any replica: once its messages match those, it writes
+		// only the ones after them, and nothing if the request ended there.
+		var err error
+		st, err = kafkaroute.Claim(ctx, kr, pc.topic, cid, pc.check.use, pc.limits.KafkaTimeout)
 		if err != nil {
 			return claimStatus(ctx, err, pc.topic)
 		}
@@ -261,8 +301,12 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 			}
 			return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the replies of topic %q are not readable yet: %v; nothing was written; retry shortly", replyTo, err))
 		}
-		attach = st.Ended || f.Watch.Stored() // held, or evicted and read back
-		skip = st.Records
+		pc.check.expect(pc.topic, st.Records, st.Fingerprint, st.Ended, st.First)
+		// Records without fingerprints (written before them) cannot be
+		// compared: a call that ended there, or whose replies are stored
+		// (held, or evicted and read back) while the index holds none of
+		// its records, attaches to its replies as it did.
+		attach = st.Ended && st.Fingerprint == "" || !st.Written() && f.Watch.Stored()
 	}
 
 	events := make(chan progress, 4)
@@ -273,15 +317,23 @@ func (pc *produceCall) requestReply(ctx context.Context, kr *kafkaroute.Route, r
 	defer stop()
 	rw := &replyWait{pc: pc, watch: f.Watch}
 	defer rw.stop()
-	if attach {
+	switch {
+	case attach:
 		pc.h.replays.Add(1)
 		rw.waitingEnd = true
 		rw.arm()
-	} else {
+	default:
+		// A call repeating one whose request ended waits for its replies
+		// from the start; none is relayed before it matched the log.
+		rw.held = !pc.check.verified()
+		rw.waitingEnd = st.Ended
+		if rw.held {
+			rw.arm() // the client may be waiting for a reply it cannot get yet
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pc.produceRequests(pctx, skip, events, failed)
+			pc.produceRequests(pctx, events, failed)
 		}()
 	}
 	return rw.run(ctx, events, failed, replyTo)
@@ -294,6 +346,9 @@ type replyWait struct {
 	watch   *replies.Watch
 	sent    int  // reply records relayed
 	headers bool // the response headers went out
+	// held: the call repeats one in the log and has not matched it yet, so
+	// its replies may be another call's.
+	held bool
 	// waitingEnd: the request stream ended, so every silence counts.
 	waitingEnd bool
 	timer      *time.Timer
@@ -322,6 +377,9 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 	pc := rw.pc
 	for {
 		recs, _, changed := rw.watch.State()
+		if rw.held {
+			recs = nil
+		}
 		if st, done := rw.relay(ctx, recs); done {
 			return st
 		}
@@ -331,13 +389,23 @@ func (rw *replyWait) run(ctx context.Context, events <-chan progress, failed <-c
 		select {
 		case <-changed:
 		case ev := <-events:
-			if ev == halfClosed {
+			switch ev {
+			case verified:
+				rw.held = false
+				pc.h.replays.Add(1)
+				continue
+			case halfClosed:
 				rw.waitingEnd = true
 			}
 			rw.arm()
 		case err := <-failed:
 			return produceStatus(err, pc.topic, pc.static, pc.retry)
 		case <-rw.timeout:
+			if rw.held {
+				return handler.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
+					"this call repeats one whose %d records are in topic %q under its %s; its replies are sent once it has sent the same messages (and half-closed, if that call had), and it did not within limits.reply-timeout (%v)",
+					pc.check.logged, pc.topic, pc.retry.Name, pc.limits.ReplyTimeout))
+			}
 			// What a retry does is said here as in the HTTP binding's 504:
 			// a caller that timed out needs it most.
 			return handler.NewStatus(codes.DeadlineExceeded, fmt.Sprintf(
@@ -388,41 +456,47 @@ func (rw *replyWait) relay(ctx context.Context, recs []*client.Record) (handler.
 // for the call's context first: the client can be gone, and the context
 // done, at any point after a record was acknowledged.
 //
-// The first skip messages are in the log already (a retry by idempotency
-// key): they are read and not written again.
-func (pc *produceCall) produceRequests(ctx context.Context, skip int, events chan<- progress, failed chan<- error) {
-	wrote, ended := skip > 0, false
+// A call with an idempotency key whose records are in the log already (a
+// retry) reads its first messages against them (pc.check) and writes only
+// the ones after them; one that differs from them is refused and writes
+// nothing.
+func (pc *produceCall) produceRequests(ctx context.Context, events chan<- progress, failed chan<- error) {
+	wrote, ended := pc.check.resuming(), false
 	defer func() {
-		if wrote && !ended {
+		if wrote && !ended && pc.check.verified() {
+			_, _, _ = pc.check.next(nil)
 			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
 			_, _, _ = pc.prod.Produce(tctx, pc.record(nil))
 			cancel()
 		}
 	}()
+	send := func(ev progress) bool {
+		select {
+		case events <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for {
 		msg, err := pc.call.In.Recv(ctx)
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			// The end of the request is written even if the call ends
-			// meanwhile (its reply came first, or the client left).
-			ended = true
-			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
-			_, _, err := pc.prod.Produce(tctx, pc.record(nil))
-			cancel()
-			if err != nil {
-				failed <- err
-				return
-			}
-			select {
-			case events <- halfClosed:
-			case <-ctx.Done():
+			if errors.Is(err, io.EOF) {
+				ended = true
+				pc.halfClose(ctx, send, failed)
 			}
 			return
 		}
-		if skip > 0 {
-			skip--
+		write, ok, err := pc.check.next(msg)
+		if err != nil {
+			wrote = false // the records in the log are another call's
+			failed <- err
+			return
+		}
+		if ok && !send(verified) {
+			return
+		}
+		if !write {
 			continue
 		}
 		msg, st := encodeMessage(ctx, pc.kafka, pc.topic, msg)
@@ -439,12 +513,33 @@ func (pc *produceCall) produceRequests(ctx context.Context, skip int, events cha
 			return
 		}
 		wrote = true
-		select {
-		case events <- produced:
-		case <-ctx.Done():
+		if !send(produced) {
 			return
 		}
 	}
+}
+
+// halfClose writes the end of the request, even if the call ends meanwhile
+// (its reply came first, or the client left), unless the log holds it
+// already (a retry, which only says it matched).
+func (pc *produceCall) halfClose(ctx context.Context, send func(progress) bool, failed chan<- error) {
+	write, ok, err := pc.check.next(nil)
+	switch {
+	case err != nil:
+		failed <- err
+		return
+	case ok && !send(verified):
+		return
+	case write:
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pc.limits.KafkaTimeout)
+		_, _, err := pc.prod.Produce(tctx, pc.record(nil))
+		cancel()
+		if err != nil {
+			failed <- err
+			return
+		}
+	}
+	send(halfClosed)
 }
 
 // terminalStatus is the status a null-value reply ends the call with: the
@@ -473,6 +568,9 @@ func produceStatus(err error, topic string, static bool, retry kafkaroute.RetryH
 	var refused *refusedError
 	if errors.As(err, &refused) {
 		return refused.st
+	}
+	if _, ok := errors.AsType[*kafkaroute.KeyReusedError](err); ok {
+		return keyReusedStatus(err)
 	}
 	var rej *produce.RejectedError
 	switch {

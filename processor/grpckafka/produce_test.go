@@ -2,6 +2,8 @@ package grpckafka
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -132,5 +134,76 @@ func TestProduceStatusSaysWhatARetryDoes(t *testing.T) {
 		if c.st.Code != c.code || !strings.Contains(c.st.Message, c.says) {
 			t.Errorf("%s: %v %q, want %v saying %q", c.name, c.st.Code, c.st.Message, c.code, c.says)
 		}
+	}
+}
+
+// The README's account of a gRPC correlation id: one MD5 over the service,
+// method and reply-to headers' names and values, the override values and
+// the identities' subjects, so the whole id changes with the method.
+func TestCorrelationIDAsTheREADMESays(t *testing.T) {
+	names := config.CorrelationHeaders{Service: "gateway:service", Method: "gateway:method", ReplyTo: "gateway:reply-to"}
+	say := correlationID("k1", names, "example.Echo", "Say", "echo-replies", []client.Header{{Key: "x-o", Value: []byte("v")}}, map[string]string{"jwt0": "alice"})
+	sum := md5.Sum([]byte("gateway:serviceexample.Echogateway:methodSaygateway:reply-toecho-repliesvalice"))
+	if want := "k1-" + hex.EncodeToString(sum[:]); say != want {
+		t.Fatalf("%s, want %s", say, want)
+	}
+	chat := correlationID("k1", names, "example.Echo", "Chat", "echo-replies", []client.Header{{Key: "x-o", Value: []byte("v")}}, map[string]string{"jwt0": "alice"})
+	if say[len(say)-16:] == chat[len(chat)-16:] || say[:len(say)-16] == chat[:len(chat)-16] {
+		t.Fatalf("Say %s and Chat %s share a half", say, chat)
+	}
+}
+
+// A call's fingerprint grows with its messages: a retry matches the log at
+// its last record, is refused at the first difference, and when it ends
+// before the logged call did.
+func TestKeyCheck(t *testing.T) {
+	use := &kafkaroute.KeyUse{Key: "k1", Slot: "s", What: whatCall}
+	fresh := func() *keyCheck {
+		return newKeyCheck(use, "gateway:fingerprint", []string{"example.Echo", "Chat", "r"}, nil, []byte("key"), route.Headers{{Name: "x-request-id", Value: "1"}})
+	}
+	// The first call: a, b, end; each record's fingerprint.
+	first := fresh()
+	var fps []string
+	for _, m := range [][]byte{[]byte("a"), []byte("b"), nil} {
+		if write, _, err := first.next(m); !write || err != nil {
+			t.Fatalf("a new call: write %v, %v", write, err)
+		}
+		fps = append(fps, string(first.headers(nil)[0].Value))
+	}
+	if fps[0] == fps[1] || fps[1] == fps[2] || !strings.HasPrefix(fps[2], "s.") {
+		t.Fatalf("fingerprints %q", fps)
+	}
+	logged := strings.TrimPrefix(fps[2], "s.")
+	run := func(msgs ...[]byte) (writes int, verified bool, err error) {
+		k := newKeyCheck(use, "gateway:fingerprint", []string{"example.Echo", "Chat", "r"}, nil, []byte("key"),
+			route.Headers{{Name: "x-request-id", Value: "2"}}) // volatile: another value on a retry
+		k.expect("t", 3, logged, true, time.Unix(0, 0))
+		for _, m := range msgs {
+			w, ok, err := k.next(m)
+			if err != nil {
+				return writes, verified, err
+			}
+			verified = verified || ok
+			if w {
+				writes++
+			}
+		}
+		return writes, verified, nil
+	}
+	if n, ok, err := run([]byte("a"), []byte("b"), nil); n != 0 || !ok || err != nil {
+		t.Errorf("the same call: %d writes, verified %v, %v", n, ok, err)
+	}
+	for name, msgs := range map[string][][]byte{
+		"a third message": {[]byte("a"), []byte("b"), []byte("c")},
+		"another second":  {[]byte("a"), []byte("c"), nil},
+		"ends early":      {[]byte("a"), nil},
+	} {
+		if n, _, err := run(msgs...); n != 0 || err == nil || !strings.Contains(err.Error(), `"k1"`) {
+			t.Errorf("%s: %d writes, %v, want refused", name, n, err)
+		}
+	}
+	var none *keyCheck
+	if w, _, err := none.next([]byte("x")); !w || err != nil || none.end() != nil || !none.verified() {
+		t.Error("a call without a key is not written as it comes")
 	}
 }

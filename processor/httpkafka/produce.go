@@ -71,7 +71,7 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *handle
 	c := h.pools.correlation()
 	c.field(key)
 	rec.Headers = requestHeaders(c, req.Headers, req.Match.Identities,
-		opts.Correlation.ReplyTo, w.ReplyTo, opts.Correlation.CorrelationID, overrides)
+		opts.Correlation.ReplyTo, w.ReplyTo, opts.Correlation.CorrelationID, kr.FingerprintHeader, overrides)
 	c.field(body)
 	cid := c.idBytes(p.refs.IdempotencyKey, req.Match.Identities)
 	h.pools.putCorrelation(c)
@@ -80,6 +80,10 @@ func (h *Handler) produce(ctx context.Context, kr *kafkaroute.Route, req *handle
 	// shares them rather than being a second copy per request.
 	p.refs.CorrelationID = unsafe.String(unsafe.SliceData(cid), len(cid))
 	rec.Headers = append(rec.Headers, client.Header{Key: opts.Correlation.CorrelationID, Value: cid})
+	if p.retry.Given {
+		p.keyUse(p.refs.CorrelationID, whatRequestReply)
+		rec.Headers = append(rec.Headers, client.Header{Key: kr.FingerprintHeader, Value: p.use.Header(p.use.Fingerprint)})
+	}
 	rec.Headers = produce.WithTraceContext(ctx, rec.Headers)
 	rec.Value = body
 	if bad := encodeRecord(ctx, kr.Kafka, req.Method, req.Headers, rec); bad != nil {
@@ -97,8 +101,25 @@ type produceCall struct {
 	// generated, its correlation id set once computed.
 	refs  kafkaroute.Refs // in the call, not an allocation of its own
 	retry kafkaroute.RetryHint
+	// use is the request's use of its idempotency key; nil without one.
+	use *kafkaroute.KeyUse
 	// kafka is the exit's configuration: the topics' models.
 	kafka *config.KafkaCluster
+}
+
+// What a request under a reused idempotency key may differ in, as its
+// fingerprint covers it (docs/reliability.md#one-key-one-request).
+const (
+	whatRequestReply = "its method, path, body or another header that reaches the record"
+	whatOneway       = "the record it writes (its key, body or tombstone, content-type)"
+)
+
+// keyUse sets the request's key use: its fingerprint is the request half of
+// its correlation id, which hashes the same parts of the request (a oneway
+// one's, what its record is made of).
+func (p *produceCall) keyUse(cid, what string) {
+	fp := cid[len(cid)-cidHashLen : len(cid)-cidHashLen/2]
+	p.use = &kafkaroute.KeyUse{Key: p.refs.IdempotencyKey, Slot: kafkaroute.KeySlot(p.refs.IdempotencyKey, p.refs.Identities), Fingerprint: fp, What: what}
 }
 
 // idempotencyKey reads the idempotency header, or takes the UUID that
@@ -211,7 +232,10 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 	}
 	if p.retry.Given {
 		p.refs.CorrelationID = onewayCorrelation(p.refs.IdempotencyKey, req, rec, ct, overrides)
-		rec.Headers = append(rec.Headers, client.Header{Key: p.opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)})
+		p.keyUse(p.refs.CorrelationID, whatOneway)
+		rec.Headers = append(rec.Headers,
+			client.Header{Key: p.opts.Correlation.CorrelationID, Value: []byte(p.refs.CorrelationID)},
+			client.Header{Key: kr.FingerprintHeader, Value: p.use.Header(p.use.Fingerprint)})
 	}
 	rec.Headers = produce.WithTraceContext(ctx, rec.Headers)
 	if !p.retry.Given {
@@ -220,12 +244,12 @@ func (h *Handler) oneway(ctx context.Context, kr *kafkaroute.Route, p *produceCa
 		}
 		return &handler.HTTPResponse{Status: http.StatusNoContent}
 	}
-	release, err := h.flights.Lead(ctx, kafkaroute.FlightKey{Cluster: kr.Exit, Topic: rec.Topic, CID: p.refs.CorrelationID})
+	release, err := h.flights.Lead(ctx, kafkaroute.UseFlight(kr.Exit, rec.Topic, p.use))
 	if err != nil {
 		return gone()
 	}
 	defer release()
-	st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, req.Limits.KafkaTimeout)
+	st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, p.use, req.Limits.KafkaTimeout)
 	if err != nil {
 		return produceFailure(ctx, err, rec.Topic, w.Topic.Static(), p.retry)
 	}
@@ -336,7 +360,16 @@ func (h *Handler) lead(ctx context.Context, f *kafkaroute.Flight, kr *kafkaroute
 		}
 	}
 	if p.retry.Given {
-		st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, kafkaTimeout)
+		// Another request under the same key on this replica claims and
+		// writes before or after this one, never at once (rule 5 of
+		// kafkaroute's write rule). ctx does not end: Lead cannot fail.
+		release, err := h.flights.Lead(ctx, kafkaroute.UseFlight(kr.Exit, rec.Topic, p.use))
+		if err != nil {
+			h.fail(f, err)
+			return
+		}
+		defer release()
+		st, err := kafkaroute.Claim(ctx, kr, rec.Topic, p.refs.CorrelationID, p.use, kafkaTimeout)
 		if err != nil {
 			h.fail(f, err)
 			return
@@ -467,7 +500,7 @@ func (h *Handler) followUp(ctx context.Context, kr *kafkaroute.Route, req *handl
 // an expired result does not look pending forever.
 func (h *Handler) followUpExpired(ctx context.Context, kr *kafkaroute.Route, p *produceCall) *handler.HTTPResponse {
 	topic, cid := p.with.Topic.Raw, p.refs.CorrelationID
-	st, err := kafkaroute.Claim(ctx, kr, topic, cid, p.req.Limits.KafkaTimeout)
+	st, err := kafkaroute.Claim(ctx, kr, topic, cid, nil, p.req.Limits.KafkaTimeout)
 	var expired *kafkaroute.ExpiredError
 	switch {
 	case errors.As(err, &expired):
@@ -563,9 +596,12 @@ func gone() *handler.HTTPResponse {
 func produceFailure(ctx context.Context, err error, topic string, static bool, retry kafkaroute.RetryHint) *handler.HTTPResponse {
 	var rejected *produce.RejectedError
 	var expired *kafkaroute.ExpiredError
+	var reused *kafkaroute.KeyReusedError
 	switch {
 	case ctx.Err() != nil:
 		return gone()
+	case errors.As(err, &reused):
+		return handler.ProblemResponse(http.StatusUnprocessableEntity, reused.Error())
 	case errors.As(err, &rejected) && rejected.Limit > 0:
 		// librdkafka's own size check, not Kafka refusing: the request was
 		// larger than the producer takes (a broker's refusal stays 502).

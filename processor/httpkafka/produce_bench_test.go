@@ -31,7 +31,7 @@ func BenchmarkCorrelationID(b *testing.B) {
 	run := func() (string, []client.Header) {
 		c := newCorrelation()
 		c.field([]byte("42"))
-		hs := requestHeaders(c, benchProduceHeaders, benchIdentities, "gateway:reply-to", "orders-replies", "gateway:correlation-id", overrides)
+		hs := requestHeaders(c, benchProduceHeaders, benchIdentities, "gateway:reply-to", "orders-replies", "gateway:correlation-id", "gateway:fingerprint", overrides)
 		c.field(body)
 		return c.id("59410e57-3e0f-4b61-9328-f645a7968ac8", benchIdentities), hs
 	}
@@ -70,7 +70,7 @@ func BenchmarkCorrelationIDPooled(b *testing.B) {
 	for b.Loop() {
 		c := pools.correlation()
 		c.field([]byte("42"))
-		requestHeaders(c, benchProduceHeaders, benchIdentities, "gateway:reply-to", "orders-replies", "gateway:correlation-id", overrides)
+		requestHeaders(c, benchProduceHeaders, benchIdentities, "gateway:reply-to", "orders-replies", "gateway:correlation-id", "gateway:fingerprint", overrides)
 		c.field(body)
 		c.idBytes("59410e57-3e0f-4b61-9328-f645a7968ac8", benchIdentities)
 		pools.putCorrelation(c)

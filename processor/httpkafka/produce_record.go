@@ -29,18 +29,6 @@ func deniedRequestHeader(name string) bool {
 	return strings.HasPrefix(name, "x-envoy-")
 }
 
-// volatileHeader reports forwarded headers left out of the correlation
-// hash: a client's retry, or the same request through another Envoy,
-// carries other values, and must still be recognised as a replay. (b3 is
-// the single-header form of the x-b3-* trace headers.)
-func volatileHeader(name string) bool {
-	switch name {
-	case "x-request-id", "user-agent", "traceparent", "tracestate", "b3":
-		return true
-	}
-	return strings.HasPrefix(name, "x-b3-") || strings.HasPrefix(name, "x-forwarded-")
-}
-
 // ifMatchForward reduces an if-match value to the record parts of its
 // entity tags: a fetch ETag is "<offsets>/<record etag>", and the responder
 // knows its records' etag headers, not our offsets. Tags without a record
@@ -206,7 +194,7 @@ func followUpAllowed(cid string, ids map[string]route.Identity) bool {
 // dropped so a client cannot forge them. It feeds the correlation hash as it
 // goes.
 func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Identity,
-	replyToName, replyTo, cidName string, overrides []client.Header) []client.Header {
+	replyToName, replyTo, cidName, fpName string, overrides []client.Header) []client.Header {
 	out := make([]client.Header, 0, len(in)+len(overrides)+2)
 	// The values are copied into one buffer rather than one allocation
 	// each; every value is a capped slice of it, so a later append cannot
@@ -223,7 +211,7 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 		return buf[start:len(buf):len(buf)]
 	}
 	injected := func(name string) bool {
-		if name == replyToName || name == cidName {
+		if name == replyToName || name == cidName || name == fpName {
 			return true
 		}
 		for _, o := range overrides {
@@ -245,7 +233,7 @@ func requestHeaders(c *correlation, in route.Headers, ids map[string]route.Ident
 			}
 		}
 		out = append(out, client.Header{Key: h.Name, Value: value(v)})
-		if !volatileHeader(h.Name) {
+		if !kafkaroute.VolatileHeader(h.Name) {
 			c.str(h.Name)
 			c.str(v)
 		}

@@ -18,7 +18,7 @@ import (
 func cid(idem string, key string, hs route.Headers, ids map[string]route.Identity, overrides []client.Header, body string) (string, []client.Header) {
 	c := newCorrelation()
 	c.field([]byte(key))
-	out := requestHeaders(c, hs, ids, "gateway:reply-to", "replies", "gateway:correlation-id", overrides)
+	out := requestHeaders(c, hs, ids, "gateway:reply-to", "replies", "gateway:correlation-id", "gateway:fingerprint", overrides)
 	c.field([]byte(body))
 	return c.id(idem, ids), out
 }
@@ -48,7 +48,9 @@ func TestCorrelationID(t *testing.T) {
 			volatile[i].Value += "-other"
 		}
 	}
-	volatile = append(volatile, route.Header{Name: "x-b3-traceid", Value: "t"}, route.Header{Name: "tracestate", Value: "s"})
+	volatile = append(volatile, route.Header{Name: "x-b3-traceid", Value: "t"}, route.Header{Name: "tracestate", Value: "s"},
+		route.Header{Name: "x-datadog-trace-id", Value: "1"}, route.Header{Name: "x-amzn-trace-id", Value: "Root=1"},
+		route.Header{Name: "sw8", Value: "1-a"}, route.Header{Name: "uber-trace-id", Value: "a:b:0:1"})
 	if got, _ := cid("k1", "1", volatile, alice, nil, `{"qty":1}`); got != id {
 		t.Errorf("volatile headers changed the id: %q vs %q", got, id)
 	}
@@ -122,7 +124,7 @@ func TestRequestRecordHeaders(t *testing.T) {
 		{Name: "cookie", Value: "c=1"}, {Name: "proxy-authorization", Value: "p"},
 		{Name: "connection", Value: "close"}, {Name: "te", Value: "trailers"}, {Name: "transfer-encoding", Value: "chunked"},
 		{Name: "x-envoy-original-path", Value: "/x"}, {Name: "x-request-id", Value: "r"},
-		{Name: "gateway:correlation-id", Value: "forged"}, {Name: "x-o", Value: "forged"},
+		{Name: "gateway:correlation-id", Value: "forged"}, {Name: "x-o", Value: "forged"}, {Name: "gateway:fingerprint", Value: "forged.forged"},
 		{Name: "if-match", Value: `"HsYV1vQBNyg.0.7/revision=42"`}, {Name: "idempotency-key", Value: "k1"},
 	}
 	_, out := cid("k1", "1", in, nil, []client.Header{{Key: "x-o", Value: []byte("override")}}, "")

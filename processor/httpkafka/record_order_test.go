@@ -16,7 +16,7 @@ func TestRequestRecordKeepsHeaderOrder(t *testing.T) {
 		{Name: ":authority", Value: "h"}, {Name: "zeta", Value: "1"}, {Name: "content-type", Value: "application/json"},
 		{Name: "alpha", Value: "2"}, {Name: "zeta", Value: "3"}, {Name: "x-request-id", Value: "r"},
 	}
-	out := requestHeaders(newCorrelation(), in, nil, "gateway:reply-to", "replies", "gateway:correlation-id", nil)
+	out := requestHeaders(newCorrelation(), in, nil, "gateway:reply-to", "replies", "gateway:correlation-id", "gateway:fingerprint", nil)
 	var got []string
 	for _, h := range out {
 		got = append(got, h.Key+"="+string(h.Value))

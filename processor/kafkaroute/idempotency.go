@@ -3,6 +3,7 @@ package kafkaroute
 import (
 	"crypto/rand"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/google/uuid"
@@ -109,4 +110,21 @@ func ValidIdempotencyKey(k string) bool {
 		}
 	}
 	return true
+}
+
+// VolatileHeader reports forwarded headers (gRPC: metadata) left out of a
+// request's correlation id and fingerprint: a client's retry, or the same
+// request through another Envoy, carries other values, and must still be
+// recognised as the same request, not refused as another one under its key.
+// They are what Envoy and proxies set per attempt: the request id, the
+// forwarding headers, and the trace context of every tracer Envoy has
+// (W3C, Zipkin's b3 and x-b3-*, Datadog, AWS X-Ray, OpenCensus,
+// SkyWalking, Lightstep, Jaeger).
+func VolatileHeader(name string) bool {
+	switch name {
+	case "x-request-id", "user-agent", "traceparent", "tracestate", "b3",
+		"x-amzn-trace-id", "x-cloud-trace-context", "grpc-trace-bin", "sw8", "x-ot-span-context", "uber-trace-id":
+		return true
+	}
+	return strings.HasPrefix(name, "x-b3-") || strings.HasPrefix(name, "x-forwarded-") || strings.HasPrefix(name, "x-datadog-")
 }

@@ -24,6 +24,9 @@ type Route struct {
 	// CorrelationHeader names the correlation-id header of the binding's
 	// records, by which the key index knows them.
 	CorrelationHeader string
+	// FingerprintHeader names the header in which the binding's keyed
+	// records carry their key's use and the request's fingerprint.
+	FingerprintHeader string
 	// Kafka is the kafka binding's configuration: Kafka.Models(topic) are
 	// the models a topic's keys and values are checked and converted with.
 	Kafka *config.KafkaCluster
@@ -102,7 +105,8 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("kafka binding %q: %w", r.Exit, ErrNotConnected)
 	}
-	kr := &Route{Exit: r.Exit, Cluster: c, CorrelationHeader: correlationHeader(b)}
+	corr := correlationHeaders(b)
+	kr := &Route{Exit: r.Exit, Cluster: c, CorrelationHeader: corr.CorrelationID, FingerprintHeader: corr.Fingerprint()}
 	k.mu.Lock()
 	if k.cfg != nil {
 		kr.Kafka = k.cfg.Kafka[r.Exit]
@@ -117,7 +121,7 @@ func (k *Kafka) prepare(b *config.Binding, r *config.Route) (*Route, error) {
 		}
 	case config.Produce:
 		if r.With.ReplyTo != "" {
-			c.Replies.Add(r.With.ReplyTo, correlationHeader(b))
+			c.Replies.Add(r.With.ReplyTo, corr.CorrelationID)
 		}
 		p, err := c.Producer(client.AcksFromName(string(r.With.Acks)))
 		if err != nil {
@@ -147,12 +151,12 @@ func (k *Kafka) LogTailsStats() logtails.Stats {
 }
 
 // correlationHeader is the correlation-id header of a binding's records.
-func correlationHeader(b *config.Binding) string {
+func correlationHeaders(b *config.Binding) config.CorrelationHeaders {
 	switch {
 	case b.HTTP != nil:
-		return b.HTTP.Correlation.CorrelationID
+		return b.HTTP.Correlation
 	case b.GRPC != nil:
-		return b.GRPC.Correlation.CorrelationID
+		return b.GRPC.Correlation
 	}
-	return config.DefaultCorrelationIDHeader
+	return config.CorrelationHeaders{CorrelationID: config.DefaultCorrelationIDHeader}
 }
