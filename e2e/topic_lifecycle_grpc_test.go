@@ -202,3 +202,52 @@ func holdsOnce(got []fetched, want []string) bool {
 	}
 	return true
 }
+
+// sendOneway makes one call of the oneway gRPC route with one message and
+// returns its status.
+func sendOneway(ctx context.Context, t *testing.T, cc *grpc.ClientConn, msg string) *status.Status {
+	t.Helper()
+	st, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/example.Oneway/Send", grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SendMsg(&rawMessage{b: []byte(msg)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	_, s := endStatus(st)
+	return s
+}
+
+// TestGRPCWriteToRecreatedTopic: a gRPC oneway route writes, its topic is
+// deleted and created again, and the next call's record is refused out of
+// sequence by the new generation (the idempotent producer that wrote the
+// old one is replaced). The call ends UNAVAILABLE saying it was not
+// written, and nothing of it is in the log; its retry, through the
+// replacement producer, is written.
+func TestGRPCWriteToRecreatedTopic(t *testing.T) {
+	e, _ := startGRPC(t)
+	ctx := ctxFor(t, 60*time.Second)
+	if s := sendOneway(ctx, t, e.grpcConn(), "old"); s.Code() != codes.OK {
+		t.Fatalf("the first call: %v %q", s.Code(), s.Message())
+	}
+	e.deleteTopic(ctx, "oneway-requests")
+	if err := e.dev.Broker.CreateTopics(embedded.Topic{Name: "oneway-requests", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s := sendOneway(ctx, t, e.grpcConn(), "refused"); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "not written") {
+		t.Fatalf("the first call after the recreation: %v %q, want UNAVAILABLE saying it was not written", s.Code(), s.Message())
+	}
+	if s := sendOneway(ctx, t, e.grpcConn(), "retried"); s.Code() != codes.OK {
+		t.Fatalf("the retry after the recreation: %v %q, want OK", s.Code(), s.Message())
+	}
+	var values []string
+	for _, r := range e.readTopic("oneway-requests") {
+		values = append(values, string(r.Value))
+	}
+	if len(values) != 1 || values[0] != "retried" {
+		t.Fatalf("the new generation holds %q, want the retried record alone", values)
+	}
+}
