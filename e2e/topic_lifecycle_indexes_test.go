@@ -36,15 +36,16 @@ bindings:
 // every level, those whose message holds a given text: what a test waits
 // on when the processor's only sign of an event is its log.
 type logWatch struct {
-	next slog.Handler
-	mu   *sync.Mutex
-	msgs *[]string
-	more *chan struct{} // closed at the next line
+	next  slog.Handler
+	mu    *sync.Mutex
+	msgs  *[]string
+	times *[]time.Time   // when each was logged
+	more  *chan struct{} // closed at the next line
 }
 
 func newLogWatch(next slog.Handler) *logWatch {
 	more := make(chan struct{})
-	return &logWatch{next: next, mu: &sync.Mutex{}, msgs: &[]string{}, more: &more}
+	return &logWatch{next: next, mu: &sync.Mutex{}, msgs: &[]string{}, times: &[]time.Time{}, more: &more}
 }
 
 func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
@@ -52,6 +53,7 @@ func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
 func (w *logWatch) Handle(ctx context.Context, r slog.Record) error {
 	w.mu.Lock()
 	*w.msgs = append(*w.msgs, r.Message)
+	*w.times = append(*w.times, time.Now())
 	close(*w.more)
 	*w.more = make(chan struct{})
 	w.mu.Unlock()
