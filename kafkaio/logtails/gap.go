@@ -18,9 +18,9 @@ import (
 //
 //   - Truncated: the position is below the log start of a partition
 //     (retention or DeleteRecords removed the records in between). Checked
-//     when the stream opens (the broker's log start, for every partition
-//     the ring does not hold the position of), and when a history read
-//     finds its offset out of range.
+//     when the stream opens (the broker's log starts and ends, two
+//     requests, unless the position is at the end the tail saw in every
+//     partition), and when a history read finds its offset out of range.
 //   - BeyondEnd: the position is past the end of the log, or names a
 //     partition the topic does not have: the topic was deleted and created
 //     again since the id was issued (a fresh log is shorter), or the id is

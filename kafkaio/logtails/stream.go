@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 )
 
@@ -101,7 +102,7 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 	s.next = append([]int64(nil), t.lo...)
 	s.from = append([]int64(nil), t.lo...)
 	if o.Start != nil {
-		if err := l.checkPosition(t, o.Start); err != nil {
+		if err := l.checkPosition(ctx, t, o.Start); err != nil {
 			l.release(t)
 			return nil, err
 		}
@@ -126,38 +127,58 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 // still holds them, the same whichever replica it reaches). A position past the end (or naming a
 // partition the topic lacks) is a *GapError BeyondEnd, one below the log
 // start a *GapError Truncated.
-func (l *Tails) checkPosition(t *logTopic, start map[int32]int64) error {
+func (l *Tails) checkPosition(ctx context.Context, t *logTopic, start map[int32]int64) error {
 	ends := t.ring.ends()
-	ms := int(l.opts.KafkaTimeout / time.Millisecond)
 	var beyond []Gap
-	lo := map[int32]int64{}
+	check := false
 	for p, off := range start {
 		if int(p) >= len(ends) {
 			beyond = append(beyond, Gap{Partition: p, Asked: off, LogStart: -1, LogEnd: -1})
-			continue
+		} else if off != ends[p] { // at the tail there is nothing to read before what comes next
+			check = true
 		}
-		if off == ends[p] {
-			continue // at the tail: nothing to read before what comes next
-		}
-		low, hi, err := l.tail.QueryWatermarkOffsets(t.name, p, ms)
-		if err != nil {
-			return fmt.Errorf("%w: reading the watermarks of %s[%d] to check a resume position: %v", client.ErrNotReady, t.name, p, err)
-		}
-		t.ring.noteEnd(p, hi)
-		if off > hi {
-			beyond = append(beyond, Gap{Partition: p, Asked: off, LogStart: low, LogEnd: hi})
-			continue
-		}
-		lo[p] = low
 	}
 	if len(beyond) > 0 {
 		sortGaps(beyond)
 		return &GapError{Topic: t.name, Cause: BeyondEnd, Gaps: beyond, Resume: map[int32]int64{}}
 	}
-	if g := truncatedGap(t.name, start, lo); g != nil {
+	if !check {
+		return nil
+	}
+	// Two requests whatever the number of partitions.
+	lo, hi, err := l.logBounds(ctx, t)
+	if err != nil {
+		return err
+	}
+	starts := map[int32]int64{}
+	for p, off := range start {
+		t.ring.noteEnd(p, hi[p])
+		if off > hi[p] {
+			beyond = append(beyond, Gap{Partition: p, Asked: off, LogStart: lo[p], LogEnd: hi[p]})
+		}
+		starts[p] = lo[p]
+	}
+	if len(beyond) > 0 {
+		sortGaps(beyond)
+		return &GapError{Topic: t.name, Cause: BeyondEnd, Gaps: beyond, Resume: map[int32]int64{}}
+	}
+	if g := truncatedGap(t.name, start, starts); g != nil {
 		return g
 	}
 	return nil
+}
+
+// logBounds reads the log start and end of every partition of t's ring.
+func (l *Tails) logBounds(ctx context.Context, t *logTopic) (lo, hi []int64, err error) {
+	n := t.ring.partitions
+	lo, err = follow.ListOffsets(ctx, l.admin, t.name, n, kafka.EarliestOffsetSpec, l.opts.KafkaTimeout)
+	if err == nil {
+		hi, err = follow.ListOffsets(ctx, l.admin, t.name, n, kafka.LatestOffsetSpec, l.opts.KafkaTimeout)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: reading the log bounds of %s to check a stream's position: %v", client.ErrNotReady, t.name, err)
+	}
+	return lo, hi, nil
 }
 
 // snapshot takes the compacted history: the view's entries at or after the
@@ -665,21 +686,20 @@ func outOfRange(code kafka.ErrorCode) bool {
 // was sent is a gap (s.later: the stream ends with it once what it gathered
 // is sent).
 func (s *Stream) movedStart(h *historyRead) error {
-	ms := int(s.l.opts.KafkaTimeout / time.Millisecond)
+	low, _, err := s.l.logBounds(h.ctx, s.t)
+	if err != nil {
+		return err
+	}
 	lo := map[int32]int64{}
 	pos := map[int32]int64{}
 	for p := range h.done {
-		if h.done[p] {
+		if h.done[p] || p >= len(low) {
 			continue
 		}
-		low, _, err := s.l.tail.QueryWatermarkOffsets(s.opts.Topic, int32(p), ms)
-		if err != nil {
-			return fmt.Errorf("%w: reading the log start of %s[%d]: %v", client.ErrNotReady, s.opts.Topic, p, err)
+		if s.next[p] < low[p] && s.from[p] >= 0 && s.next[p] == s.from[p] {
+			s.next[p], s.from[p] = low[p], low[p]
 		}
-		if s.next[p] < low && s.from[p] >= 0 && s.next[p] == s.from[p] {
-			s.next[p], s.from[p] = low, low
-		}
-		lo[int32(p)] = low
+		lo[int32(p)] = low[p]
 	}
 	for p, off := range s.next {
 		pos[int32(p)] = off
