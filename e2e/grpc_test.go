@@ -134,7 +134,8 @@ func TestGRPCFetchReliabilityFieldBytes(t *testing.T) {
 
 // Resume with every encoding of the id delivers exactly the
 // records after it (a record written afterwards comes next, nothing
-// before it); an id beyond the end of the log restarts from the earliest.
+// before it); an id beyond the end of the log (of a deleted generation) is
+// refused OUT_OF_RANGE, and the id it carries reads the whole log again.
 func TestGRPCFetchResumeEveryEncoding(t *testing.T) {
 	e, _ := startGRPC(t)
 	var recs []kafka.Message
@@ -165,9 +166,12 @@ func TestGRPCFetchResumeEveryEncoding(t *testing.T) {
 		}
 	}
 
-	// An id beyond the end (a recreated topic): the whole log again.
+	// An id beyond the end (a recreated topic): refused, and its resume id
+	// reads the whole log again.
 	beyond := []byte{0x01, 0x02, 0x00, 0xd0, 0x0f} // {p0: 1000}
 	st := subscribe(ctx, t, e.grpcConn(), "/example.Multi/Subscribe", "last-message-id-bin", string(beyond))
+	resume := gapEnd(t, st, "partition 0 asked offset 1000")
+	st = subscribe(ctx, t, e.grpcConn(), "/example.Multi/Subscribe", "last-message-id", resume)
 	if again := receive(t, st, len(all), 32767); !samePerPartition(again, all) {
 		t.Fatalf("restart: %s", valuesOf(again))
 	}

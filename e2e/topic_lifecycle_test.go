@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -208,5 +209,57 @@ func TestWriteToRecreatedTopic(t *testing.T) {
 	}
 	if resp, body = e.request(e.h1, "GET", "/life", ""); resp.StatusCode != http.StatusOK || body != `["new1"]` {
 		t.Errorf("GET /life: %d %s, want the new record alone", resp.StatusCode, body)
+	}
+}
+
+// TestViewAcrossTopicLifecycle: a fetch route's view under the operator
+// actions on its topic. Records removed below the view's position
+// (DeleteRecords): a long poll on a removed key is woken and answered 404,
+// and the list no longer holds it, while the keys still in the log stay.
+// The topic deleted and created again with fewer partitions, then with
+// more: the view is the new generation alone each time.
+func TestViewAcrossTopicLifecycle(t *testing.T) {
+	topic := embedded.Topic{Name: "life-items", Compact: true, Partitions: 2}
+	e := startEnv(t, lifecycleConfig, withTopics(topic),
+		func(o *stack.DevOptions) { o.PartitionCheck = 100 * time.Millisecond })
+	ctx := ctxFor(t, 90*time.Second)
+	for _, k := range []string{"t1", "t2", "t3"} {
+		e.put(topic.Name, 0, k, []byte(`"`+k+`"`))
+	}
+	e.put(topic.Name, 1, "u1", []byte(`"u1"`))
+	resp, body := e.request(e.h1, "GET", "/life/u1", "", "prefer", "wait=10")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /life/u1: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.request(e.h1, "GET", "/life/t1", "", "prefer", "wait=10")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /life/t1: %d %s", resp.StatusCode, body)
+	}
+	tag := resp.Header.Get("etag")
+
+	e.deleteRecords(ctx, topic.Name, 0, 2) // t1 and t2 go; t3 and u1 stay
+	resp, body = e.request(e.h1, "GET", "/life/t1", "", "prefer", "wait=30", "if-none-match", tag)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a long poll on t1, whose record was removed: %d %s, want 404", resp.StatusCode, body)
+	}
+	if resp, body = e.request(e.h1, "GET", "/life", ""); resp.StatusCode != http.StatusOK || body != `["t3","u1"]` {
+		t.Errorf("GET /life after records were removed: %d %s, want the records still in the log", resp.StatusCode, body)
+	}
+
+	for _, partitions := range []int32{1, 3} {
+		e.deleteTopic(ctx, topic.Name)
+		if err := e.dev.Broker.CreateTopics(embedded.Topic{Name: topic.Name, Compact: true, Partitions: partitions}); err != nil {
+			t.Fatal(err)
+		}
+		e.newProducer()
+		key := fmt.Sprintf("new%d", partitions)
+		e.put(topic.Name, partitions-1, key, []byte(`"`+key+`"`))
+		resp, body = e.request(e.h1, "GET", "/life/"+key, "", "prefer", "wait=30")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d partitions: GET /life/%s: %d %s", partitions, key, resp.StatusCode, body)
+		}
+		if resp, body = e.request(e.h1, "GET", "/life", ""); resp.StatusCode != http.StatusOK || body != `["`+key+`"]` {
+			t.Errorf("%d partitions: GET /life: %d %s, want the new generation alone", partitions, resp.StatusCode, body)
+		}
 	}
 }

@@ -230,6 +230,10 @@ func HistoryReaderConfig(props map[string]string, kafkaTimeout time.Duration, gr
 	(*cm)["queued.max.messages.kbytes"] = 2048
 	(*cm)["fetch.max.bytes"] = 4 << 20
 	(*cm)["max.partition.fetch.bytes"] = 1 << 20
+	// An offset no longer in the log is reported, not reset past the
+	// records the stream was to send: the stream checks the log start and
+	// tells its client of the gap.
+	(*cm)["auto.offset.reset"] = "error"
 	return cm
 }
 

@@ -2,6 +2,7 @@ package follow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -51,6 +52,11 @@ type Options struct {
 	// CaughtUp, if set, is called once per topic when every partition read
 	// what it held when the topic was assigned (see Assign).
 	CaughtUp func(topic string)
+	// Gone, if set, is told of a followed topic that was deleted (the
+	// error wraps ErrTopicDeleted) or created again (ErrTopicRecreated),
+	// after the follower stopped reading it (see lifecycle.go): the owner
+	// drops what it read of it and assigns it again to read on.
+	Gone func(topic string, why error)
 }
 
 // Follower is one assign-only consumer (no group membership, no commits)
@@ -92,6 +98,8 @@ type followed struct {
 	caught    bool
 	// changed is closed when a position moves; nil until someone waits.
 	changed chan struct{}
+	// id is the topic's id when it was assigned (zero: unknown).
+	id [16]byte
 }
 
 // New creates the follower's consumer and starts reading (no topic yet:
@@ -161,7 +169,7 @@ func (f *Follower) Lookups() Lookups { return f.cons }
 func (f *Follower) Assign(topic string, start, end []int64) error {
 	n := len(start)
 	assign := make([]kafka.TopicPartition, n)
-	t := &followed{next: make([]int64, n), end: end, done: make([]bool, n)}
+	t := &followed{next: make([]int64, n), end: end, done: make([]bool, n), id: f.topicID(topic)}
 	for p := range assign {
 		assign[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(start[p])}
 		t.next[p] = start[p]
@@ -265,11 +273,27 @@ func (f *Follower) CheckPartitions() error {
 		names = append(names, name)
 	}
 	f.mu.Unlock()
-	admin := f.admin
-	if f.opts.Describer != nil {
-		admin = f.opts.Describer
+	states, err := Describe(f.ctx, f.describer(), names, f.opts.KafkaTimeout)
+	errs := []error{err}
+	for name, st := range states {
+		if st.Unknown {
+			f.drop(name, nil, fmt.Errorf("%w: %s %s", ErrTopicDeleted, f.opts.TopicRole, name))
+			continue
+		}
+		if f.idChanged(name, st.ID) {
+			f.drop(name, nil, fmt.Errorf("%w: %s %s has another topic id", ErrTopicRecreated, f.opts.TopicRole, name))
+			continue
+		}
+		errs = append(errs, f.grow(name, st.Partitions))
 	}
-	return GrowEach(f.ctx, admin, names, f.opts.KafkaTimeout, f.grow)
+	return errors.Join(errs...)
+}
+
+func (f *Follower) describer() *kafka.AdminClient {
+	if f.opts.Describer != nil {
+		return f.opts.Describer
+	}
+	return f.admin
 }
 
 // grow assigns the partitions of a followed topic from the number assigned
@@ -316,10 +340,13 @@ func (f *Follower) poll() {
 			if ev.TopicPartition.Error != nil || ev.TopicPartition.Topic == nil {
 				break
 			}
+			if !f.admit(*ev.TopicPartition.Topic, ev.TopicPartition.Partition, int64(ev.TopicPartition.Offset)) {
+				break
+			}
 			f.opts.Apply(ev)
 			f.progress(*ev.TopicPartition.Topic, ev.TopicPartition.Partition, int64(ev.TopicPartition.Offset)+1, false)
 		case kafka.PartitionEOF:
-			if ev.Topic != nil {
+			if ev.Topic != nil && f.admit(*ev.Topic, ev.Partition, int64(ev.Offset)) {
 				// The end of a partition now is at or beyond its end when
 				// the topic was assigned (trailing control records included).
 				f.progress(*ev.Topic, ev.Partition, int64(ev.Offset), true)

@@ -114,3 +114,95 @@ func TestFollowerPositionsCatchUpAndAddedPartitions(t *testing.T) {
 	default:
 	}
 }
+
+// A followed topic that is deleted, and one created again under the same
+// name, is reported to the owner (Gone) with why, after the follower
+// stopped reading it: a wait for its positions ends. The new generation's
+// first record, below the old position, is not applied as if it followed
+// the old ones. Assigned again, the new generation is read.
+func TestFollowerReportsADeletedOrRecreatedTopic(t *testing.T) {
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "t", Partitions: 1}})
+	kafkatest.Produce(t, b.Addr(), "t",
+		kafkatest.Rec{Value: []byte("a")}, kafkatest.Rec{Value: []byte("b")}, kafkatest.Rec{Value: []byte("c")})
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	type follower struct {
+		f    *follow.Follower
+		got  *applied
+		gone chan error
+	}
+	start := func(check time.Duration, from, to int64) follower {
+		t.Helper()
+		fw := follower{got: &applied{}, gone: make(chan error, 4)}
+		f, err := follow.New(follow.Options{
+			Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()},
+			GroupPrefix: "test-", What: "test consumer", Role: "test", TopicRole: "test topic",
+			AddedLog: "reading partitions added to a test topic", PartitionCheck: check,
+			Apply: fw.got.apply, Gone: func(topic string, why error) { fw.gone <- why },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		fw.f = f
+		if err := f.Assign("t", []int64{from}, []int64{to}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WaitReached(ctx, "t", []int64{to}); err != nil {
+			t.Fatal(err)
+		}
+		return fw
+	}
+	reason := func(fw follower) error {
+		t.Helper()
+		select {
+		case why := <-fw.gone:
+			return why
+		case <-ctx.Done():
+			t.Fatal("the follower did not report the topic gone")
+			return nil
+		}
+	}
+
+	// Deleted: found by the partition check.
+	checked := start(50*time.Millisecond, 0, 3)
+	kafkatest.DeleteTopic(t, b.Addr(), "t")
+	if why := reason(checked); !errors.Is(why, follow.ErrTopicDeleted) {
+		t.Fatalf("deleted: %v, want ErrTopicDeleted", why)
+	}
+	if err := checked.f.WaitReached(ctx, "t", []int64{4}); err == nil {
+		t.Fatal("a wait for the positions of a dropped topic did not fail")
+	}
+	if err := b.CreateTopics(embedded.Topic{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, b.Addr(), "t", kafkatest.Rec{Value: []byte("x")}, kafkatest.Rec{Value: []byte("y")})
+
+	// Recreated under a follower whose check is far off: the record below
+	// its position tells.
+	moved := start(time.Hour, 1, 2) // reads y, at offset 1
+	kafkatest.DeleteTopic(t, b.Addr(), "t")
+	if err := b.CreateTopics(embedded.Topic{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, b.Addr(), "t", kafkatest.Rec{Value: []byte("new")})
+	if why := reason(moved); !errors.Is(why, follow.ErrTopicRecreated) {
+		t.Fatalf("recreated: %v, want ErrTopicRecreated", why)
+	}
+	moved.got.mu.Lock()
+	vals := append([]string(nil), moved.got.vals...)
+	moved.got.mu.Unlock()
+	if len(vals) != 1 || vals[0] != "y" {
+		t.Fatalf("applied %q, want y alone (nothing of the new generation before it is assigned again)", vals)
+	}
+	if err := moved.f.Assign("t", []int64{0}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := moved.f.WaitReached(ctx, "t", []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	moved.got.mu.Lock()
+	defer moved.got.mu.Unlock()
+	if len(moved.got.vals) != 2 || moved.got.vals[1] != "new" {
+		t.Fatalf("applied %q after assigning the new generation, want y then new", moved.got.vals)
+	}
+}

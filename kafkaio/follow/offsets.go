@@ -2,7 +2,6 @@ package follow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -78,18 +77,6 @@ func ListOffsets(ctx context.Context, admin *kafka.AdminClient, topic string, n 
 		return nil, fmt.Errorf("listing the offsets of %s: %d of %d partitions answered", topic, found, n)
 	}
 	return out, nil
-}
-
-// GrowEach describes topics in one request and calls grow with the
-// partition count of each: how the readers follow partitions added to the
-// topics they assigned.
-func GrowEach(ctx context.Context, admin *kafka.AdminClient, topics []string, timeout time.Duration, grow func(topic string, n int) error) error {
-	counts, err := PartitionCounts(ctx, admin, topics, timeout)
-	errs := []error{err}
-	for name, n := range counts {
-		errs = append(errs, grow(name, n))
-	}
-	return errors.Join(errs...)
 }
 
 // AssignAdded assigns partitions old to n-1 of topic at their beginning: a

@@ -149,16 +149,24 @@ func (r *ring) sawEnd(p int32, end int64) {
 // and tells those beyond their budget: streams that were already more than
 // their budget behind before this batch (a burst larger than the budget does
 // not fail streams that keep up), and streams whose next record the ring no
-// longer holds.
-func (r *ring) append(msgs []*kafka.Message) {
+// longer holds. It reports a record below the ring's position: the log went
+// back (the topic was created again), and nothing of the batch from that
+// record on is taken.
+func (r *ring) append(msgs []*kafka.Message) (wentBack bool) {
 	decoded := r.decodeAll(msgs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	before := r.head
 	for i, m := range msgs {
 		p, off := m.TopicPartition.Partition, int64(m.TopicPartition.Offset)
-		if p < 0 || int(p) >= r.partitions || off < r.pos[p] {
-			continue // not ours, or read again after a reassignment
+		if p < 0 || int(p) >= r.partitions {
+			continue // not ours
+		}
+		if off < r.pos[p] {
+			// A ring reads one assignment from its start: the tail never
+			// reads an offset twice, so the log itself went back.
+			wentBack = true
+			break
 		}
 		r.pos[p] = off + 1
 		r.end[p] = max(r.end[p], off+1)
@@ -189,6 +197,7 @@ func (r *ring) append(msgs []*kafka.Message) {
 			close(c.lagged)
 		}
 	}
+	return wentBack
 }
 
 // decodedValue is what the decoder made of one record's value.

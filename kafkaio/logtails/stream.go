@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 )
 
@@ -19,9 +20,8 @@ type StreamOptions struct {
 	Framer Framer
 	// Start is the position to resume from (next offset by partition, from a
 	// message id); partitions it does not name start at the earliest offset.
-	// nil: every partition from the earliest offset. A position beyond the
-	// end of the log (a recreated topic) restarts the whole stream from the
-	// earliest offset.
+	// nil: every partition from the earliest offset. A position below the
+	// log start or beyond its end is refused with a *GapError.
 	Start map[int32]int64
 	// Compacted: the history is the topic's view (the current record per
 	// key, in partition and offset order), not the retained log. Ignored
@@ -44,8 +44,12 @@ type Stream struct {
 	opts   StreamOptions
 	shared bool // the stream frames as the ring does
 
-	next      []int64 // position: next offset dispatched up to, per partition
-	restarted bool
+	next []int64 // position: next offset dispatched up to, per partition
+	// from is, per partition the client did not name, where the stream
+	// started (the log start when the tail started); -1 for a named one.
+	// A partition still there that finds the log start moved moves with
+	// it: the client asked for the log from its start.
+	from []int64
 
 	phase   int
 	view    []views.Entry // compacted history still to send
@@ -65,8 +69,9 @@ type Stream struct {
 	first   []client.Header // headers of the first record sent, once known
 	gotHdr  bool
 	closed  bool
-	// later is a decoder's ErrLater the stream ends with, once the frames
-	// gathered before the record it stopped at are sent.
+	// later is the error the stream ends with once the frames gathered
+	// before it are sent: a decoder's ErrLater (before the record it
+	// stopped at), or a *GapError a history read found.
 	later error
 }
 
@@ -77,8 +82,8 @@ const (
 )
 
 // Open starts a stream on a topic. It fails with ErrUnknownTopic,
-// ErrNotReady (the tail or the view did not start within ctx) or
-// ErrClosed.
+// ErrNotReady (the tail or the view did not start within ctx), a *GapError
+// (the resume position is not in the log) or ErrClosed.
 //
 // Resuming from a message id of a stream that ended with
 // ErrPartitionsChanged continues with no gap and no repeat: the id names the
@@ -95,13 +100,15 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 	s := &Stream{l: l, t: t, r: t.ring, opts: o, shared: o.Framer == t.ring.framer, phase: phaseHistory}
 	s.cur = &cursor{budget: uint64(o.LagBudget), lagged: make(chan struct{})}
 	s.next = append([]int64(nil), t.lo...)
+	s.from = append([]int64(nil), t.lo...)
 	if o.Start != nil {
-		if l.beyondEnd(t, o.Start) {
-			s.restarted = true
-		} else {
-			for p, off := range o.Start {
-				s.next[p] = off
-			}
+		if err := l.checkPosition(ctx, t, o.Start); err != nil {
+			l.release(t)
+			return nil, err
+		}
+		for p, off := range o.Start {
+			s.next[p] = off
+			s.from[p] = -1 // asked for: a gap below it is the client's to know
 		}
 	}
 	if o.Compacted && t.decode == nil {
@@ -113,30 +120,65 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 	return s, nil
 }
 
-// beyondEnd reports whether a resume position is past the end of the log in
-// some partition (or names a partition the topic lacks): the topic was
-// recreated, and the stream restarts from the earliest offset. The end is
-// asked of the broker only when the ring has not seen that far.
-func (l *Tails) beyondEnd(t *logTopic, start map[int32]int64) bool {
+// checkPosition checks a resume position against the log: a position at
+// the end the tail saw is there; any other is checked against the
+// partition's watermarks, asked of the broker (also when the ring holds it:
+// a resume is told of records removed from the log whether or not the ring
+// still holds them, the same whichever replica it reaches). A position past the end (or naming a
+// partition the topic lacks) is a *GapError BeyondEnd, one below the log
+// start a *GapError Truncated.
+func (l *Tails) checkPosition(ctx context.Context, t *logTopic, start map[int32]int64) error {
 	ends := t.ring.ends()
+	var beyond []Gap
+	check := false
 	for p, off := range start {
 		if int(p) >= len(ends) {
-			return true
-		}
-		if off <= ends[p] {
-			continue
-		}
-		hi, err := l.highWatermark(t.name, p)
-		if err != nil {
-			l.logger.Debug("reading a high watermark failed; taking the id as beyond the end", "topic", t.name, "partition", p, "err", err)
-			return true
-		}
-		t.ring.noteEnd(p, hi)
-		if off > hi {
-			return true
+			beyond = append(beyond, Gap{Partition: p, Asked: off, LogStart: -1, LogEnd: -1})
+		} else if off != ends[p] { // at the tail there is nothing to read before what comes next
+			check = true
 		}
 	}
-	return false
+	if len(beyond) > 0 {
+		sortGaps(beyond)
+		return &GapError{Topic: t.name, Cause: BeyondEnd, Gaps: beyond, Resume: map[int32]int64{}}
+	}
+	if !check {
+		return nil
+	}
+	// Two requests whatever the number of partitions.
+	lo, hi, err := l.logBounds(ctx, t)
+	if err != nil {
+		return err
+	}
+	starts := map[int32]int64{}
+	for p, off := range start {
+		t.ring.noteEnd(p, hi[p])
+		if off > hi[p] {
+			beyond = append(beyond, Gap{Partition: p, Asked: off, LogStart: lo[p], LogEnd: hi[p]})
+		}
+		starts[p] = lo[p]
+	}
+	if len(beyond) > 0 {
+		sortGaps(beyond)
+		return &GapError{Topic: t.name, Cause: BeyondEnd, Gaps: beyond, Resume: map[int32]int64{}}
+	}
+	if g := truncatedGap(t.name, start, starts); g != nil {
+		return g
+	}
+	return nil
+}
+
+// logBounds reads the log start and end of every partition of t's ring.
+func (l *Tails) logBounds(ctx context.Context, t *logTopic) (lo, hi []int64, err error) {
+	n := t.ring.partitions
+	lo, err = follow.ListOffsets(ctx, l.admin, t.name, n, kafka.EarliestOffsetSpec, l.opts.KafkaTimeout)
+	if err == nil {
+		hi, err = follow.ListOffsets(ctx, l.admin, t.name, n, kafka.LatestOffsetSpec, l.opts.KafkaTimeout)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: reading the log bounds of %s to check a stream's position: %v", client.ErrNotReady, t.name, err)
+	}
+	return lo, hi, nil
 }
 
 // snapshot takes the compacted history: the view's entries at or after the
@@ -168,10 +210,6 @@ func (s *Stream) snapshot(ctx context.Context) error {
 	s.phase = phaseView
 	return nil
 }
-
-// Restarted tells whether the resume position was beyond the end of the log,
-// so the stream started over from the earliest offset.
-func (s *Stream) Restarted() bool { return s.restarted }
 
 // Partitions is the number of partitions of the topic.
 func (s *Stream) Partitions() int { return len(s.next) }
@@ -245,9 +283,10 @@ func (s *Stream) Peek(ctx context.Context) ([]client.Header, error) {
 
 // Next returns the next frames to send, waiting for records when the stream
 // is at the tail: one or more complete frames, valid until the next call.
-// It fails with ErrLagged, ErrClosed, ErrPartitionsChanged (RetiredErr),
-// ErrNotReady (a history read made no progress within the Kafka timeout) or
-// ctx's error.
+// It fails with ErrLagged, ErrClosed, RetiredErr (ErrPartitionsChanged, a
+// *GapError Recreated, or ErrUnknownTopic for a deleted topic), a *GapError
+// Truncated (records removed from under a history read), ErrNotReady (a
+// history read made no progress within the Kafka timeout) or ctx's error.
 func (s *Stream) Next(ctx context.Context) ([]byte, error) {
 	if s.peeked {
 		s.peeked = false
@@ -620,12 +659,53 @@ func (s *Stream) readHistory(ctx context.Context) error {
 				idle = 0
 			}
 		case kafka.Error:
+			if outOfRange(ev.Code()) {
+				// Records were removed under the read: the positions are
+				// checked against the log start, and the read starts over.
+				return s.movedStart(h)
+			}
 			s.l.logger.Debug("history reader", "topic", s.opts.Topic, "err", ev)
 		case nil:
 			if idle++; idle > limit {
 				return fmt.Errorf("%w: reading the history of %s made no progress within %v", client.ErrNotReady, s.opts.Topic, s.l.opts.KafkaTimeout)
 			}
 		}
+	}
+	return nil
+}
+
+// outOfRange reports whether a history reader's error says its offset is
+// out of range: its reader never resets to another offset on its own.
+func outOfRange(code kafka.ErrorCode) bool {
+	return code == kafka.ErrAutoOffsetReset || code == kafka.ErrOffsetOutOfRange
+}
+
+// movedStart is what a history read does when its offset fell below the log
+// start: the partitions the client did not name, still at the log start
+// they began from, move to the new one; a position the client asked for or
+// was sent is a gap (s.later: the stream ends with it once what it gathered
+// is sent).
+func (s *Stream) movedStart(h *historyRead) error {
+	low, _, err := s.l.logBounds(h.ctx, s.t)
+	if err != nil {
+		return err
+	}
+	lo := map[int32]int64{}
+	pos := map[int32]int64{}
+	for p := range h.done {
+		if h.done[p] || p >= len(low) {
+			continue
+		}
+		if s.next[p] < low[p] && s.from[p] >= 0 && s.next[p] == s.from[p] {
+			s.next[p], s.from[p] = low[p], low[p]
+		}
+		lo[int32(p)] = low[p]
+	}
+	for p, off := range s.next {
+		pos[int32(p)] = off
+	}
+	if g := truncatedGap(s.opts.Topic, pos, lo); g != nil {
+		s.later = g
 	}
 	return nil
 }

@@ -172,8 +172,11 @@ type logTopic struct {
 	// decode is the topic's value decoder (nil: values as written).
 	decode StreamDecoder
 	lo     []int64 // low watermarks when the tail started: where fresh streams begin
-	refs   int     // streams holding the topic (guarded by Tails.mu)
-	idle   *time.Timer
+	// id is the topic's id when the tail started (zero: unknown), so a
+	// check finding another tells a recreated topic.
+	id   [16]byte
+	refs int // streams holding the topic (guarded by Tails.mu)
+	idle *time.Timer
 
 	// retired is closed once the topic gained partitions and the tail was
 	// retired; retiredErr (set before, under Tails.mu) is what its streams
@@ -401,10 +404,11 @@ func (l *Tails) evict(t *logTopic) {
 	l.logger.Debug("tail of an idle topic stopped", "topic", t.name)
 }
 
-// retire ends the tail of a topic that now has now partitions: its streams
-// end with a PartitionsChangedError and the next stream of the topic starts
-// a fresh tail reading all of them (the ring cannot grow partitions).
-func (l *Tails) retire(t *logTopic, now int) {
+// retire ends the tail of a topic whose ring no longer fits it: the topic
+// gained partitions (the ring cannot grow them), was deleted, or was
+// created again. Its streams end with why (RetiredErr) and the next stream
+// of the topic starts a fresh tail.
+func (l *Tails) retire(t *logTopic, why error) {
 	l.assignMu.Lock()
 	defer l.assignMu.Unlock()
 	l.mu.Lock()
@@ -417,17 +421,20 @@ func (l *Tails) retire(t *logTopic, now int) {
 		t.idle.Stop()
 		t.idle = nil
 	}
-	was := t.ring.partitions
-	t.retiredErr = &PartitionsChangedError{Topic: t.name, Was: was, Now: now}
+	t.retiredErr = why
 	close(t.retired)
 	streams := t.refs
 	l.mu.Unlock()
-	l.logger.Info("topic gained partitions: its fetch streams end, to resume by id on a fresh tail",
-		"topic", t.name, "from", was, "to", now, "streams", streams)
+	l.logger.Info("a streamed topic changed: its fetch streams end, and the next starts a fresh tail",
+		"topic", t.name, "reason", why, "streams", streams)
 	if err := l.unassign(t); err != nil {
-		l.logger.Warn("stopping the tail of a topic that gained partitions failed", "topic", t.name, "err", err)
+		l.logger.Warn("stopping the tail of a topic that changed failed", "topic", t.name, "err", err)
 	}
 }
+
+// ErrTopicDeleted is wrapped, with client.ErrUnknownTopic, by the error
+// the streams of a topic deleted under them end with.
+var ErrTopicDeleted = views.ErrTopicDeleted
 
 // unassign takes a started topic's partitions from the tail consumer, then
 // waits out a poll batch that may still hold their records. Called with
@@ -462,6 +469,9 @@ func (l *Tails) start(t *logTopic, framer Framer) {
 		t.err = err
 		return
 	}
+	// The id before the records: a topic recreated in between has records
+	// of the new id, which the next check or the ring's went-back retires.
+	id := l.topicID(ctx, t.name)
 	start := make([]int64, n)
 	backfill := int64(max(l.opts.RingRecords/(2*n), 1))
 	for p := range start {
@@ -477,7 +487,7 @@ func (l *Tails) start(t *logTopic, framer Framer) {
 	// the topic is unassigned and its records are out of the poll loop.
 	l.assignMu.Lock()
 	l.mu.Lock() // the poll loop looks rings up under mu
-	t.lo, t.ring = lo, r
+	t.lo, t.ring, t.id = lo, r, id
 	l.mu.Unlock()
 	err = l.tail.IncrementalAssign(assign)
 	l.assignMu.Unlock()
@@ -577,25 +587,25 @@ func (l *Tails) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.Part
 	if len(byTopic) == 0 && len(eofs) == 0 {
 		return eofs
 	}
-	rings := l.ringsOf(byTopic, eofs)
+	topics := l.ringsOf(byTopic, eofs)
 	for name, msgs := range byTopic {
-		if r := rings[name]; r != nil {
-			r.append(msgs)
+		if t := topics[name]; t != nil && t.ring.append(msgs) {
+			l.wentBack(t)
 		}
 		delete(byTopic, name)
 	}
 	return eofs
 }
 
-// ringsOf returns the rings of the topics a batch has records of, and
-// records the partition ends it reached.
-func (l *Tails) ringsOf(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) map[string]*ring {
+// ringsOf returns the started topics a batch has records of, and records
+// the partition ends it reached.
+func (l *Tails) ringsOf(byTopic map[string][]*kafka.Message, eofs []kafka.PartitionEOF) map[string]*logTopic {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rings := make(map[string]*ring, len(byTopic))
+	rings := make(map[string]*logTopic, len(byTopic))
 	for name := range byTopic {
 		if t := l.topics[name]; t != nil && t.ring != nil && t.err == nil {
-			rings[name] = t.ring
+			rings[name] = t
 		}
 	}
 	for _, e := range eofs {
@@ -616,8 +626,19 @@ func (l *Tails) watchPartitions() {
 	follow.CheckEvery(l.ctx, l.opts.PartitionCheck, l.logger, "streamed topics", l.checkPartitions)
 }
 
+// topicID describes a topic for its id; zero when the describe fails (the
+// partition check then tells nothing of a recreation, the ring still does).
+func (l *Tails) topicID(ctx context.Context, topic string) [16]byte {
+	states, err := follow.Describe(ctx, l.admin, []string{topic}, l.opts.KafkaTimeout)
+	if err != nil {
+		l.logger.Debug("describing a streamed topic for its id failed", "topic", topic, "err", err)
+	}
+	return states[topic].ID
+}
+
 // checkPartitions describes every started topic in one request and retires
-// the tails of those that gained partitions.
+// the tails of those that gained partitions, were deleted or were created
+// again.
 func (l *Tails) checkPartitions() error {
 	l.mu.Lock()
 	started := make(map[string]*logTopic, len(l.topics))
@@ -633,11 +654,30 @@ func (l *Tails) checkPartitions() error {
 		}
 	}
 	l.mu.Unlock()
-	counts, err := follow.PartitionCounts(l.ctx, l.admin, names, l.opts.KafkaTimeout)
-	for name, n := range counts {
-		if t := started[name]; t != nil && n > t.ring.partitions {
-			l.retire(t, n)
+	states, err := follow.Describe(l.ctx, l.admin, names, l.opts.KafkaTimeout)
+	for name, st := range states {
+		t := started[name]
+		switch {
+		case t == nil:
+		case st.Unknown:
+			l.retire(t, fmt.Errorf("%w: %s (%w)", client.ErrUnknownTopic, name, ErrTopicDeleted))
+		case st.ID != [16]byte{} && t.id != [16]byte{} && st.ID != t.id:
+			l.retire(t, &GapError{Topic: name, Cause: Recreated, Resume: map[int32]int64{}})
+		case st.Partitions > t.ring.partitions:
+			l.retire(t, &PartitionsChangedError{Topic: name, Was: t.ring.partitions, Now: st.Partitions})
 		}
 	}
 	return err
+}
+
+// wentBack retires the tail of a topic whose log went back under it (the
+// tail read a record below the ring's position: its offset was out of
+// range in a new generation and reset to the start). Not from the poll
+// loop's own goroutine: retiring waits out its batch.
+func (l *Tails) wentBack(t *logTopic) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.retire(t, &GapError{Topic: t.name, Cause: Recreated, Resume: map[int32]int64{}})
+	}()
 }

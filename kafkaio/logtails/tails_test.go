@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,27 +352,135 @@ func TestLogStreamCompactedHistoryIsTheView(t *testing.T) {
 	}
 }
 
-// A position beyond the end of the log (a recreated topic) restarts the
-// stream from the earliest offset.
-func TestLogStreamBeyondTheEndRestarts(t *testing.T) {
+// A position beyond the end of the log (an id of a deleted generation), or
+// naming a partition the topic lacks, is refused with a *GapError BeyondEnd
+// that says where and resumes from the start; a position at the end is
+// taken.
+func TestLogStreamBeyondTheEndIsAGap(t *testing.T) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
 	want := writeSeq(t, b.Addr(), "log", 1, 0, 3)
 	l, _ := newLogTails(t, b.Addr(), logtails.Options{})
-	for _, start := range []map[int32]int64{{0: 99}, {0: 1, 7: 1}} {
-		s := openStream(t, l, logtails.StreamOptions{Topic: "log", Start: start})
-		if !s.Restarted() {
-			t.Fatalf("%v: not restarted", start)
+	for _, c := range []struct {
+		start map[int32]int64
+		gaps  []logtails.Gap
+	}{
+		{map[int32]int64{0: 99}, []logtails.Gap{{Partition: 0, Asked: 99, LogStart: 0, LogEnd: 3}}},
+		{map[int32]int64{0: 1, 7: 1}, []logtails.Gap{{Partition: 7, Asked: 1, LogStart: -1, LogEnd: -1}}},
+	} {
+		_, err := l.Open(kafkatest.Ctx(t, 20*time.Second), logtails.StreamOptions{Topic: "log", Framer: testFramer{}, Start: c.start})
+		var gap *logtails.GapError
+		if !errors.As(err, &gap) || !errors.Is(err, logtails.ErrGap) {
+			t.Fatalf("%v: %v, want a *GapError", c.start, err)
 		}
+		if gap.Cause != logtails.BeyondEnd || !slices.Equal(gap.Gaps, c.gaps) || len(gap.Resume) != 0 {
+			t.Fatalf("%v: %+v, want BeyondEnd %+v resuming from the start", c.start, gap, c.gaps)
+		}
+		s := openStream(t, l, logtails.StreamOptions{Topic: "log", Start: gap.Resume})
 		checkOrder(t, collect(t, s, 3), want, 1)
 	}
 	s := openStream(t, l, logtails.StreamOptions{Topic: "log", Start: map[int32]int64{0: 3}})
-	if s.Restarted() {
-		t.Fatal("a position at the end restarted")
-	}
 	kafkatest.Produce(t, b.Addr(), "log", kafkatest.Rec{Key: []byte("x"), Value: []byte("x")})
 	if got := collect(t, s, 1); got[0].value != "x" {
 		t.Fatalf("%+v", got)
 	}
+}
+
+// Records removed below a resume position (DeleteRecords, as retention
+// does): the stream is refused with a *GapError Truncated naming the
+// partition, the offset asked and the log start, and its Resume continues
+// at the log start. A stream opened before the removal and still reading
+// its history from below the new log start ends with the gap once it sent
+// what it read; one that asked for the log from its start (no position)
+// moves with the log start, as it asked for the log's first record.
+func TestLogStreamBelowTheLogStartIsAGap(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	want := writeSeq(t, b.Addr(), "log", 1, 0, 10) // 12 records with two tombstones
+	// A small ring: offsets below 8 are history, read by history readers.
+	l, _ := newLogTails(t, b.Addr(), logtails.Options{RingRecords: 4})
+	resumed := openStream(t, l, logtails.StreamOptions{Topic: "log", Start: map[int32]int64{0: 1}})
+	fresh := openStream(t, l, logtails.StreamOptions{Topic: "log"})
+	kafkatest.DeleteRecords(t, b.Addr(), "log", 0, 6)
+
+	_, err := l.Open(kafkatest.Ctx(t, 20*time.Second), logtails.StreamOptions{Topic: "log", Framer: testFramer{}, Start: map[int32]int64{0: 2}})
+	var gap *logtails.GapError
+	if !errors.As(err, &gap) || gap.Cause != logtails.Truncated ||
+		!slices.Equal(gap.Gaps, []logtails.Gap{{Partition: 0, Asked: 2, LogStart: 6, LogEnd: -1}}) || gap.Resume[0] != 6 {
+		t.Fatalf("resume below the log start: %+v (%v), want Truncated partition 0 asked 2 log start 6", gap, err)
+	}
+	if msg := gap.Error(); !strings.Contains(msg, "partition 0 asked offset 2, the log starts at 6") {
+		t.Errorf("the gap's message %q names neither the partition, the offset asked nor the log start", msg)
+	}
+	// Offsets 6..11 hold v5..v9 and a tombstone: the resume reads v5 on.
+	s := openStream(t, l, logtails.StreamOptions{Topic: "log", Start: gap.Resume})
+	checkOrder(t, collect(t, s, 5), want[5:], 1)
+
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	var frames []got
+	for {
+		chunk, err := resumed.Next(ctx)
+		if err != nil {
+			if !errors.As(err, &gap) || gap.Cause != logtails.Truncated || len(gap.Gaps) != 1 || gap.Gaps[0].LogStart != 6 {
+				t.Fatalf("a stream reading history from below the new log start: %v, want a Truncated gap up to 6", err)
+			}
+			break
+		}
+		frames = append(frames, decodeFrames(t, chunk, 1)...)
+	}
+	// What it sent before the gap is the log from where it asked, in order;
+	// the gap begins right after it.
+	checkOrder(t, frames, want[1:1+len(frames)], 1)
+	if asked := gap.Gaps[0].Asked; len(frames) > 0 && frames[len(frames)-1].next[0] != asked {
+		t.Errorf("the gap starts at %d, the last frame sent ends at %d", asked, frames[len(frames)-1].next[0])
+	}
+	checkOrder(t, collect(t, fresh, 5), want[5:], 1)
+}
+
+// The topic of running streams is deleted: they end with ErrUnknownTopic
+// and ErrTopicDeleted (the partition check finds it unknown).
+func TestLogStreamOfADeletedTopic(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	writeSeq(t, b.Addr(), "log", 1, 0, 3)
+	l, _ := newLogTails(t, b.Addr(), logtails.Options{PartitionCheck: 50 * time.Millisecond})
+	s := openStream(t, l, logtails.StreamOptions{Topic: "log"})
+	collect(t, s, 3)
+	kafkatest.DeleteTopic(t, b.Addr(), "log")
+	if _, err := s.Next(kafkatest.Ctx(t, 20*time.Second)); !errors.Is(err, client.ErrUnknownTopic) || !errors.Is(err, logtails.ErrTopicDeleted) {
+		t.Fatalf("a stream of a deleted topic: %v, want ErrUnknownTopic and ErrTopicDeleted", err)
+	}
+	_, err := l.Open(kafkatest.Ctx(t, 20*time.Second), logtails.StreamOptions{Topic: "log", Framer: testFramer{}})
+	if !errors.Is(err, client.ErrUnknownTopic) {
+		t.Fatalf("opening a stream of the deleted topic: %v, want ErrUnknownTopic", err)
+	}
+}
+
+// The topic of a running stream is deleted and created again at once, with
+// two partitions, and written to. The partition check is left at its
+// default: the tail reads the new generation's first record below its
+// position, and the stream ends with a *GapError Recreated. Its Resume
+// reads the new generation alone, every partition of it.
+func TestLogStreamOfARecreatedTopic(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	writeSeq(t, b.Addr(), "log", 1, 0, 5)
+	l, _ := newLogTails(t, b.Addr(), logtails.Options{})
+	s := openStream(t, l, logtails.StreamOptions{Topic: "log"})
+	collect(t, s, 5)
+	kafkatest.DeleteTopic(t, b.Addr(), "log")
+	if err := b.CreateTopics(embedded.Topic{Name: "log", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want := writeSeq(t, b.Addr(), "log", 2, 100, 102)
+	var gap *logtails.GapError
+	if _, err := s.Next(kafkatest.Ctx(t, 20*time.Second)); !errors.As(err, &gap) || gap.Cause != logtails.Recreated || !errors.Is(err, logtails.ErrGap) {
+		t.Fatalf("a stream of a recreated topic: %v, want a Recreated gap", err)
+	}
+	if !strings.Contains(gap.Error(), "deleted and created again") {
+		t.Errorf("the gap's message %q does not say the topic was created again", gap.Error())
+	}
+	s = openStream(t, l, logtails.StreamOptions{Topic: "log", Start: gap.Resume})
+	if s.Partitions() != 2 {
+		t.Fatalf("the stream of the new generation reads %d partitions, want 2", s.Partitions())
+	}
+	checkOrder(t, collect(t, s, 2), want, 2)
 }
 
 func TestLogStreamUnknownTopic(t *testing.T) {
@@ -432,8 +542,8 @@ func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
 		kafkatest.Rec{Key: []byte("c"), Value: []byte("c"), Partition: 2},
 		kafkatest.Rec{Key: []byte("b"), Value: []byte("b"), Partition: 0})
 	r := openStream(t, l, logtails.StreamOptions{Topic: "log", Start: map[int32]int64{0: first[0].next[0]}})
-	if r.Partitions() != 3 || r.Restarted() {
-		t.Fatalf("resumed stream: %d partitions, restarted %v; want 3, false", r.Partitions(), r.Restarted())
+	if r.Partitions() != 3 {
+		t.Fatalf("resumed stream: %d partitions, want 3", r.Partitions())
 	}
 	if _, err := r.Peek(kafkatest.Ctx(t, 20*time.Second)); err != nil {
 		t.Fatal(err)

@@ -164,7 +164,7 @@ func (x *Index) connect() error {
 		Logger:   x.logger, Stats: x.opts.Stats, PartitionCheck: x.opts.PartitionCheck,
 		Apply: x.apply, Sweep: x.expire, Now: x.now,
 		SweepEvery: min(max(x.opts.Retention/10, 100*time.Millisecond), 30*time.Second),
-		CaughtUp:   x.caughtUp,
+		CaughtUp:   x.caughtUp, Gone: x.gone,
 	})
 	if err != nil {
 		return err

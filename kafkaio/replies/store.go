@@ -255,3 +255,37 @@ func recordBytes(r *client.Record) int64 {
 	}
 	return n
 }
+
+// dropTopic forgets the replies the store holds of a reply topic whose
+// generation ended (deleted, or deleted and created again): they are no
+// longer in any log. An id nobody waits for becomes a location that says
+// so (a *RemovedError, as for a reply retention removed), as does every
+// evicted id of the topic; their waiters wake and see it. An id with
+// waiters keeps what it has and waits on: it is a request in flight, whose
+// reply the responder writes to the topic as it is now. It returns how
+// many ids were turned into removed locations.
+func (s *store) dropTopic(t *replyTopic) (dropped int) {
+	for _, e := range t.entries {
+		if e.pins > 0 {
+			continue
+		}
+		if len(e.records) > 0 {
+			s.locate(e)
+			dropped++
+		}
+		s.remove(e)
+	}
+	for loc := t.located.front; loc != nil; loc = loc.next {
+		if loc.more == nil {
+			loc.more = &locationMore{}
+		}
+		// A read-back under way finds its location taken (readBackDone).
+		loc.more.read, loc.more.pending = nil, nil
+		loc.more.err = &RemovedError{Topic: t.name, Partition: loc.span.partition, Offset: loc.span.first, LogStart: -1}
+		if e := t.entries[loc.id]; e != nil && e.changed != nil {
+			close(e.changed)
+			e.changed = nil
+		}
+	}
+	return dropped
+}

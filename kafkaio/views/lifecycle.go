@@ -1,6 +1,7 @@
 package views
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -26,6 +27,14 @@ import (
 //     opens a view of the new one, caught up from its start, with the new
 //     topic id in its entity tags.
 // Either way the dropped view's waiters are woken at once (View.Gone).
+//   - truncated: records removed below the view's position (DeleteRecords,
+//     or the retention of a topic both compacted and deleted) are no longer
+//     in the log, and the view no longer shows them: the topic check reads
+//     every partition's log start and removes the entries below it (the
+//     rest of the view is still the log's latest record per key, so it is
+//     not rebuilt; a topic whose retention moves its log start often would
+//     otherwise be read again and again). The answers and their entity tags
+//     change with it, and its waiters are woken.
 // A warmed view is opened again at once, pinned, and its topic looked up
 // every second while it does not exist, so a recreated topic's view is
 // caught up before its next request. The readiness is left alone: the
@@ -114,6 +123,7 @@ func (c *Views) checkTopics() error {
 	}
 	c.mu.RUnlock()
 	states, err := follow.Describe(c.ctx, c.admin, names, c.opts.KafkaTimeout)
+	var kept []*View
 	for topic, st := range states {
 		v := ready[topic]
 		switch {
@@ -124,9 +134,89 @@ func (c *Views) checkTopics() error {
 			c.drop(topic, v, fmt.Errorf("%w: %s has another topic id", ErrTopicRecreated, topic))
 		default:
 			c.grow(topic, st.Partitions)
+			kept = append(kept, v)
 		}
 	}
-	return err
+	return errors.Join(err, c.dropRemoved(kept))
+}
+
+// dropRemoved reads the log start of every partition of the views in one
+// request and removes from each view the entries the log no longer holds.
+func (c *Views) dropRemoved(vs []*View) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	req := map[kafka.TopicPartition]kafka.OffsetSpec{}
+	for _, v := range vs {
+		topic := v.Topic()
+		for p := range v.Partitions() {
+			req[kafka.TopicPartition{Topic: &topic, Partition: int32(p)}] = kafka.EarliestOffsetSpec
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.KafkaTimeout)
+	defer cancel()
+	res, err := c.admin.ListOffsets(ctx, req, kafka.SetAdminRequestTimeout(c.opts.KafkaTimeout))
+	if err != nil {
+		return fmt.Errorf("reading the log starts of %d views' topics: %w", len(vs), err)
+	}
+	starts := map[string][]int64{}
+	for tp, r := range res.ResultInfos {
+		if tp.Topic == nil || r.Error.Code() != kafka.ErrNoError {
+			continue // that partition is looked at again at the next check
+		}
+		lo := starts[*tp.Topic]
+		for int(tp.Partition) >= len(lo) {
+			lo = append(lo, 0)
+		}
+		lo[tp.Partition] = int64(r.Offset)
+		starts[*tp.Topic] = lo
+	}
+	for _, v := range vs {
+		if n := v.dropBelow(starts[v.Topic()]); n > 0 {
+			c.logger.Info("records were removed from a view's topic below the view's position (DeleteRecords or retention): the view no longer shows them",
+				"topic", v.Topic(), "keys", n)
+		}
+	}
+	return nil
+}
+
+// dropBelow removes the entries (and records held for conversion) whose
+// offset is below their partition's log start lo[p], wakes their waiters
+// and the view's, and returns how many entries it removed.
+func (v *View) dropBelow(lo []int64) int {
+	below := func(p int32, offset int64) bool { return int(p) < len(lo) && offset < lo[p] }
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var keys []string
+	v.entries.scan(func(e Entry) bool {
+		if below(e.Partition, e.Offset) {
+			keys = append(keys, e.Key)
+		}
+		return true
+	})
+	for key, r := range v.held {
+		if below(r.Partition, r.Offset) {
+			delete(v.held, key)
+		}
+	}
+	s := &v.entries
+	for _, key := range keys {
+		k := []byte(key)
+		if slot, num, ok := s.find(k, s.hash(k)); ok {
+			s.remove(slot, num)
+		}
+		if w, ok := v.keyWaits[key]; ok {
+			close(w.ch)
+			delete(v.keyWaits, key)
+		}
+	}
+	if len(keys) > 0 {
+		v.version++
+		if v.anyTimer == nil {
+			v.anyTimer = time.AfterFunc(v.window, v.fireChanged)
+		}
+	}
+	return len(keys)
 }
 
 // drop takes a view that no longer shows its topic out of the client: it is

@@ -74,3 +74,48 @@ func TestRecreatedTopicIsRebuilt(t *testing.T) {
 		t.Fatalf("the rebuilt view holds %v, want the new generation's b1 b2 b3 alone", keys)
 	}
 }
+
+// Records removed below a view's position (DeleteRecords, as the retention
+// of a compacted and deleted topic does): the topic check reads the log
+// start and the view no longer shows the keys whose record is gone, waking
+// their waiters; the keys whose latest record is still in the log stay.
+func TestRecordsRemovedBelowAViewLeaveIt(t *testing.T) {
+	topic := embedded.Topic{Name: "trunc", Compact: true}
+	b := kafkatest.Broker(t, topic)
+	kafkatest.Produce(t, b.Addr(), "trunc",
+		kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")},
+		kafkatest.Rec{Key: []byte("b"), Value: []byte("b1")},
+		kafkatest.Rec{Key: []byte("c"), Value: []byte("c1")},
+		kafkatest.Rec{Key: []byte("a"), Value: []byte("a2")})
+	c := newViewsChecking(t, b.Addr(), 50*time.Millisecond)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	v, err := c.HoldView(ctx, "trunc", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if _, ok := v.Get("b"); !ok {
+		t.Fatal("the view lacks b")
+	}
+	version := v.Version()
+	w := v.WatchKey("b")
+	defer w.Stop()
+	kafkatest.DeleteRecords(t, b.Addr(), "trunc", 0, 2) // b1 at offset 1 goes; c1 at 2 and a2 at 3 stay
+	select {
+	case <-w.C:
+	case <-ctx.Done():
+		t.Fatal("the waiter of a removed key was not woken")
+	}
+	if _, ok := v.Get("b"); ok {
+		t.Error("the view still shows b, whose record was removed from the log")
+	}
+	if e, ok := v.Get("a"); !ok || string(e.Value) != "a2" {
+		t.Errorf("a: %q %v, want a2", e.Value, ok)
+	}
+	if _, ok := v.Get("c"); !ok {
+		t.Error("the view lost c, whose record is still in the log")
+	}
+	if v.Gone() != nil || v.Version() == version {
+		t.Errorf("the view is gone (%v) or its version unchanged (%d): want it kept, with a new version", v.Gone(), v.Version())
+	}
+}

@@ -224,7 +224,7 @@ func newIndex(opts Options, now func() time.Time) (*Index, error) {
 		AddedLog: "reading back partitions added to a request topic",
 		Logger:   x.logger, Stats: opts.Stats, PartitionCheck: opts.PartitionCheck,
 		Describer: lookupAdmin, // the look-ups then know the added partitions
-		Apply:     x.apply, Sweep: x.forget, Now: now,
+		Apply:     x.apply, Sweep: x.forget, Now: now, Gone: x.gone,
 		SweepEvery: min(max(opts.Window/10, 100*time.Millisecond), 30*time.Second),
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package grpckafka
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *handler
 	first, err := fs.ls.Peek(ctx)
 	if err != nil {
 		fs.ls.Close()
-		return h.streamEnd(err, ctx, fs.topic, fs.static, call.Limits)
+		return h.streamEnd(err, ctx, fs, call.Limits)
 	}
 	if err := call.Out.SendHeader(ctx, metadataOf(first)); err != nil {
 		fs.ls.Close()
@@ -51,7 +52,8 @@ func (h *Handler) fetch(ctx context.Context, kr *kafkaroute.Route, call *handler
 type fetchStream struct {
 	ls     *logtails.Stream
 	topic  string
-	static bool // the route's topic, not a template
+	static bool   // the route's topic, not a template
+	meta   string // the reliability metadata's name, for a gap's resume id
 }
 
 // openStream resolves the call's topic and resume position and opens its
@@ -91,12 +93,13 @@ func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *ha
 		if ctx.Err() != nil {
 			return nil, handler.NewStatus(codes.Canceled, "the client went away"), true
 		}
+		var gap *logtails.GapError
+		if errors.As(err, &gap) {
+			return nil, gapStatus(gap, opts.ReliabilityMetadata), true
+		}
 		return nil, topicStatus(err, topic, static), true
 	}
-	if ls.Restarted() {
-		h.log.Debug("resume position beyond the end of the log: the stream restarts from the earliest offset", "topic", topic)
-	}
-	return &fetchStream{ls: ls, topic: topic, static: static}, handler.Status{}, false
+	return &fetchStream{ls: ls, topic: topic, static: static, meta: opts.ReliabilityMetadata}, handler.Status{}, false
 }
 
 // send streams the records until the stream ends. The sender owns the
@@ -114,11 +117,11 @@ func (h *Handler) send(ctx context.Context, call *handler.GRPCCall, fs *fetchStr
 	}()
 	select {
 	case err := <-ended:
-		return h.streamEnd(err, ctx, fs.topic, fs.static, call.Limits)
+		return h.streamEnd(err, ctx, fs, call.Limits)
 	case <-ls.Lagged():
-		return h.streamEnd(logtails.ErrLagged, ctx, fs.topic, fs.static, call.Limits)
+		return h.streamEnd(logtails.ErrLagged, ctx, fs, call.Limits)
 	case <-ls.Retired():
-		return h.streamEnd(ls.RetiredErr(), ctx, fs.topic, fs.static, call.Limits)
+		return h.streamEnd(ls.RetiredErr(), ctx, fs, call.Limits)
 	case <-call.Drain.Done():
 		return draining()
 	case <-ctx.Done():
@@ -152,7 +155,9 @@ func draining() handler.Status {
 }
 
 // streamEnd is the status of a stream that ended on err.
-func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static bool, limits config.Limits) handler.Status {
+func (h *Handler) streamEnd(err error, ctx context.Context, fs *fetchStream, limits config.Limits) handler.Status {
+	topic := fs.topic
+	var gap *logtails.GapError
 	switch {
 	case ctx.Err() != nil:
 		return handler.NewStatus(codes.Canceled, "the client went away")
@@ -178,11 +183,31 @@ func (h *Handler) streamEnd(err error, ctx context.Context, topic string, static
 		return handler.NewStatus(codes.Unavailable, fmt.Sprintf(
 			"the next record of topic %q cannot be decoded now: %s; reconnect with the id of the last message received to resume at it",
 			topic, laterReason(err)))
+	case errors.As(err, &gap):
+		return gapStatus(gap, fs.meta)
 	case errors.Is(err, client.ErrNotReady), errors.Is(err, client.ErrUnknownTopic):
-		return topicStatus(err, topic, static)
+		return topicStatus(err, topic, fs.static)
 	}
 	h.log.Debug("fetch stream ended", "topic", topic, "err", err)
 	return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the stream of topic %q ended: %v; reconnect to resume", topic, err))
+}
+
+// gapStatus is how a stream that cannot continue without skipping records
+// ends (or is refused): OUT_OF_RANGE, whose message says which records are
+// missing and why, and a trailer named as the reliability metadata holding
+// the id to resume from knowingly (past the missing records, or the topic
+// from its start). A client that never reads it gets no record silently
+// skipped: resuming with its own last id is refused again.
+func gapStatus(gap *logtails.GapError, meta string) handler.Status {
+	id := base64.RawURLEncoding.EncodeToString(grpcwire.AppendMessageIDOf(nil, gap.Resume))
+	what := "past the missing records"
+	if len(gap.Resume) == 0 {
+		what = "from the topic's start"
+	}
+	st := handler.NewStatus(codes.OutOfRange, fmt.Sprintf(
+		"%v; to continue knowing this, reconnect with the %s this status carries in its trailers (%s: %s)", gap, meta, what, id))
+	st.Trailers = []route.Header{{Name: meta, Value: id}}
+	return st
 }
 
 // readEmptyRequest reads the fetch request: one empty message (or none).

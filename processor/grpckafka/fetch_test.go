@@ -24,7 +24,7 @@ func TestStreamEndPartitionsChanged(t *testing.T) {
 		{logtails.ErrPartitionsChanged,
 			`topic "orders" gained partitions; reconnect with the id of the last message received to resume`},
 	} {
-		st := h.streamEnd(c.err, context.Background(), "orders", true, config.Limits{})
+		st := h.streamEnd(c.err, context.Background(), &fetchStream{topic: "orders", static: true}, config.Limits{})
 		if st.Code != codes.Unavailable || st.Message != c.want {
 			t.Errorf("%v: %v %q, want UNAVAILABLE %q", c.err, st.Code, st.Message, c.want)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
@@ -109,6 +110,15 @@ func grpcOptions(b *config.Binding) *config.GRPCOptions {
 // topic that does not exist is the caller's NOT_FOUND; a configured one is
 // the service's problem (UNAVAILABLE, a retry may work once it exists).
 func topicStatus(err error, topic string, static bool) handler.Status {
+	if errors.Is(err, views.ErrTopicDeleted) {
+		// Said apart: a client that just read the topic sees why it is gone.
+		code, whose := codes.NotFound, "topic"
+		if static {
+			code, whose = codes.Unavailable, "the route's topic"
+		}
+		return handler.NewStatus(code, fmt.Sprintf(
+			"%s %q was deleted from Kafka while the processor read it: it is served again once it is created again (a stream then starts over: its messages are a new generation)", whose, topic))
+	}
 	if errors.Is(err, client.ErrUnknownTopic) {
 		if static {
 			return handler.NewStatus(codes.Unavailable, fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -53,6 +55,18 @@ func AppendMessageID(dst []byte, next []int64) []byte {
 	for p, off := range next {
 		dst = binary.AppendUvarint(dst, zigzag(int64(p)))
 		dst = binary.AppendUvarint(dst, zigzag(off))
+	}
+	return dst
+}
+
+// AppendMessageIDOf appends the id of positions by partition (partitions
+// in order; those it does not name resume at the log start) to dst.
+func AppendMessageIDOf(dst []byte, next map[int32]int64) []byte {
+	dst = append(dst, messageIDKind)
+	dst = binary.AppendUvarint(dst, zigzag(int64(len(next))))
+	for _, p := range slices.Sorted(maps.Keys(next)) {
+		dst = binary.AppendUvarint(dst, zigzag(int64(p)))
+		dst = binary.AppendUvarint(dst, zigzag(next[p]))
 	}
 	return dst
 }

@@ -158,3 +158,22 @@ func FuzzMessageID(f *testing.F) {
 		}
 	})
 }
+
+// An id of positions by partition decodes to the same positions, with the
+// partitions in order whatever the map's; an empty one resumes every
+// partition at the log start.
+func TestAppendMessageIDOf(t *testing.T) {
+	for _, next := range []map[int32]int64{{}, {0: 3}, {2: 7, 0: 1, 5: 300}} {
+		b := AppendMessageIDOf(nil, next)
+		got, err := DecodeMessageID(b)
+		if err != nil {
+			t.Fatalf("%v: %v", next, err)
+		}
+		if !maps.Equal(got, next) {
+			t.Errorf("%v: decoded %v", next, got)
+		}
+	}
+	if got := AppendMessageIDOf(nil, map[int32]int64{1: 2, 0: 1}); !bytes.Equal(got, AppendMessageID(nil, []int64{1, 2})) {
+		t.Errorf("sparse encoding of every partition % x differs from the dense one", got)
+	}
+}

@@ -99,6 +99,45 @@ func AddPartitions(t testing.TB, addr, topic string, n int) {
 	}
 }
 
+// DeleteTopic deletes topic, as an operator would.
+func DeleteTopic(t testing.TB, addr, topic string) {
+	t.Helper()
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := a.DeleteTopics(Ctx(t, 20*time.Second), []string{topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			t.Fatalf("deleting %s: %v", topic, r.Error)
+		}
+	}
+}
+
+// DeleteRecords removes the records of topic's partition below offset
+// before, as retention or an operator's DeleteRecords does.
+func DeleteRecords(t testing.TB, addr, topic string, partition int32, before int64) {
+	t.Helper()
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	res, err := a.DeleteRecords(Ctx(t, 20*time.Second), []kafka.TopicPartition{{Topic: &topic, Partition: partition, Offset: kafka.Offset(before)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.DeleteRecordsResults {
+		if r.TopicPartition.Error != nil {
+			t.Fatalf("deleting the records of %s[%d] below %d: %v", topic, partition, before, r.TopicPartition.Error)
+		}
+	}
+}
+
 // BenchValueSize is the size of a BenchValue.
 const BenchValueSize = 200
 
