@@ -282,7 +282,9 @@ func (s *store) dropTopic(t *replyTopic) (dropped int) {
 		// A read-back under way finds its location taken (readBackDone).
 		loc.more.read, loc.more.pending = nil, nil
 		loc.more.err = &RemovedError{Topic: t.name, Partition: loc.span.partition, Offset: loc.span.first, LogStart: -1}
-		if e := t.entries[loc.id]; e != nil && e.changed != nil {
+		// Only an id a watch asked for has waiters, and the watch left
+		// the id in more (a location is kept by its hash).
+		if e := t.entries[loc.more.id]; loc.more.id != "" && e != nil && e.changed != nil {
 			close(e.changed)
 			e.changed = nil
 		}

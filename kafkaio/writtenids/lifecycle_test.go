@@ -28,7 +28,7 @@ func TestKeyIndexForgetsADeletedOrRecreatedTopic(t *testing.T) {
 		testReply{ID: "k1", Value: []byte("a"), Partition: 0}, testReply{ID: "k2", Value: []byte("b"), Partition: 1})
 	kafkatest.WriteReplies(t, b.Addr(), "other", testReply{ID: "o1", Value: []byte("o")})
 	for _, topic := range []string{"requests", "other"} {
-		if err := x.Sync(ctx, topic, cidHeader); err != nil {
+		if err := x.Sync(ctx, topic, cidHeader, fpHeader); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +49,7 @@ func TestKeyIndexForgetsADeletedOrRecreatedTopic(t *testing.T) {
 	if st := x.Stats(); st.Keys != 1 || st.Topics != 1 {
 		t.Fatalf("stats %+v, want the other topic's one key", st)
 	}
-	if err := x.Sync(ctx, "requests", cidHeader); !errors.Is(err, client.ErrUnknownTopic) {
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); !errors.Is(err, client.ErrUnknownTopic) {
 		t.Fatalf("Sync of the deleted topic: %v, want ErrUnknownTopic", err)
 	}
 
@@ -64,7 +64,7 @@ func TestKeyIndexForgetsADeletedOrRecreatedTopic(t *testing.T) {
 		if i > 0 {
 			sink.WaitCount(ctx, dropped, 2)
 		}
-		if err := x.Sync(ctx, "requests", cidHeader); err != nil {
+		if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
 			t.Fatalf("Sync of the topic created again with %d partitions: %v", partitions, err)
 		}
 		if s := x.Lookup("requests", "k1"); s.Records != 1 {
