@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -56,22 +57,27 @@ func importZilla(t *testing.T, file string) (cfgPath, envoyPath string) {
 // Each of Zilla's examples, imported: the result loads, its Envoy
 // configuration passes the checks, and the steps of our example of the same
 // name (examples/<name>/README.md) give the outputs shown there when `dev`
-// runs the imported configuration behind the imported Envoy configuration.
-// No environment variable is set: dev replaces what they feed (brokers, TLS,
-// SASL).
+// runs the imported configuration behind the imported Envoy configuration,
+// started as a user would: no --front, so the emulator listens on the
+// imported listener's port (the zilla.yaml's tcp server port, 7114 or 7151).
+// The subtests take turns on those ports, so none runs in parallel, and no
+// other test of this package starts dev without --front. No environment
+// variable is set: dev replaces what they feed (brokers, TLS, SASL).
 func TestImportZillaExamples(t *testing.T) {
-	for _, name := range []string{"http.kafka.crud", "http.kafka.cache", "http.kafka.sync", "http.kafka.async", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, name+".yaml"))
-			playExample(t, name, cfg, envoyFile)
+	for _, c := range []struct{ name, port string }{
+		{"http.kafka.crud", "7114"}, {"http.kafka.cache", "7114"}, {"http.kafka.sync", "7114"},
+		{"http.kafka.async", "7114"}, {"http.kafka.oneway", "7114"},
+		{"grpc.kafka.echo", "7151"}, {"grpc.kafka.fanout", "7151"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, c.name+".yaml"))
+			playExample(t, c.name, cfg, envoyFile, c.port)
 		})
 	}
 	// grpc.kafka.proxy: its kafka-grpc binding is refused at its line; without
 	// it (a service answering on Kafka takes its place: here the demo
 	// responder), the rest runs the echo example's steps.
 	t.Run("grpc.kafka.proxy", func(t *testing.T) {
-		t.Parallel()
 		file := filepath.Join(zillaExamples, "grpc.kafka.proxy.yaml")
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), []string{"import", "zilla", file}, &stdout, &stderr); code != 1 {
@@ -90,14 +96,27 @@ func TestImportZillaExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, envoyFile := importZilla(t, cut)
-		playExample(t, "grpc.kafka.echo", cfg, envoyFile)
+		playExample(t, "grpc.kafka.echo", cfg, envoyFile, "7151")
 	})
 }
 
 // playExample runs examples/<name>/README.md's steps against dev started
-// with cfg and envoyFile instead of the example's own configuration.
-func playExample(t *testing.T, name, cfg, envoyFile string) {
+// with cfg and envoyFile instead of the example's own configuration, and
+// without --front: the emulator must come up on 127.0.0.1:port, the
+// imported listener's port. The README's commands name dev's default front
+// (127.0.0.1:8080); the runner sends them to the front dev names.
+func playExample(t *testing.T, name, cfg, envoyFile, port string) {
 	t.Helper()
+	want := net.JoinHostPort("127.0.0.1", port)
+	// A port another process holds would make dev fail to start; say which
+	// and why rather than let the steps fail for no visible reason.
+	l, err := net.Listen("tcp", want)
+	if err != nil {
+		t.Fatalf("port %s, the imported Envoy listener's, is not free on this machine (%v): this test plays the example on it as a user would; stop what holds it", port, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(filepath.Join(repoRoot, "examples", name, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +131,15 @@ func playExample(t *testing.T, name, cfg, envoyFile string) {
 			if strings.HasPrefix(a, "--config=") {
 				args[i] = "--config=" + cfg
 			}
+			if strings.HasPrefix(a, "--front") {
+				t.Fatalf("examples/%s/README.md starts dev with %s: the imported configuration is played on its own listener's port", name, a)
+			}
 		}
-		return devRun(t, append(args, "--envoy="+envoyFile)...)
+		front, kafkaAddr, _, _ := devStartBase(t, withoutFront(devBaseArgs(args)), append(args, "--envoy="+envoyFile)...)
+		if front != want {
+			t.Fatalf("dev without --front listens on %s, want %s (the imported listener's port)", front, want)
+		}
+		return front, kafkaAddr
 	}})
 }
 
