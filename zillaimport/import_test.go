@@ -182,7 +182,7 @@ func TestEveryFieldImported(t *testing.T) {
 
 // What cannot be translated is an error at its line, with the reason.
 func TestRefusals(t *testing.T) {
-	const head = "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [k:9092] } }\n"
+	const head = "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"k:9092\"] } }\n"
 	const route = "  api:\n    type: http-kafka\n    kind: proxy\n    routes:\n      - exit: brokers\n        when: [{ method: POST, path: /items }]\n"
 	cases := []struct {
 		name, src string
@@ -209,7 +209,7 @@ func TestRefusals(t *testing.T) {
 			9, "guards here expose only ${guarded['g'].identity}"},
 		{"jwks url", "guards:\n  g: { type: jwt, options: { keys: https://auth.example.com/jwks.json } }\n" + head,
 			2, "keys from a URL (https://auth.example.com/jwks.json) cannot be translated"},
-		{"scram-sha-1", "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [k:9092], sasl: { mechanism: scram-sha-1, username: u, password: p } } }\n",
+		{"scram-sha-1", "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"k:9092\"], sasl: { mechanism: scram-sha-1, username: u, password: p } } }\n",
 			2, "SASL mechanism \"scram-sha-1\" cannot be translated"},
 		{"other expression", "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"${{vault.x}}\"] } }\n",
 			2, "${{vault.x}}: only ${{env.NAME}} expressions"},
@@ -275,5 +275,38 @@ func TestGuideExcerpt(t *testing.T) {
 	res := importFile(t, "testdata/examples/http.kafka.oneway.yaml")
 	if !strings.Contains(string(res.Config), excerpt) {
 		t.Errorf("the import of http.kafka.oneway does not contain the guide's excerpt:\n%s", excerpt)
+	}
+}
+
+// A kafka client without options.servers, Zilla's older shape, takes its
+// brokers from the tcp client it exits to (directly or through a tls
+// client); with neither it is an error at the binding's line, not a crash.
+func TestKafkaClientBrokersFromItsTCPClient(t *testing.T) {
+	res := importFile(t, "testdata/examples/http.kafka.schema.registry.yaml")
+	k := load(t, res).Kafka["brokers"].Properties
+	if got := k["bootstrap.servers"]; got != "kafka:29092" {
+		t.Errorf("bootstrap.servers = %q, want the tcp client's kafka:29092", got)
+	}
+	const via = "bindings:\n  brokers: { type: kafka, kind: client, exit: brokers_tls }\n" +
+		"  brokers_tls: { type: tls, kind: client, exit: brokers_tcp, options: { trustcacerts: true } }\n" +
+		"  brokers_tcp: { type: tcp, kind: client, options: { host: \"${{env.KAFKA_HOST}}\", port: 9093 } }\n" +
+		"  api: { type: http-kafka, kind: proxy, routes: [{ exit: brokers, when: [{ method: POST, path: /items }], with: { capability: produce, topic: t } }] }\n"
+	got, err := Import("zilla.yaml", []byte(via))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := load(t, got).Kafka["brokers"].Properties; k["bootstrap.servers"] != "env-KAFKA_HOST:9093" || k["security.protocol"] != "SSL" {
+		t.Errorf("through a tls client: %v, want env-KAFKA_HOST:9093 over SSL", k)
+	}
+	for _, src := range []string{
+		"bindings:\n  brokers: { type: kafka, kind: client }\n",
+		"bindings:\n  brokers: { type: kafka, kind: client, exit: brokers_tcp }\n  brokers_tcp: { type: tcp, kind: client }\n",
+		"bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [] } }\n",
+	} {
+		_, err := Import("zilla.yaml", []byte(src))
+		var errs config.Errors
+		if !errors.As(err, &errs) || errs[0].Pos.Line != 2 || !strings.Contains(errs[0].Msg, "kafka client brokers") {
+			t.Errorf("%s: err = %v, want an error at line 2 naming the kafka client", src, err)
+		}
 	}
 }

@@ -73,8 +73,16 @@ func (im *importer) cacheTarget(name string) string {
 // model translates one key or value model.
 func (im *importer) model(n *node) *omap {
 	out := &omap{}
-	im.known(n, "model", "model", "view", "catalog", "encoding", "minLength", "maxLength", "pattern", "validate")
-	out.set("model", n.get("model").str())
+	im.known(n, "model", "model", "type", "view", "catalog", "encoding", "minLength", "maxLength", "pattern", "validate")
+	// Zilla's older shape names the model `type`.
+	m := n.get("model").str()
+	if m == "" {
+		m = n.get("type").str()
+	}
+	if m == "" {
+		im.errorf(n, "a key or value model names no model (model: json, avro, protobuf, string, …)")
+	}
+	out.set("model", m)
 	if v := n.get("view").str(); v != "" {
 		out.set("view", v)
 	}
@@ -95,30 +103,61 @@ func (im *importer) model(n *node) *omap {
 		out.set("pattern", p)
 	}
 	if c := n.get("catalog"); c != nil {
-		cat := &omap{}
-		for _, e := range c.mapEntries() {
-			im.catalog(e.key)
-			var refs []any
-			for _, r := range e.val.list() {
-				ref := &omap{}
-				for _, f := range []string{"id", "subject", "version", "strategy", "record"} {
-					v := r.get(f)
-					if v == nil {
-						continue
-					}
-					if i, err := strconv.Atoi(v.str()); err == nil && (f == "id" || f == "version") {
-						ref.set(f, i)
-					} else {
-						ref.set(f, v.str())
-					}
-				}
-				refs = append(refs, ref)
-			}
-			cat.set(e.key, refs)
-		}
-		out.set("catalog", cat)
+		out.set("catalog", im.modelCatalog(c))
 	}
 	return out
+}
+
+// modelCatalog translates a model's catalog references: a map of catalog
+// names to lists of refs, or, in Zilla's older shape, one list of refs each
+// naming its catalog.
+func (im *importer) modelCatalog(c *node) *omap {
+	cat := &omap{}
+	if c.kind == listNode {
+		for _, r := range c.list() {
+			name := r.get("name").str()
+			if name == "" {
+				im.errorf(r, "a catalog reference in a list names its catalog (name: …)")
+				continue
+			}
+			im.known(r, "catalog reference", "name", "id", "subject", "version", "strategy", "record")
+			im.catalog(name)
+			refs, _ := cat.get(name).([]any)
+			cat.set(name, append(refs, catalogRef(r)))
+		}
+		return cat
+	}
+	if c.kind != mapNode {
+		im.errorf(c, "a model's catalog maps catalog names to references")
+		return cat
+	}
+	for _, e := range c.mapEntries() {
+		im.catalog(e.key)
+		var refs []any
+		for _, r := range e.val.list() {
+			refs = append(refs, catalogRef(r))
+		}
+		cat.set(e.key, refs)
+	}
+	return cat
+}
+
+// catalogRef is one schema reference: id, subject and version, strategy,
+// record.
+func catalogRef(r *node) *omap {
+	ref := &omap{}
+	for _, f := range []string{"id", "subject", "version", "strategy", "record"} {
+		v := r.get(f)
+		if v == nil {
+			continue
+		}
+		if i, err := strconv.Atoi(v.str()); err == nil && (f == "id" || f == "version") {
+			ref.set(f, i)
+		} else {
+			ref.set(f, v.str())
+		}
+	}
+	return ref
 }
 
 // catalog translates the catalog name into im.catalogs, once.
