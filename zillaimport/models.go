@@ -184,6 +184,9 @@ func (im *importer) catalog(name string) {
 		o.set("subjects", subjects)
 	case "schema-registry", "karapace-schema-registry", "apicurio-registry":
 		url := im.env(opts.get("url"), opts.get("url").str())
+		if m := ourEnvRe.FindStringSubmatchIndex(url); m != nil && m[0] == 0 {
+			im.urlVars[url[m[2]:m[3]]] = true
+		}
 		if typ == "apicurio-registry" {
 			url = strings.TrimSuffix(url, "/") + "/apis/ccompat/v7"
 			comments = append(comments, "an apicurio-registry catalog, read through Apicurio's Confluent-compatible API (check the URL); group-id and use-id do not apply there")

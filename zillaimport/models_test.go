@@ -61,7 +61,7 @@ func TestModelsImported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse("imported.yaml", res.Config, placeholderEnv)
+	cfg, err := config.Parse("imported.yaml", res.Config, func(string) (string, bool) { return "localhost:9092", true })
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Config)
 	}
@@ -87,5 +87,22 @@ func TestModelsImported(t *testing.T) {
 		if !strings.Contains(string(res.Config), want) {
 			t.Errorf("the import does not say %q:\n%s", want, res.Config)
 		}
+	}
+}
+
+// A catalog whose url is a variable named for a server (Zilla's examples
+// write ${{env.SCHEMA_REGISTRY_SERVER}}) imports: the importer checks its
+// output with a URL standing for that variable, not a broker address.
+func TestCatalogURLFromAServerVariable(t *testing.T) {
+	src := strings.Replace(zillaModels, `url: "http://registry:8081"`, `url: "${{env.SCHEMA_REGISTRY_SERVER}}"`, 1)
+	if src == zillaModels {
+		t.Fatal("the models example has no registry url to replace")
+	}
+	res, err := Import("zilla.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Config), `url: "${env:SCHEMA_REGISTRY_SERVER}"`) {
+		t.Errorf("the catalog's url is not the variable:\n%s", res.Config)
 	}
 }
