@@ -31,7 +31,12 @@ func importFile(t *testing.T, path string) *Result {
 
 func load(t *testing.T, res *Result) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse("imported.yaml", res.Config, func(name string) (string, bool) { return "env-" + name, true })
+	cfg, err := config.Parse("imported.yaml", res.Config, func(name string) (string, bool) {
+		if strings.Contains(name, "REGISTRY") { // a catalog's url
+			return "http://env-" + strings.ToLower(name), true
+		}
+		return "env-" + name, true
+	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Config)
 	}

@@ -182,7 +182,7 @@ func (im *importer) catalog(name string) {
 		}
 		out.set("type", typ)
 		o.set("subjects", subjects)
-	case "schema-registry", "karapace-schema-registry", "apicurio-registry":
+	case "schema-registry", "karapace", "karapace-schema-registry", "apicurio-registry":
 		url := im.env(opts.get("url"), opts.get("url").str())
 		if m := ourEnvRe.FindStringSubmatchIndex(url); m != nil && m[0] == 0 {
 			im.urlVars[url[m[2]:m[3]]] = true
@@ -190,6 +190,9 @@ func (im *importer) catalog(name string) {
 		if typ == "apicurio-registry" {
 			url = strings.TrimSuffix(url, "/") + "/apis/ccompat/v7"
 			comments = append(comments, "an apicurio-registry catalog, read through Apicurio's Confluent-compatible API (check the URL); group-id and use-id do not apply there")
+		}
+		if strings.HasPrefix(typ, "karapace") {
+			comments = append(comments, "a karapace catalog: Karapace speaks the Confluent Schema Registry API")
 		}
 		out.set("type", "schema-registry")
 		o.set("url", url)

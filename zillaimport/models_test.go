@@ -2,6 +2,7 @@ package zillaimport
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -105,4 +106,33 @@ func TestCatalogURLFromAServerVariable(t *testing.T) {
 	if !strings.Contains(string(res.Config), `url: "${env:SCHEMA_REGISTRY_SERVER}"`) {
 		t.Errorf("the catalog's url is not the variable:\n%s", res.Config)
 	}
+}
+
+// A karapace catalog (type karapace, or karapace-schema-registry) is a
+// Schema Registry catalog: Karapace speaks the Confluent API.
+func TestKarapaceCatalog(t *testing.T) {
+	res, err := Import("http.kafka.karapace.yaml", mustRead(t, "testdata/examples/http.kafka.karapace.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SCHEMA_REGISTRY_URL": "http://karapace:8081", "KAFKA_BOOTSTRAP_SERVER": "kafka:9092"}
+	cfg, err := config.Parse("imported.yaml", res.Config, func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Config)
+	}
+	if regs := cfg.Registries(); len(regs) != 1 || regs[0].Name() != "registry0" {
+		t.Errorf("registries %v, want registry0", regs)
+	}
+	if !strings.Contains(string(res.Config), "type: schema-registry") || !strings.Contains(string(res.Config), "# a karapace catalog") {
+		t.Errorf("the karapace catalog is not a schema-registry catalog with its note:\n%s", res.Config)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
