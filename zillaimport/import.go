@@ -8,6 +8,7 @@ package zillaimport
 import (
 	"cmp"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,7 +44,9 @@ func Import(file string, src []byte) (*Result, error) {
 	res := &Result{Config: im.render(), Envoy: im.renderEnvoy()}
 	// Anything the loader refuses is an importer bug or a combination it
 	// does not know; say so rather than print a file that does not load.
-	cfg, err := config.Parse(file+" (imported)", res.Config, im.placeholderEnv)
+	// Named as if saved in the working directory: the output's paths are
+	// written relative to it (inputRelative).
+	cfg, err := config.Parse(filepath.Base(file)+" (imported)", res.Config, im.placeholderEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the imported configuration does not load (please report this): %w", err)
 	}

@@ -22,7 +22,7 @@ func importFile(t *testing.T, path string) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Import(filepath.Base(path), src)
+	res, err := Import(path, src)
 	if err != nil {
 		t.Fatal(err)
 	}

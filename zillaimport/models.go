@@ -2,6 +2,7 @@ package zillaimport
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -178,10 +179,17 @@ func (im *importer) catalog(name string) {
 		field := map[string]string{"inline": "schema", "filesystem": "path"}[typ]
 		subjects := &omap{}
 		for _, s := range opts.get("subjects").mapEntries() {
-			subjects.set(s.key, (&omap{}).with(field, s.val.get(field).str()))
+			v := s.val.get(field).str()
+			if typ == "filesystem" {
+				v = im.inputRelative(v)
+			}
+			subjects.set(s.key, (&omap{}).with(field, v))
 		}
 		out.set("type", typ)
 		o.set("subjects", subjects)
+		if typ == "filesystem" && filepath.Dir(im.file) != "." {
+			comments = append(comments, fmt.Sprintf("paths resolved against the directory of %s, the way Zilla reads them, and written relative to the directory the import ran in (absolute when the input was): save this file there, or copy the schema files beside it and write their paths relative to it", im.file))
+		}
 	case "schema-registry", "karapace", "karapace-schema-registry", "apicurio-registry":
 		url := im.env(opts.get("url"), opts.get("url").str())
 		if m := ourEnvRe.FindStringSubmatchIndex(url); m != nil && m[0] == 0 {
@@ -220,4 +228,16 @@ func (im *importer) catalog(name string) {
 func (m *omap) with(key string, val any) *omap {
 	m.set(key, val)
 	return m
+}
+
+// inputRelative resolves a path of the input file (relative to its
+// directory, as Zilla resolves it) to one the output can use: the loader
+// resolves paths against the output's directory, which the importer does
+// not know, so it writes the path as seen from where the import ran (the
+// directory a user redirecting the output usually saves it in).
+func (im *importer) inputRelative(p string) string {
+	if p == "" || filepath.IsAbs(p) || strings.Contains(p, "${") {
+		return p
+	}
+	return filepath.ToSlash(filepath.Join(filepath.Dir(im.file), p))
 }

@@ -136,3 +136,26 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// A filesystem catalog's paths are relative to the zilla.yaml, as Zilla
+// reads them: the import writes them as seen from where it ran, says so,
+// and the result loads from there.
+func TestFilesystemCatalogPathsFollowTheInput(t *testing.T) {
+	const in = "testdata/examples/http.kafka.proto.json.yaml"
+	res, err := Import(in, mustRead(t, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"path: testdata/examples/protos/item.proto", "# paths resolved against the directory of " + in} {
+		if !strings.Contains(string(res.Config), want) {
+			t.Errorf("the import does not say %q:\n%s", want, res.Config)
+		}
+	}
+	cfg, err := config.Parse("config.yaml", res.Config, func(string) (string, bool) { return "localhost:9092", true })
+	if err != nil {
+		t.Fatalf("saved in the directory the import ran in, it does not load: %v", err)
+	}
+	if m := cfg.Kafka["brokers"].Models("items"); m == nil || m.Value.Kind() != "protobuf" {
+		t.Errorf("items: %+v, want the protobuf model", m)
+	}
+}
