@@ -216,6 +216,8 @@ func TestRefusals(t *testing.T) {
 			2, "keys from a URL (https://auth.example.com/jwks.json) cannot be translated"},
 		{"scram-sha-1", "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"k:9092\"], sasl: { mechanism: scram-sha-1, username: u, password: p } } }\n",
 			2, "SASL mechanism \"scram-sha-1\" cannot be translated"},
+		{"oauthbearer token", "guards:\n  login: { type: inline, options: { identity: app } }\nbindings:\n  brokers:\n    type: kafka\n    kind: client\n    options:\n      servers: [\"k:9092\"]\n      authorization:\n        login:\n          credentials: { mechanism: oauthbearer, token: \"${{env.TOKEN}}\" }\n",
+			11, "sasl.oauthbearer.method: oidc, sasl.oauthbearer.token.endpoint.url:"},
 		{"other expression", "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"${{vault.x}}\"] } }\n",
 			2, "${{vault.x}}: only ${{env.NAME}} expressions"},
 		{"kafka-grpc", head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n",

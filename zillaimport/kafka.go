@@ -148,7 +148,7 @@ func (im *importer) sasl(name string, opts *node) (*omap, int) {
 		}
 		im.known(c, "options.authorization."+g.key+".credentials", "mechanism", "username", "password", "token")
 		if c.get("token") != nil {
-			im.errorf(c.get("token"), "SASL oauthbearer with a static token cannot be translated: configure librdkafka's sasl.oauthbearer.* properties yourself")
+			im.errorf(c.get("token"), "%s", oauthbearerRefusal)
 			return nil, 0
 		}
 		mech, user, pass, line = c.get("mechanism"), c.get("username"), c.get("password"), c.pos.Line
@@ -352,3 +352,14 @@ func shellEnv(s string) string {
 }
 
 var ourEnvRe = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// oauthbearerRefusal says why a static OAUTHBEARER token has no
+// translation and what to write instead: the processor hands librdkafka no
+// tokens (and a static one expires), while librdkafka fetches and refreshes
+// its own from an identity provider with OIDC client credentials.
+const oauthbearerRefusal = "SASL oauthbearer with a static token cannot be translated: the processor hands librdkafka no tokens, and a static token expires; " +
+	"let librdkafka fetch and refresh them from your identity provider (OIDC client credentials) with these options of the kafka client: " +
+	"security.protocol: SASL_SSL, sasl.mechanism: OAUTHBEARER, sasl.oauthbearer.method: oidc, " +
+	"sasl.oauthbearer.token.endpoint.url: <the provider's token endpoint>, sasl.oauthbearer.client.id: <client id>, " +
+	"sasl.oauthbearer.client.secret: ${env:KAFKA_OIDC_SECRET}, sasl.oauthbearer.scope: <scope, if the provider needs one> " +
+	"(docs/kafka.md, OAUTHBEARER with OIDC)"
