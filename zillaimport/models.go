@@ -204,7 +204,13 @@ func (im *importer) catalog(name string) {
 		}
 		out.set("type", "schema-registry")
 		o.set("url", url)
-		if ctx := opts.get("context").str(); ctx != "" {
+		switch ctx := opts.get("context").str(); ctx {
+		case "":
+		case "default":
+			// Zilla's name for the registry's default context, which is
+			// no context here: "default" would be a context of that name.
+			comments = append(comments, "context: default dropped: it is the registry's default context, which needs no setting here")
+		default:
 			o.set("context", ctx)
 		}
 		if ma := opts.get("max-age").str(); ma != "" {

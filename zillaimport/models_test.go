@@ -159,3 +159,16 @@ func TestFilesystemCatalogPathsFollowTheInput(t *testing.T) {
 		t.Errorf("items: %+v, want the protobuf model", m)
 	}
 }
+
+// Zilla's `context: default` is the registry's default context, which here
+// is no context at all: a context named "default" would read other
+// subjects.
+func TestRegistryDefaultContextDropped(t *testing.T) {
+	res, err := Import("http.kafka.karapace.yaml", mustRead(t, "testdata/examples/http.kafka.karapace.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(res.Config), "context: default\n") || !strings.Contains(string(res.Config), "# context: default dropped") {
+		t.Errorf("context: default is kept, or its drop is not said:\n%s", res.Config)
+	}
+}
