@@ -34,6 +34,11 @@ func (im *importer) models() {
 		}
 		added := 0
 		for _, t := range topics.list() {
+			if tr := t.get("transforms"); tr != nil {
+				im.errorf(tr, "topic %s: transforms (a record key extracted from the fields of the message) cannot be translated: "+
+					"views here hold the current record per key as Kafka compacts it, and a key taken from fields would merge records Kafka keeps apart; "+
+					"write records with the key the routes filter on (with.key), or filter on the whole key", t.get("name").str())
+			}
 			key, value, tname := t.get("key"), t.get("value"), t.get("name").str()
 			if (key == nil && value == nil) || tname == "" || seen[tname] {
 				continue // cache_server repeats cache_client's block
