@@ -79,6 +79,22 @@ func TestImportZillaExamples(t *testing.T) {
 			playExample(t, c.name, cfg, envoyFile, c.port)
 		})
 	}
+	// http.kafka.sasl.scram: the crud example over a SASL/SCRAM cluster, in
+	// Zilla's older options.sasl shape; dev drops TLS and SASL for its
+	// embedded broker, and the crud steps run.
+	t.Run("http.kafka.sasl.scram", func(t *testing.T) {
+		cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, "http.kafka.sasl.scram.yaml"))
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"security.protocol: SASL_SSL", "sasl.mechanisms: SCRAM-SHA-256", `sasl.username: "${env:SASL_USERNAME}"`} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Fatalf("the imported configuration lacks %q:\n%s", want, b)
+			}
+		}
+		playExample(t, "http.kafka.crud", cfg, envoyFile, "7114")
+	})
 	// grpc.kafka.proxy: its kafka-grpc binding is refused at its line; without
 	// it (a service answering on Kafka takes its place: here the demo
 	// responder), the rest runs the echo example's steps.
