@@ -121,7 +121,7 @@ func TestImportZillaExamples(t *testing.T) {
 	})
 	// Zilla's examples of topic models: Avro in a registry (Karapace, here
 	// dev's embedded registry), Protobuf from a filesystem catalog.
-	for _, name := range []string{"http.kafka.karapace", "http.kafka.proto.json"} {
+	for _, name := range []string{"http.kafka.karapace", "http.kafka.proto.json", "http.kafka.json.schema"} {
 		t.Run(name, func(t *testing.T) { playImported(t, name, "7114") })
 	}
 }
