@@ -117,3 +117,36 @@ func TestDifferencesFromZillaRowsHaveTheirTests(t *testing.T) {
 		}
 	}
 }
+
+// Every refusal of from-zilla.md names its reason: each row of the refusal
+// table has the Zilla feature and a non-empty why.
+func TestZillaRefusalsHaveReasons(t *testing.T) {
+	doc, err := os.ReadFile("from-zilla.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n### Refused, with the reason\n")
+	if !ok {
+		t.Fatal("from-zilla.md has no refusal table")
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	rows := 0
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| Zilla ") {
+			continue
+		}
+		rows++
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) != 2 || len(strings.TrimSpace(cells[1])) < 20 {
+			t.Errorf("refusal %q: want the feature and its reason", cells[0])
+		}
+	}
+	for _, want := range []string{"`options.requests`", "`${headers.<name>}`", "`transforms`", "`oauthbearer` with a static token"} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the refusal table does not cover %s", want)
+		}
+	}
+	if rows < 10 {
+		t.Errorf("%d refusal rows, want the whole table", rows)
+	}
+}
