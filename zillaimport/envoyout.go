@@ -16,6 +16,9 @@ type listener struct {
 	cors     *omap  // CorsPolicy, nil without access-control cross-origin
 	routes   []envoyRoute
 	comments []string
+	// chain is the path of server bindings being followed from the tcp
+	// server, to refuse an exit that leads back onto it.
+	chain []string
 }
 
 type envoyRoute struct {
@@ -88,6 +91,12 @@ func (im *importer) serverChain(l *listener, exit *node) {
 		im.errorf(exit, "exit %s names no binding", name)
 		return
 	}
+	if slices.Contains(l.chain, name) {
+		im.errorf(exit, "exit %s leads back to a binding already on the way from the tcp server (%s): server bindings must lead on to an http-kafka or grpc-kafka proxy", name, strings.Join(append(l.chain, name), " → "))
+		return
+	}
+	l.chain = append(l.chain, name)
+	defer func() { l.chain = l.chain[:len(l.chain)-1] }()
 	im.used[name] = true
 	switch typ, kind := b.get("type").str(), b.get("kind").str(); {
 	case typ == "tls" && kind == "server":
