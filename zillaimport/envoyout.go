@@ -16,6 +16,9 @@ type listener struct {
 	cors     *omap  // CorsPolicy, nil without access-control cross-origin
 	routes   []envoyRoute
 	comments []string
+	// chain is the path of server bindings being followed from the tcp
+	// server, to refuse an exit that leads back onto it.
+	chain []string
 }
 
 type envoyRoute struct {
@@ -88,6 +91,12 @@ func (im *importer) serverChain(l *listener, exit *node) {
 		im.errorf(exit, "exit %s names no binding", name)
 		return
 	}
+	if slices.Contains(l.chain, name) {
+		im.errorf(exit, "exit %s leads back to a binding already on the way from the tcp server (%s): server bindings must lead on to an http-kafka or grpc-kafka proxy", name, strings.Join(append(l.chain, name), " → "))
+		return
+	}
+	l.chain = append(l.chain, name)
+	defer func() { l.chain = l.chain[:len(l.chain)-1] }()
 	im.used[name] = true
 	switch typ, kind := b.get("type").str(), b.get("kind").str(); {
 	case typ == "tls" && kind == "server":
@@ -115,7 +124,10 @@ func firstExit(b *node) *node {
 
 func (im *importer) httpServer(l *listener, name string, b *node) {
 	opts := b.get("options")
-	im.known(opts, "binding "+name+".options", "versions", "access-control", "authorization")
+	im.known(opts, "binding "+name+".options", "versions", "access-control", "authorization", "requests")
+	if rq := opts.get("requests"); rq != nil {
+		im.errorf(rq, "%s", requestsRefusal(name))
+	}
 	if v := opts.get("versions"); v != nil {
 		vs := v.strs()
 		switch {
@@ -424,3 +436,15 @@ const envoyClusters = `
         explicit_http_config: { http2_protocol_options: {} }
     load_assignment: { cluster_name: placeholder }
 `
+
+// requestsRefusal says why an http server's request contracts are not
+// translated, and what a user keeps by moving them. Our models check what a
+// topic holds, on every route that writes or reads it; a contract per HTTP
+// path and method, and above all a check of responses, has no counterpart,
+// and dropping it silently would let bodies through that Zilla refused.
+func requestsRefusal(name string) string {
+	return fmt.Sprintf("http server %s: options.requests (request contracts: a path and method whose bodies must match a schema) cannot be translated: "+
+		"kafka-ext-proc checks bodies against the model of the topic they are written to (the kafka client's options.topics: 422 with every violation, before anything is written), not per HTTP route, and has no check of responses; "+
+		"to keep the request check, name its schema as the value model of the route's topic (a Zilla cache binding's options.topics[].value, which the import carries over) "+
+		"and check replies in the service that writes them; then remove options.requests and import again", name)
+}

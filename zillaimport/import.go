@@ -8,6 +8,7 @@ package zillaimport
 import (
 	"cmp"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ func Import(file string, src []byte) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	im := &importer{file: file, root: root, bindings: map[string]*node{}, used: map[string]bool{}}
+	im := &importer{file: file, root: root, bindings: map[string]*node{}, used: map[string]bool{}, urlVars: map[string]bool{}}
 	im.run()
 	if len(im.errs) > 0 {
 		slices.SortStableFunc(im.errs, func(a, b *config.Error) int { return cmp.Compare(a.Pos.Line, b.Pos.Line) })
@@ -43,7 +44,9 @@ func Import(file string, src []byte) (*Result, error) {
 	res := &Result{Config: im.render(), Envoy: im.renderEnvoy()}
 	// Anything the loader refuses is an importer bug or a combination it
 	// does not know; say so rather than print a file that does not load.
-	cfg, err := config.Parse(file+" (imported)", res.Config, placeholderEnv)
+	// Named as if saved in the working directory: the output's paths are
+	// written relative to it (inputRelative).
+	cfg, err := config.Parse(filepath.Base(file)+" (imported)", res.Config, im.placeholderEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the imported configuration does not load (please report this): %w", err)
 	}
@@ -61,9 +64,14 @@ func Import(file string, src []byte) (*Result, error) {
 }
 
 // placeholderEnv stands in for the environment when the importer checks its
-// output: the variables are read where the configuration runs.
-func placeholderEnv(name string) (string, bool) {
+// output: the variables are read where the configuration runs. A variable
+// that starts a catalog's url stands for a URL, whatever its name (Zilla's
+// examples call the registry's SCHEMA_REGISTRY_SERVER); one named for
+// servers or a bootstrap elsewhere stands for brokers.
+func (im *importer) placeholderEnv(name string) (string, bool) {
 	switch {
+	case im.urlVars[name]:
+		return "http://localhost:8081", true
 	case strings.Contains(name, "SERVER"), strings.Contains(name, "BOOTSTRAP"):
 		return "localhost:9092", true
 	}
@@ -86,6 +94,8 @@ type importer struct {
 	catalogs *omap
 	// listeners are the tcp server ports and what they lead to.
 	listeners []listener
+	// urlVars are the variables a catalog's url starts with.
+	urlVars map[string]bool
 }
 
 func (im *importer) errorf(n *node, format string, args ...any) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -23,15 +24,9 @@ func (im *importer) kafkaClient(name string, b *node) {
 	var comments []string
 	opts := b.get("options")
 	im.known(opts, "binding "+name+".options", "servers", "sasl", "authorization", "bootstrap", "topics")
-	servers := opts.get("servers")
-	if servers == nil {
-		im.errorf(b, "kafka client %s has no options.servers: the processor needs the brokers to bootstrap from", name)
+	if !im.bootstrap(name, b, props) {
+		return
 	}
-	var list []string
-	for _, s := range servers.strs() {
-		list = append(list, im.env(servers, s))
-	}
-	props.set("bootstrap.servers", strings.Join(list, ","), fmt.Sprintf("from options.servers (line %d)", servers.pos.Line))
 	if opts.get("bootstrap") != nil || opts.get("topics") != nil {
 		comments = append(comments, "options.bootstrap and options.topics dropped: views read the topics of fetch routes from startup, and topics are read from their start")
 	}
@@ -79,6 +74,45 @@ func (im *importer) kafkaClient(name string, b *node) {
 	im.kafka.set(name, out, append([]string{fmt.Sprintf("zilla.yaml line %d: kafka client %s", b.pos.Line, name)}, comments...)...)
 }
 
+// bootstrap sets bootstrap.servers from options.servers or, in Zilla's
+// older shape (no servers), from the host and port of the tcp client the
+// binding exits to, directly or through its tls client; false, with the
+// error at the binding's line, when neither names a broker.
+func (im *importer) bootstrap(name string, b *node, props *omap) bool {
+	if servers := b.get("options").get("servers"); servers != nil {
+		var list []string
+		for _, s := range servers.strs() {
+			list = append(list, im.env(servers, s))
+		}
+		if len(list) == 0 || slices.Contains(list, "") {
+			im.errorf(servers, "kafka client %s: options.servers wants a list of \"host:port\" strings (in a flow list, quote each: [\"kafka:9092\"])", name)
+			return false
+		}
+		props.set("bootstrap.servers", strings.Join(list, ","), fmt.Sprintf("from options.servers (line %d)", servers.pos.Line))
+		return true
+	}
+	tcpName, tcp := "", (*node)(nil)
+	for next, hops := b.get("exit").str(), 0; next != "" && hops < 2; hops++ {
+		nb := im.bindings[next]
+		if nb.get("type").str() == "tcp" && nb.get("kind").str() == "client" {
+			tcpName, tcp = next, nb
+			break
+		}
+		next = nb.get("exit").str()
+	}
+	host, ports := tcp.get("options").get("host"), tcp.get("options").get("port").strs()
+	if host.str() == "" || len(ports) == 0 {
+		im.errorf(b, "kafka client %s has no options.servers, and no tcp client it exits to names a host and port: the processor needs the brokers to bootstrap from (options.servers: [host:port])", name)
+		return false
+	}
+	var list []string
+	for _, p := range ports {
+		list = append(list, im.env(host, host.str())+":"+im.env(host, p))
+	}
+	props.set("bootstrap.servers", strings.Join(list, ","), fmt.Sprintf("from the host and port of tcp client %s (line %d): Zilla's older shape gives the brokers there", tcpName, tcp.pos.Line))
+	return true
+}
+
 // sasl reads options.sasl (older Zilla) or options.authorization with an
 // inline guard's identity and credentials (newer Zilla).
 func (im *importer) sasl(name string, opts *node) (*omap, int) {
@@ -108,9 +142,13 @@ func (im *importer) sasl(name string, opts *node) (*omap, int) {
 		identity = im.scalarOf(guard.get("options").get("identity"), "identity")
 		credentials = im.scalarOf(guard.get("options").get("credentials"), "credentials")
 		c := g.val.get("credentials")
+		if c == nil {
+			im.errorf(g.val, "options.authorization.%s has no credentials: say the SASL mechanism, username and password", g.key)
+			return nil, 0
+		}
 		im.known(c, "options.authorization."+g.key+".credentials", "mechanism", "username", "password", "token")
 		if c.get("token") != nil {
-			im.errorf(c.get("token"), "SASL oauthbearer with a static token cannot be translated: configure librdkafka's sasl.oauthbearer.* properties yourself")
+			im.errorf(c.get("token"), "%s", oauthbearerRefusal)
 			return nil, 0
 		}
 		mech, user, pass, line = c.get("mechanism"), c.get("username"), c.get("password"), c.pos.Line
@@ -314,3 +352,14 @@ func shellEnv(s string) string {
 }
 
 var ourEnvRe = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// oauthbearerRefusal says why a static OAUTHBEARER token has no
+// translation and what to write instead: the processor hands librdkafka no
+// tokens (and a static one expires), while librdkafka fetches and refreshes
+// its own from an identity provider with OIDC client credentials.
+const oauthbearerRefusal = "SASL oauthbearer with a static token cannot be translated: the processor hands librdkafka no tokens, and a static token expires; " +
+	"let librdkafka fetch and refresh them from your identity provider (OIDC client credentials) with these options of the kafka client: " +
+	"security.protocol: SASL_SSL, sasl.mechanism: OAUTHBEARER, sasl.oauthbearer.method: oidc, " +
+	"sasl.oauthbearer.token.endpoint.url: <the provider's token endpoint>, sasl.oauthbearer.client.id: <client id>, " +
+	"sasl.oauthbearer.client.secret: ${env:KAFKA_OIDC_SECRET}, sasl.oauthbearer.scope: <scope, if the provider needs one> " +
+	"(docs/kafka.md, OAUTHBEARER with OIDC)"

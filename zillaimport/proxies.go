@@ -13,6 +13,7 @@ const zillaPrefix = "zilla:"
 
 var (
 	guardedAttrRe = regexp.MustCompile(`\$\{guarded\['[^']*'\]\.attributes\.[^}]*\}`)
+	headerRefRe   = regexp.MustCompile(`\$\{headers\.[^}]*\}`)
 	templateRefRe = regexp.MustCompile(`\$\{(params\.[^}]*|guarded\[[^}]*|idempotencyKey|correlationId)\}`)
 )
 
@@ -39,6 +40,11 @@ func (im *importer) template(n *node, what string) string {
 	s := im.scalarOf(n, what)
 	if m := guardedAttrRe.FindString(s); m != "" {
 		im.errorf(n, "%s: %s cannot be translated: guards here expose only ${guarded['g'].identity}", what, m)
+	}
+	if m := headerRefRe.FindString(s); m != "" {
+		im.errorf(n, "%s: %s cannot be translated: routes here reference path parameters, the idempotency key, the correlation id and guard identities, not request headers. "+
+			"A header is whatever the client sends, so records scoped by it are any client's to read and write: "+
+			"take the user from a verified token (a jwt guard, ${guarded['<guard>'].identity}) or put it in the path (/users/{user}/items, ${params.user})", what, m)
 	}
 	return s
 }

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,7 +52,14 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.processor != "" {
 		return frontOnly(ctx, f.cfgPath, envoyYAML, f.front, f.processor, logger, stdout)
 	}
-	dc, err := loadDevConfig(f)
+	reg, err := f.startRegistry()
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		defer reg.Close() //nolint:errcheck // dev is stopping; nothing is kept
+	}
+	dc, err := loadDevConfig(f, reg)
 	if err != nil {
 		return err
 	}
@@ -74,7 +82,7 @@ func dev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprint(stdout, banner(d, f.data, created, dc.dropped, dc.unsetEnv))
+	fmt.Fprint(stdout, banner(d, f.data, created, dc.dropped, dc.unsetEnv, reg))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping")
 	return nil
@@ -87,6 +95,8 @@ type devFlags struct {
 	kafka              string // an address, or "existing"
 	processor          string // run only the emulator, in front of this processor
 	admin, level, data string
+	registry           string // the embedded Schema Registry's address
+	schemas            schemaFlag
 	partitions         int
 	replicas           int
 	responders         responderFlag
@@ -111,6 +121,8 @@ func parseDevFlags(args []string, stderr io.Writer) (*devFlags, error) {
 	fs.StringVar(&f.data, "data", "", "keep the embedded broker's topics and records in this directory across restarts (default: in memory)")
 	fs.IntVar(&f.partitions, "partitions", 1, "partitions of the topics the embedded broker creates")
 	fs.IntVar(&f.replicas, "replicas", 1, "processors behind the emulator, which spreads requests over them round robin as Envoy does (the first on --listen and --admin, the others on free ports)")
+	fs.StringVar(&f.registry, "registry", "127.0.0.1:8081", "embedded Schema Registry address (Confluent API), started when the configuration has schema-registry catalogs, which dev points at it")
+	fs.Var(&f.schemas, "schema", schemaUsage)
 	fs.Var(&f.responders, "responder", responderUsage)
 	fs.Var(&f.topics, "topic", topicUsage)
 	if err := parseFlags(fs, args); err != nil {
@@ -130,8 +142,8 @@ func parseDevFlags(args []string, stderr io.Writer) (*devFlags, error) {
 		conflicts []string
 	}{
 		// No embedded broker runs in these modes.
-		{f.processor != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder", "replicas"}},
-		{f.existing(), "--kafka existing", []string{"data", "partitions", "topic"}},
+		{f.processor != "", "--processor", []string{"kafka", "listen", "admin", "data", "partitions", "topic", "responder", "replicas", "registry", "schema"}},
+		{f.existing(), "--kafka existing", []string{"data", "partitions", "topic", "registry", "schema"}},
 	} {
 		for _, c := range mode.conflicts {
 			if mode.on && set[c] {
@@ -152,7 +164,7 @@ type devConfig struct {
 
 // loadDevConfig loads the configuration dev runs (the bundled demo without
 // --config) and the responders that answer its request-reply routes.
-func loadDevConfig(f *devFlags) (*devConfig, error) {
+func loadDevConfig(f *devFlags, reg *devRegistry) (*devConfig, error) {
 	dc := &devConfig{}
 	var err error
 	switch {
@@ -168,7 +180,7 @@ func loadDevConfig(f *devFlags) (*devConfig, error) {
 		// The user's cluster: every property counts, so every variable must be set.
 		dc.cfg, err = config.Load(f.cfgPath)
 	default:
-		dc.cfg, dc.unsetEnv, err = loadForDev(f.cfgPath)
+		dc.cfg, dc.unsetEnv, err = loadForDev(f.cfgPath, reg)
 	}
 	if err != nil {
 		return nil, err
@@ -190,6 +202,9 @@ func loadDevConfig(f *devFlags) (*devConfig, error) {
 	return dc, nil
 }
 
+// envRefRe finds ${env:NAME} references.
+var envRefRe = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
+
 // unsetMarker stands in for an unset environment variable while dev loads a
 // configuration; loadForDev refuses it anywhere dev does not replace.
 const unsetMarker = "kafka-ext-proc-dev-unset-env-"
@@ -199,12 +214,23 @@ const unsetMarker = "kafka-ext-proc-dev-unset-env-"
 // use them (bootstrap.servers, TLS and SASL): a configuration written for a
 // real cluster, such as an imported zilla.yaml, runs as it is. It returns
 // the names of those variables.
-func loadForDev(path string) (*config.Config, []string, error) {
+func loadForDev(path string, reg *devRegistry) (*config.Config, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	var unset []string
+	if reg != nil {
+		// Pointed at the embedded registry as the kafka bindings are at
+		// the embedded broker; a variable only the url used is not needed.
+		var replaced []string
+		data, replaced = pointRegistries(data, reg.urls, reg.url)
+		for _, m := range envRefRe.FindAllStringSubmatch(strings.Join(replaced, " "), -1) {
+			if _, ok := os.LookupEnv(m[1]); !ok && !slices.Contains(unset, m[1]) {
+				unset = append(unset, m[1])
+			}
+		}
+	}
 	cfg, err := config.Parse(path, data, func(name string) (string, bool) {
 		if v, ok := os.LookupEnv(name); ok {
 			return v, true
@@ -215,7 +241,7 @@ func loadForDev(path string) (*config.Config, []string, error) {
 		return unsetMarker + name, true
 	})
 	if err != nil || len(unset) == 0 {
-		return cfg, nil, err
+		return cfg, unset, err
 	}
 	probe, _ := withoutKafkaSecurity(cfg)
 	js, err := json.Marshal(stack.PointAt(probe, ""))
@@ -255,7 +281,7 @@ func withoutKafkaSecurity(cfg *config.Config) (*config.Config, map[string][]stri
 }
 
 // banner tells a newcomer where everything is and what to try.
-func banner(d *stack.Dev, dir string, topics []embedded.Topic, dropped map[string][]string, unsetEnv []string) string {
+func banner(d *stack.Dev, dir string, topics []embedded.Topic, dropped map[string][]string, unsetEnv []string, reg *devRegistry) string {
 	var b strings.Builder
 	front := d.Front()
 	fmt.Fprintf(&b, "kafka-ext-proc dev is running\n")
@@ -272,6 +298,9 @@ func banner(d *stack.Dev, dir string, topics []embedded.Topic, dropped map[strin
 	}
 	if dir != "" {
 		fmt.Fprintf(&b, "  Kafka data:             %s (kept across restarts)\n", dir)
+	}
+	if reg != nil {
+		fmt.Fprintf(&b, "  Schema Registry (embedded): %s (catalogs %s point here; register schemas with POST %s/subjects/SUBJECT/versions)\n", reg.url, strings.Join(reg.catalogs(), ", "), reg.url)
 	}
 	if line := topicsLine(topics); line != "" {
 		fmt.Fprintf(&b, "  topics:                 %s\n", line)
@@ -340,7 +369,7 @@ func frontOnly(ctx context.Context, cfgPath string, envoyYAML []byte, frontAddr,
 	if cfgPath == "" {
 		cfg, err = config.Parse("demo.yaml", demoConfig, os.LookupEnv)
 	} else {
-		cfg, _, err = loadForDev(cfgPath)
+		cfg, _, err = loadForDev(cfgPath, nil)
 	}
 	if err != nil {
 		return err

@@ -36,15 +36,33 @@ func devBaseArgs(args []string) []string {
 	return base
 }
 
+// withoutFront is base without its --front and the address after it, so
+// that dev chooses its front as it does for a user.
+func withoutFront(base []string) []string {
+	i := slices.Index(base, "--front")
+	if i < 0 {
+		return base
+	}
+	return slices.Delete(slices.Clone(base), i, i+2)
+}
+
 // devStart is devRun that also returns the banner's lines and a stop that
 // ends dev before the test does (it runs at cleanup otherwise).
 func devStart(t *testing.T, args ...string) (front, kafkaAddr string, banner []string, stop func()) {
+	t.Helper()
+	return devStartBase(t, devBaseArgs(args), args...)
+}
+
+// devStartBase is devStart with the arguments that come before args given:
+// a test that plays a configuration on the ports a user would see passes
+// base arguments without --front.
+func devStartBase(t *testing.T, base []string, args ...string) (front, kafkaAddr string, banner []string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, append(devBaseArgs(args), args...), w, io.Discard)
+		exited <- run(ctx, append(slices.Clone(base), args...), w, io.Discard)
 		w.Close()
 	}()
 	stopped := false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,7 +36,12 @@ func importZilla(t *testing.T, file string) (cfgPath, envoyPath string) {
 		t.Fatal(err)
 	}
 	// The variables a deployment would set.
-	env := func(name string) (string, bool) { return "value-of-" + name, true }
+	env := func(name string) (string, bool) {
+		if strings.Contains(name, "REGISTRY") { // a catalog's url
+			return "http://value-of-" + strings.ToLower(name), true
+		}
+		return "value-of-" + name, true
+	}
 	cfg, err := config.Parse(cfgPath, stdout.Bytes(), env)
 	if err != nil {
 		t.Fatalf("the imported configuration does not load: %v\n%s", err, stdout.String())
@@ -56,22 +62,43 @@ func importZilla(t *testing.T, file string) (cfgPath, envoyPath string) {
 // Each of Zilla's examples, imported: the result loads, its Envoy
 // configuration passes the checks, and the steps of our example of the same
 // name (examples/<name>/README.md) give the outputs shown there when `dev`
-// runs the imported configuration behind the imported Envoy configuration.
-// No environment variable is set: dev replaces what they feed (brokers, TLS,
-// SASL).
+// runs the imported configuration behind the imported Envoy configuration,
+// started as a user would: no --front, so the emulator listens on the
+// imported listener's port (the zilla.yaml's tcp server port, 7114 or 7151).
+// The subtests take turns on those ports, so none runs in parallel, and no
+// other test of this package starts dev without --front. No environment
+// variable is set: dev replaces what they feed (brokers, TLS, SASL).
 func TestImportZillaExamples(t *testing.T) {
-	for _, name := range []string{"http.kafka.crud", "http.kafka.cache", "http.kafka.sync", "http.kafka.async", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, name+".yaml"))
-			playExample(t, name, cfg, envoyFile)
+	for _, c := range []struct{ name, port string }{
+		{"http.kafka.crud", "7114"}, {"http.kafka.cache", "7114"}, {"http.kafka.sync", "7114"},
+		{"http.kafka.async", "7114"}, {"http.kafka.oneway", "7114"},
+		{"grpc.kafka.echo", "7151"}, {"grpc.kafka.fanout", "7151"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, c.name+".yaml"))
+			playExample(t, c.name, cfg, envoyFile, c.port)
 		})
 	}
+	// http.kafka.sasl.scram: the crud example over a SASL/SCRAM cluster, in
+	// Zilla's older options.sasl shape; dev drops TLS and SASL for its
+	// embedded broker, and the crud steps run.
+	t.Run("http.kafka.sasl.scram", func(t *testing.T) {
+		cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, "http.kafka.sasl.scram.yaml"))
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"security.protocol: SASL_SSL", "sasl.mechanisms: SCRAM-SHA-256", `sasl.username: "${env:SASL_USERNAME}"`} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Fatalf("the imported configuration lacks %q:\n%s", want, b)
+			}
+		}
+		playExample(t, "http.kafka.crud", cfg, envoyFile, "7114")
+	})
 	// grpc.kafka.proxy: its kafka-grpc binding is refused at its line; without
 	// it (a service answering on Kafka takes its place: here the demo
 	// responder), the rest runs the echo example's steps.
 	t.Run("grpc.kafka.proxy", func(t *testing.T) {
-		t.Parallel()
 		file := filepath.Join(zillaExamples, "grpc.kafka.proxy.yaml")
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), []string{"import", "zilla", file}, &stdout, &stderr); code != 1 {
@@ -90,15 +117,48 @@ func TestImportZillaExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, envoyFile := importZilla(t, cut)
-		playExample(t, "grpc.kafka.echo", cfg, envoyFile)
+		playExample(t, "grpc.kafka.echo", cfg, envoyFile, "7151")
 	})
+	// Zilla's examples of topic models: Avro in a registry (Karapace, here
+	// dev's embedded registry), Protobuf from a filesystem catalog.
+	for _, name := range []string{"http.kafka.karapace", "http.kafka.proto.json", "http.kafka.json.schema"} {
+		t.Run(name, func(t *testing.T) { playImported(t, name, "7114") })
+	}
 }
 
 // playExample runs examples/<name>/README.md's steps against dev started
 // with cfg and envoyFile instead of the example's own configuration.
-func playExample(t *testing.T, name, cfg, envoyFile string) {
+func playExample(t *testing.T, name, cfg, envoyFile, port string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "examples", name, "README.md"))
+	playSteps(t, filepath.Join(repoRoot, "examples", name, "README.md"), port, func(t *testing.T, args []string) []string {
+		args = exampleDevArgs(t, name, args)
+		for i, a := range args {
+			if strings.HasPrefix(a, "--config=") {
+				args[i] = "--config=" + cfg
+			}
+		}
+		return append(args, "--envoy="+envoyFile)
+	})
+}
+
+// playSteps runs a README's steps against dev started with the arguments
+// devArgs makes of the README's, and without --front: the emulator must
+// come up on 127.0.0.1:port, the imported listener's port. The README's
+// commands name that port or dev's default front (127.0.0.1:8080, which
+// the runner sends to the front dev names).
+func playSteps(t *testing.T, readme, port string, devArgs func(t *testing.T, args []string) []string) {
+	t.Helper()
+	want := net.JoinHostPort("127.0.0.1", port)
+	// A port another process holds would make dev fail to start; say which
+	// and why rather than let the steps fail for no visible reason.
+	l, err := net.Listen("tcp", want)
+	if err != nil {
+		t.Fatalf("port %s, the imported Envoy listener's, is not free on this machine (%v): this test plays the example on it as a user would; stop what holds it", port, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(readme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +167,57 @@ func playExample(t *testing.T, name, cfg, envoyFile string) {
 		t.Fatal(err)
 	}
 	readmetest.Run(t, steps, readmetest.Env{Root: repoRoot, Start: func(t *testing.T, args []string) (string, string) {
-		args = exampleDevArgs(t, name, args)
-		for i, a := range args {
-			if strings.HasPrefix(a, "--config=") {
-				args[i] = "--config=" + cfg
+		args = devArgs(t, args)
+		if i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--front") }); i >= 0 {
+			t.Fatalf("%s starts dev with %s: an imported configuration is played on its own listener's port", readme, args[i])
+		}
+		front, kafkaAddr, _, _ := devStartBase(t, withoutFront(devBaseArgs(args)), args...)
+		if front != want {
+			t.Fatalf("dev without --front listens on %s, want %s (the imported listener's port)", front, want)
+		}
+		return front, kafkaAddr
+	}})
+}
+
+// playImported runs the steps written beside an example input (the input's
+// name with "steps" and Markdown for "yaml", such as the karapace example's) for its
+// imported configuration: they start dev with
+// `--config config.yaml --envoy envoy.yaml`, the files the import wrote,
+// and the embedded Schema Registry on its default address, 127.0.0.1:8081
+// (the port a registry's commands name), which must be free.
+func playImported(t *testing.T, name, port string) {
+	abs, err := filepath.Abs(filepath.Join(zillaExamples, name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Absolute: the schema files of filesystem catalogs are found from the
+	// temporary directory the import is saved in.
+	cfg, envoyFile := importZilla(t, abs)
+	playSteps(t, filepath.Join(zillaExamples, name+".steps.md"), port, func(t *testing.T, args []string) []string {
+		want := []string{"dev", "--config", "config.yaml", "--envoy", "envoy.yaml"}
+		if len(args) < len(want) || !slices.Equal(args[:len(want)], want) {
+			t.Fatalf("the steps start dev with %q, want %q first", args, want)
+		}
+		var more []string
+		for _, a := range args[len(want):] {
+			// --schema SUBJECT=FILE, the file relative to the repository.
+			subject, file, ok := strings.Cut(strings.TrimPrefix(a, "--schema="), "=")
+			switch {
+			case a == "--schema":
+				more = append(more, a)
+			case ok:
+				more = append(more, subject+"="+filepath.Join(repoRoot, file))
+			default:
+				t.Fatalf("the steps start dev with %q: the test knows --schema SUBJECT=FILE only", a)
 			}
 		}
-		return devRun(t, append(args, "--envoy="+envoyFile)...)
-	}})
+		if l, err := net.Listen("tcp", "127.0.0.1:8081"); err != nil {
+			t.Fatalf("port 8081, the embedded Schema Registry's default, is not free on this machine (%v): the steps register schemas there as a user would; stop what holds it", err)
+		} else if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return append([]string{"--config=" + cfg, "--envoy=" + envoyFile}, more...)
+	})
 }
 
 // dev runs an imported configuration written for a secured cluster (TLS
