@@ -70,6 +70,26 @@ type cursor struct {
 	budget uint64
 	lagged chan struct{} // closed once the stream fell behind
 	fired  bool          // guarded by ring.mu
+	// catchUp, guarded by ring.mu, is the least lag seen since the stream
+	// joined the ring. A stream joins at the ring's oldest entry, which can
+	// be more than its budget behind (the ring holds at least 1,024
+	// entries, or the largest budget of its streams) although its own
+	// position is near the head: it is cut only when it falls further
+	// behind than it ever was since joining, until it is within its budget.
+	catchUp uint64
+}
+
+// fellBehind tells whether c, reading at seq, fell behind: more than its
+// budget (or than its catch-up allowance) behind before, the head before a
+// batch. It narrows the allowance as the stream catches up.
+func (c *cursor) fellBehind(seq, before uint64) bool {
+	if seq >= before {
+		c.catchUp = 0
+		return false
+	}
+	lag := before - seq
+	c.catchUp = min(c.catchUp, lag)
+	return lag > max(c.budget, c.catchUp)
 }
 
 func newRing(framer Framer, partitions, capacity int, maxBytes int64, start, end []int64) *ring {
@@ -192,7 +212,7 @@ func (r *ring) append(msgs []*kafka.Message) (wentBack bool) {
 		if c.fired {
 			continue
 		}
-		if seq := c.seq.Load(); seq < oldest || (seq < before && before-seq > c.budget) {
+		if seq := c.seq.Load(); seq < oldest || c.fellBehind(seq, before) {
 			c.fired = true
 			close(c.lagged)
 		}
@@ -296,6 +316,7 @@ func (r *ring) register(c *cursor, next []int64) ([]int64, bool) {
 		}
 	}
 	c.seq.Store(r.head - uint64(r.count))
+	c.catchUp = uint64(r.count)
 	r.cursors[c] = struct{}{}
 	return append([]int64(nil), r.start...), true
 }
