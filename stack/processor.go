@@ -35,6 +35,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/ssekafka"
 )
 
 // ProcessorOptions configure StartProcessor.
@@ -125,7 +126,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	httpk := httpkafka.New(logger, routes)
 	httpH, grpcH := bindingHandlers(opts, reg, logger, httpk, routes)
 	srv, err := processor.New(processor.Options{Config: opts.Config, Logger: logger, Registerer: reg, Drain: drainCtx,
-		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH})
+		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH, SSE: ssekafka.New(logger, routes)})
 	if err != nil {
 		return fail(fmt.Errorf("creating the processor: %w", err))
 	}

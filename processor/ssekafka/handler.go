@@ -1,0 +1,321 @@
+package ssekafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+)
+
+// Handler answers every request the exchange matched to an sse-kafka
+// route. It is the processor's handler.SSEHandler. It holds no state per
+// route, so it carries over a reload; the log tails belong to the clusters.
+type Handler struct {
+	log   *slog.Logger
+	kafka *kafkaroute.Kafka
+
+	streams atomic.Int64 // event streams open
+	lagged  atomic.Int64 // event streams ended for their lag budget
+}
+
+var _ handler.SSEHandler = (*Handler)(nil)
+
+// New returns the sse-kafka handler answering from the Kafka side of the
+// routes (nil: none is connected, every route is answered 501).
+func New(log *slog.Logger, kafka *kafkaroute.Kafka) *Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if kafka == nil {
+		kafka = kafkaroute.New(nil)
+	}
+	return &Handler{log: log, kafka: kafka}
+}
+
+// Stats are the handler's counters.
+type Stats struct {
+	Streams int64 // event streams open
+	Lagged  int64 // event streams ended for their lag budget
+}
+
+// Stats reports the handler's counters.
+func (h *Handler) Stats() Stats { return Stats{Streams: h.streams.Load(), Lagged: h.lagged.Load()} }
+
+// HandleSSE answers one matched request: a problem before the stream
+// starts, or the stream.
+func (h *Handler) HandleSSE(ctx context.Context, req *handler.HTTPRequest, out handler.EventWriter) *handler.HTTPResponse {
+	r := req.Match.Route
+	if r.With == nil {
+		return handler.ProblemResponse(http.StatusNotImplemented,
+			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
+	}
+	if req.Method == http.MethodHead {
+		// What a GET would start, without the stream.
+		return &handler.HTTPResponse{Status: http.StatusOK, Headers: streamHeaders()}
+	}
+	if !acceptsEventStream(req.Headers) {
+		return notAcceptable(req.Headers)
+	}
+	start, problem := lastEventID(req.Headers)
+	if problem != nil {
+		return problem
+	}
+	if req.Drain.Err() != nil {
+		return draining()
+	}
+	kr, err := h.kafka.Route(req.Match.Binding, r)
+	switch {
+	case errors.Is(err, kafkaroute.ErrNotConnected):
+		return handler.ProblemResponse(http.StatusNotImplemented, fmt.Sprintf(
+			"the event stream of topic %q cannot run: kafka binding %q is not connected in this processor", r.With.Topic.Raw, r.Exit))
+	case err != nil:
+		return unavailable(fmt.Sprintf("kafka binding %q cannot serve this route now: %v", r.Exit, err))
+	}
+	s, problem := h.open(ctx, kr, req, start)
+	if problem != nil {
+		return problem
+	}
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
+	h.serve(ctx, req, out, s)
+	return nil
+}
+
+// stream is an open event stream and the topic it reads.
+type stream struct {
+	ls     *logtails.Stream
+	topic  string
+	static bool // the route's topic, not a template
+}
+
+// open resolves the request's topic, checks the resume position against
+// the topic and opens the stream on the cluster's log tails.
+func (h *Handler) open(ctx context.Context, kr *kafkaroute.Route, req *handler.HTTPRequest, start map[int32]int64) (*stream, *handler.HTTPResponse) {
+	w := req.Match.Route.With
+	resolve := kafkaroute.RefsOf(req.Match).Resolve
+	topic, err := kafkaroute.Topic(w, resolve)
+	if err != nil {
+		return nil, handler.ProblemResponse(http.StatusBadRequest, err.Error())
+	}
+	static := w.Topic.Static()
+	compacted, err := h.kafka.Compaction.Compacted(ctx, kr.Cluster, kr.Exit, topic, req.Limits.KafkaTimeout)
+	if err != nil {
+		return nil, topicProblem(err, topic, static)
+	}
+	tails, err := kr.Cluster.LogTails()
+	if err != nil {
+		return nil, unavailable(fmt.Sprintf("the log tails of kafka binding %q cannot start: %v", kr.Exit, err))
+	}
+	octx, cancel := context.WithTimeout(ctx, req.Limits.KafkaTimeout)
+	defer cancel()
+	if start != nil {
+		if problem := h.checkResume(octx, tails, topic, static, start); problem != nil {
+			return nil, problem
+		}
+	}
+	ls, err := tails.Open(octx, logtails.StreamOptions{
+		Topic:     topic,
+		Framer:    frame{},
+		Start:     start,
+		Compacted: compacted,
+		Filters:   filters(w.Filters, resolve),
+		LagBudget: req.Limits.StreamLagBudget,
+	})
+	if err != nil {
+		return nil, topicProblem(err, topic, static)
+	}
+	if ls.Restarted() {
+		h.log.Debug("resume position beyond the end of the log: the stream restarts from the earliest offset", "topic", topic)
+	}
+	return &stream{ls: ls, topic: topic, static: static}, nil
+}
+
+// checkResume refuses a resume position that names a partition the topic
+// does not have (an id of another topic), or lies below where a partition
+// now starts: retention deleted records after the client's last event, and
+// resuming would skip them silently.
+func (h *Handler) checkResume(ctx context.Context, tails *logtails.Tails, topic string, static bool, start map[int32]int64) *handler.HTTPResponse {
+	lo, err := tails.LogStarts(ctx, topic)
+	if err != nil {
+		return topicProblem(err, topic, static)
+	}
+	for p := range start {
+		if int(p) >= len(lo) {
+			return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+				"last-event-id names partition %d, but topic %q has %d partitions: it is an id of another stream; reconnect without it to start afresh",
+				p, topic, len(lo)))
+		}
+	}
+	for p := int32(0); int(p) < len(lo); p++ {
+		// A partition the id does not name starts at the log start: no gap.
+		if next, ok := start[p]; ok && next < lo[p] {
+			return handler.TypedProblemResponse(handler.Problem{
+				Status: http.StatusGone,
+				Detail: fmt.Sprintf(
+					"the records of topic %q after this last-event-id were deleted by retention: partition %d resumes at offset %d, but now starts at %d; "+
+						"reconnect without last-event-id to read what the topic still holds",
+					topic, p, next, lo[p]),
+			})
+		}
+	}
+	return nil
+}
+
+// serve streams the records until the stream ends. The sender owns the
+// log stream; serve waits apart from it, as a send may block for as long as
+// Envoy does not read, and the lag budget, the drain and the client's
+// cancel must still end the stream then.
+func (h *Handler) serve(ctx context.Context, req *handler.HTTPRequest, out handler.EventWriter, s *stream) {
+	if err := out.Start(ctx, streamHeaders()); err != nil {
+		s.ls.Close()
+		return
+	}
+	retry := "retry: " + strconv.FormatInt(req.Limits.SSERetry.Milliseconds(), 10) + "\n\n"
+	if err := out.Send(ctx, []byte(retry)); err != nil {
+		s.ls.Close()
+		return
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var last atomic.Int64 // unix nanoseconds of the last send
+	snd := &sender{out: out, last: &last}
+	snd.touch()
+	ended := make(chan error, 1)
+	go func() {
+		defer s.ls.Close()
+		ended <- snd.loop(sctx, s.ls)
+	}()
+	beat := newHeartbeat(req.Limits.SSEHeartbeat)
+	defer beat.stop()
+	for {
+		select {
+		case err := <-ended:
+			h.end(ctx, out, snd, h.reason(err, ctx, s, req.Limits))
+			return
+		case <-s.ls.Lagged():
+			stop()
+			<-ended
+			h.end(ctx, out, snd, h.reason(logtails.ErrLagged, ctx, s, req.Limits))
+			return
+		case <-s.ls.Retired():
+			stop()
+			<-ended
+			h.end(ctx, out, snd, h.reason(s.ls.RetiredErr(), ctx, s, req.Limits))
+			return
+		case <-req.Drain.Done():
+			stop()
+			<-ended
+			h.end(ctx, out, snd, "the processor is shutting down; reconnect (last-event-id resumes)")
+			return
+		case <-ctx.Done():
+			stop()
+			<-ended
+			return
+		case <-beat.c():
+			if idle := snd.idle(); idle >= req.Limits.SSEHeartbeat {
+				// The sender may be sending too: the writer sends whole
+				// messages one at a time, and a comment between two events
+				// is harmless.
+				if err := out.Send(ctx, []byte(":\n\n")); err == nil {
+					snd.touch()
+				}
+				beat.reset(req.Limits.SSEHeartbeat)
+			} else {
+				beat.reset(req.Limits.SSEHeartbeat - idle)
+			}
+		}
+	}
+}
+
+// end says, in a comment, why the stream ends; the exchange then ends the
+// response.
+func (h *Handler) end(ctx context.Context, out handler.EventWriter, snd *sender, why string) {
+	if why == "" || ctx.Err() != nil {
+		return
+	}
+	if err := out.Send(ctx, appendComment(nil, why)); err == nil {
+		snd.touch()
+	}
+}
+
+// reason is the comment of a stream that ended on err ("" when nobody is
+// left to read it).
+func (h *Handler) reason(err error, ctx context.Context, s *stream, limits config.Limits) string {
+	switch {
+	case ctx.Err() != nil:
+		return ""
+	case errors.Is(err, logtails.ErrLagged):
+		h.lagged.Add(1)
+		return fmt.Sprintf("the stream fell more than limits.stream-lag-budget (%d records) behind topic %q; reconnect (last-event-id resumes)",
+			limits.StreamLagBudget, s.topic)
+	case errors.Is(err, logtails.ErrClosed):
+		return "the processor is shutting down; reconnect (last-event-id resumes)"
+	case errors.Is(err, logtails.ErrPartitionsChanged):
+		return fmt.Sprintf("topic %q gained partitions; reconnect (last-event-id resumes)", s.topic)
+	case errors.Is(err, views.ErrLater):
+		return fmt.Sprintf("the next record of topic %q cannot be decoded now; reconnect (last-event-id resumes at it)", s.topic)
+	}
+	h.log.Debug("event stream ended", "topic", s.topic, "err", err)
+	return fmt.Sprintf("the stream of topic %q ended: %v; reconnect (last-event-id resumes)", s.topic, err)
+}
+
+// streamHeaders are the headers of an event stream: no caching anywhere,
+// and no buffering by a proxy that honours x-accel-buffering.
+func streamHeaders() []route.Header {
+	return []route.Header{
+		{Name: "content-type", Value: eventStream},
+		{Name: "cache-control", Value: "no-cache"},
+		{Name: "x-accel-buffering", Value: "no"},
+	}
+}
+
+func draining() *handler.HTTPResponse {
+	return unavailable("the processor is shutting down; reconnect (last-event-id resumes)")
+}
+
+func unavailable(detail string) *handler.HTTPResponse {
+	return handler.ProblemResponse(http.StatusServiceUnavailable, detail, route.Header{Name: "retry-after", Value: "1"})
+}
+
+// topicProblem answers a topic that cannot be read: a templated topic that
+// does not exist is the caller's 404; a configured one is the service's 503.
+func topicProblem(err error, topic string, static bool) *handler.HTTPResponse {
+	switch {
+	case errors.Is(err, client.ErrUnknownTopic) && !static:
+		return handler.ProblemResponse(http.StatusNotFound, fmt.Sprintf("topic %q does not exist", topic))
+	case errors.Is(err, client.ErrUnknownTopic):
+		return unavailable(fmt.Sprintf("the route's topic %q does not exist in Kafka", topic))
+	case errors.Is(err, logtails.ErrClosed):
+		return draining()
+	}
+	return unavailable(fmt.Sprintf("topic %q cannot be read now: %v; retry shortly", topic, err))
+}
+
+// filters resolves a route's filters.
+func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []logtails.Filter {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]logtails.Filter, len(fs))
+	for i, f := range fs {
+		if f.Key != nil {
+			k := f.Key.Expand(resolve)
+			out[i].Key = &k
+		}
+		for _, hdr := range f.Headers {
+			out[i].Headers = append(out[i].Headers, client.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
+		}
+	}
+	return out
+}
