@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 )
 
 // sseEvent is one event as the HTML standard's EventSource dispatches it.
@@ -69,6 +72,20 @@ func (e *env) openSSE(c *http.Client, path string, hdr ...string) *sseStream {
 func (s *sseStream) close() {
 	s.cancel()
 	_ = s.resp.Body.Close()
+}
+
+// problem reads an answer that is not a stream as problem+json.
+func (s *sseStream) problem(t *testing.T) handler.Problem {
+	t.Helper()
+	body := s.body(t)
+	var p handler.Problem
+	if ct := s.resp.Header.Get("content-type"); ct != "application/problem+json" {
+		t.Fatalf("%d with content-type %q, not a problem: %s", s.resp.StatusCode, ct, body)
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatalf("problem %s: %v", body, err)
+	}
+	return p
 }
 
 // body reads the whole body of an answer that is not a stream.

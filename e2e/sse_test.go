@@ -1,9 +1,18 @@
 package e2e_test
 
 import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -29,6 +38,9 @@ bindings:
       - when: [{ path: "/tenants/{tenant}" }]
         exit: kafka0
         with: { topic: "tenant-${params.tenant}", topic-pattern: "tenant-*" }
+      - when: [{ path: "/topics/{topic}" }]
+        exit: kafka0
+        with: { topic: "${params.topic}", topic-pattern: "tenant-*" }
       - when: [{ path: "/keys/{key}" }]
         exit: kafka0
         with: { topic: multi, filters: [{ key: "${params.key}" }] }
@@ -88,5 +100,210 @@ func TestSSERecordsAsEvents(t *testing.T) {
 				t.Errorf("live event %+v", ev)
 			}
 		})
+	}
+}
+
+// Resume by last-event-id, on a topic of one partition and of three: the
+// resumed stream sends exactly the events the first sent after that id
+// (none missing, none twice), then what is written afterwards; the id of
+// one stream resumes another (HTTP/1.1 then HTTP/2 here).
+func TestSSEResumeAcrossPartitions(t *testing.T) {
+	e := startSSE(t)
+	for _, c := range []struct {
+		path, topic string
+		partitions  int32
+	}{{"/events", "events", 1}, {"/multi", "multi", 3}} {
+		t.Run(c.topic, func(t *testing.T) {
+			const n = 12
+			for i := 0; i < n; i++ {
+				e.put(c.topic, int32(i)%c.partitions, fmt.Sprintf("k%d", i), []byte(fmt.Sprintf("%s-%d", c.topic, i)))
+			}
+			first := e.openSSE(e.h1, c.path)
+			all := first.take(t, n)
+			first.close()
+			checkDistinct(t, all)
+			var last *sseStream
+			for _, cut := range []int{0, 4, n - 2} {
+				resumed := e.openSSE(e.h2c, c.path, "last-event-id", all[cut].id)
+				got := resumed.take(t, n-1-cut)
+				if want := all[cut+1:]; !sameEvents(got, want) {
+					t.Fatalf("resumed after event %d: %v, want %v", cut, datas(got), datas(want))
+				}
+				last = resumed
+			}
+			for p := int32(0); p < c.partitions; p++ {
+				e.put(c.topic, p, "after", []byte(fmt.Sprintf("after-%d", p)))
+			}
+			for i, ev := range last.take(t, int(c.partitions)) {
+				if !strings.HasPrefix(ev.data, "after-") {
+					t.Fatalf("live event %d: %+v", i, ev)
+				}
+			}
+		})
+	}
+}
+
+// checkDistinct fails on an event sent twice.
+func checkDistinct(t *testing.T, evs []sseEvent) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		if seen[ev.data] {
+			t.Fatalf("%q twice in %v", ev.data, datas(evs))
+		}
+		seen[ev.data] = true
+	}
+}
+
+// sameEvents reports whether got holds the events of want, each once:
+// across partitions their order may differ, within one it may not (the
+// values name their order).
+func sameEvents(got, want []sseEvent) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	a, b := datas(got), datas(want)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func datas(evs []sseEvent) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.data
+	}
+	return out
+}
+
+// A tombstone is a delete event whose data is the record's key; a
+// compacted topic streams the key's current records first (from its view:
+// a key deleted before the stream opened is not there at all), then the
+// changes, deletes among them.
+func TestSSETombstonesAndCompactedHistory(t *testing.T) {
+	e := startSSE(t)
+	e.put("events", 0, "gone", []byte("v1"))
+	e.put("events", 0, "gone", nil)
+	s := e.openSSE(e.h1, "/events")
+	evs := s.take(t, 2)
+	if evs[0].typ != "message" || evs[0].data != "v1" || evs[1].typ != "delete" || evs[1].data != "gone" {
+		t.Fatalf("log history: %+v", evs)
+	}
+
+	e.put("snapshots", 0, "a", []byte("a1"))
+	e.put("snapshots", 0, "a", []byte("a2"))
+	e.put("snapshots", 1, "b", []byte("b1"))
+	e.put("snapshots", 1, "c", []byte("c1"))
+	e.put("snapshots", 1, "c", nil)
+	e.waitView("snapshots", 5)
+	c := e.openSSE(e.h2c, "/snapshots")
+	got := c.take(t, 2)
+	if !sameEvents(got, []sseEvent{{data: "a2"}, {data: "b1"}}) {
+		t.Fatalf("compacted history: %v, want the current records a2 and b1", datas(got))
+	}
+	e.put("snapshots", 1, "b", nil)
+	e.put("snapshots", 1, "d", []byte("d1")) // the same partition as the delete: the order is the log's
+	got = c.take(t, 2)
+	if got[0].typ != "delete" || got[0].data != "b" || got[1].data != "d1" {
+		t.Fatalf("changes after the history: %+v", got)
+	}
+	// Resuming after the delete sends only what follows it.
+	r := e.openSSE(e.h1, "/snapshots", "last-event-id", got[0].id)
+	if ev := r.next(t); ev.data != "d1" {
+		t.Fatalf("resumed after the delete: %+v", ev)
+	}
+}
+
+// waitView polls (bounded) until a fresh stream of the compacted topic
+// reads past offsets whose sum is n: the view has caught up with what the
+// test wrote.
+func (e *env) waitView(topic string, n int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.endOffsets(topic) < n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("topic %s did not reach %d records", topic, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// What an sse-kafka route refuses, and why: each a problem+json with a
+// detail saying what to send instead; nothing is streamed.
+func TestSSERefusals(t *testing.T) {
+	e := startSSE(t)
+	e.put("events", 0, "k", []byte("v"))
+	e.put("multi", 0, "k", []byte("v"))
+	id := e.openSSE(e.h1, "/events").next(t).id
+	foreign := base64.StdEncoding.EncodeToString(grpcwire.AppendMessageID(nil, []int64{1, 1, 1}))
+	for _, c := range []struct {
+		name   string
+		path   string
+		hdr    []string
+		status int
+		detail string
+	}{
+		{"accept absent", "/events", []string{"accept", ""}, 406, "send accept: text/event-stream"},
+		{"accept wildcard", "/events", []string{"accept", "*/*"}, 406, `accept "*/*"`},
+		{"accept json", "/events", []string{"accept", "application/json"}, 406, "Server-Sent Events"},
+		{"accept with q=0", "/events", []string{"accept", "text/event-stream;q=0, */*"}, 406, "send accept"},
+		{"malformed last-event-id", "/events", []string{"last-event-id", "not-an-id"}, 400, "not an event id this gateway issued"},
+		{"last-event-id of another gateway's shape", "/events", []string{"last-event-id", base64.StdEncoding.EncodeToString([]byte{2, 2, 0, 2})}, 400, "does not start with 0x01"},
+		{"repeated last-event-id", "/events", []string{"last-event-id", id, "last-event-id", id}, 400, "sent 2 times"},
+		{"oversized last-event-id", "/events", []string{"last-event-id", strings.Repeat("A", 17<<10)}, 400, "more than the 16384"},
+		{"id of a topic with more partitions", "/events", []string{"last-event-id", foreign}, 400, "names partition 1, but topic \"events\" has 1 partitions"},
+		{"path parameter naming a topic outside topic-pattern", "/topics/secret", nil, 400, `topic "secret" does not match the route's topic-pattern "tenant-*"`},
+		{"path parameter making an illegal topic name", "/tenants/..%2Fsecret", nil, 400, `"tenant-../secret" is not a legal Kafka topic name`},
+		{"templated topic that does not exist", "/tenants/nobody", nil, 404, `topic "tenant-nobody" does not exist`},
+		{"no route", "/nowhere", nil, 404, "no route matches"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, cl := range []*http.Client{e.h1, e.h2c} {
+				s := e.openSSE(cl, c.path, c.hdr...)
+				p := s.problem(t)
+				if s.resp.StatusCode != c.status || p.Status != c.status || !strings.Contains(p.Detail, c.detail) {
+					t.Fatalf("%s: %d %+v, want %d with %q", s.resp.Proto, s.resp.StatusCode, p, c.status, c.detail)
+				}
+			}
+		})
+	}
+	// A path parameter naming another topic by a pattern's wildcard is
+	// still held to topic-pattern: tenant-* admits tenant-acme, nothing else.
+	if s := e.openSSE(e.h1, "/tenants/acme"); s.resp.StatusCode != 200 {
+		t.Fatalf("a topic within topic-pattern: %d %s", s.resp.StatusCode, s.body(t))
+	}
+}
+
+// An id whose position lies below where the topic now starts (retention
+// deleted records after it) is refused with 410 and the offsets, not
+// resumed past the gap.
+func TestSSEResumeBelowLogStart(t *testing.T) {
+	e := startSSE(t)
+	for i := 0; i < 6; i++ {
+		e.put("events", 0, "k", []byte(fmt.Sprintf("v%d", i)))
+	}
+	evs := e.openSSE(e.h1, "/events").take(t, 6)
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": e.dev.Broker.Addr(), "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	topic := "events"
+	res, err := a.DeleteRecords(ctxFor(t, 20*time.Second), []kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.DeleteRecordsResults {
+		if r.TopicPartition.Error != nil {
+			t.Fatal(r.TopicPartition.Error)
+		}
+	}
+	s := e.openSSE(e.h2c, "/events", "last-event-id", evs[1].id)
+	if p := s.problem(t); s.resp.StatusCode != 410 || !strings.Contains(p.Detail, "partition 0 resumes at offset 2, but now starts at 4") {
+		t.Fatalf("below the log start: %d %+v", s.resp.StatusCode, p)
+	}
+	// At the log start, or after it, resumes.
+	if ev := e.openSSE(e.h1, "/events", "last-event-id", evs[3].id).next(t); ev.data != "v4" {
+		t.Fatalf("resumed at the log start: %+v", ev)
 	}
 }

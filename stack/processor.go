@@ -72,6 +72,8 @@ type Processor struct {
 	Server    *processor.Server
 	Readiness *admin.Readiness
 	Registry  *prometheus.Registry
+	// SSE is the sse-kafka handler, whose counters tests read.
+	SSE *ssekafka.Handler
 
 	grpc      *grpc.Server
 	health    *health.Server
@@ -125,8 +127,9 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	reg.MustRegister(kc)
 	httpk := httpkafka.New(logger, routes)
 	httpH, grpcH := bindingHandlers(opts, reg, logger, httpk, routes)
+	ssek := ssekafka.New(logger, routes)
 	srv, err := processor.New(processor.Options{Config: opts.Config, Logger: logger, Registerer: reg, Drain: drainCtx,
-		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH, SSE: ssekafka.New(logger, routes)})
+		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH, SSE: ssek})
 	if err != nil {
 		return fail(fmt.Errorf("creating the processor: %w", err))
 	}
@@ -137,6 +140,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	p := &Processor{
 		Server:    srv,
+		SSE:       ssek,
 		Readiness: readiness,
 		Registry:  reg,
 		grpc:      grpc.NewServer(GRPCServerOptions(opts.TLS)...),

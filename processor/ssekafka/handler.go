@@ -150,12 +150,16 @@ func (h *Handler) checkResume(ctx context.Context, tails *logtails.Tails, topic 
 	if err != nil {
 		return topicProblem(err, topic, static)
 	}
+	beyond := int32(-1) // the first partition named that the topic lacks
 	for p := range start {
-		if int(p) >= len(lo) {
-			return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
-				"last-event-id names partition %d, but topic %q has %d partitions: it is an id of another stream; reconnect without it to start afresh",
-				p, topic, len(lo)))
+		if int(p) >= len(lo) && (beyond < 0 || p < beyond) {
+			beyond = p
 		}
+	}
+	if beyond >= 0 {
+		return handler.ProblemResponse(http.StatusBadRequest, fmt.Sprintf(
+			"last-event-id names partition %d, but topic %q has %d partitions: it is an id of another stream; reconnect without it to start afresh",
+			beyond, topic, len(lo)))
 	}
 	for p := int32(0); int(p) < len(lo); p++ {
 		// A partition the id does not name starts at the log start: no gap.
@@ -203,24 +207,22 @@ func (h *Handler) serve(ctx context.Context, req *handler.HTTPRequest, out handl
 		case err := <-ended:
 			h.end(ctx, out, snd, h.reason(err, ctx, s, req.Limits))
 			return
+		// The sender is told to stop, not waited for: its send may be
+		// blocked for as long as Envoy does not read. It closes the log
+		// stream when it returns, and its sends after the end fail.
 		case <-s.ls.Lagged():
 			stop()
-			<-ended
 			h.end(ctx, out, snd, h.reason(logtails.ErrLagged, ctx, s, req.Limits))
 			return
 		case <-s.ls.Retired():
 			stop()
-			<-ended
 			h.end(ctx, out, snd, h.reason(s.ls.RetiredErr(), ctx, s, req.Limits))
 			return
 		case <-req.Drain.Done():
 			stop()
-			<-ended
 			h.end(ctx, out, snd, "the processor is shutting down; reconnect (last-event-id resumes)")
 			return
 		case <-ctx.Done():
-			stop()
-			<-ended
 			return
 		case <-beat.c():
 			if idle := snd.idle(); idle >= req.Limits.SSEHeartbeat {
