@@ -98,9 +98,12 @@ func (s *sseStream) body(t *testing.T) string {
 	return string(b)
 }
 
-func (s *sseStream) read() {
+func (s *sseStream) read() { s.readFrom(s.resp.Body) }
+
+// readFrom parses an event stream until r ends.
+func (s *sseStream) readFrom(r io.Reader) {
 	defer close(s.done)
-	sc := bufio.NewScanner(s.resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	sc.Split(scanSSELines)
 	var typ, data, lastID string

@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/logbuf"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpcwire"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
@@ -79,6 +82,12 @@ func TestSSERecordsAsEvents(t *testing.T) {
 			}
 			if got := s.resp.Header.Get("cache-control"); got != "no-cache" {
 				t.Errorf("cache-control %q", got)
+			}
+			if s.resp.ProtoMajor == 1 && (len(s.resp.TransferEncoding) != 1 || s.resp.TransferEncoding[0] != "chunked") {
+				t.Errorf("HTTP/1.1 transfer-encoding %v, want chunked (no content-length: the body's end is unknown)", s.resp.TransferEncoding)
+			}
+			if s.resp.ContentLength != -1 {
+				t.Errorf("content-length %d on an event stream", s.resp.ContentLength)
 			}
 			evs := s.take(t, 2)
 			if evs[0].data != `{"n":1}` || evs[0].typ != "message" || evs[0].id != "AQIAAg==" {
@@ -305,5 +314,87 @@ func TestSSEResumeBelowLogStart(t *testing.T) {
 	// At the log start, or after it, resumes.
 	if ev := e.openSSE(e.h1, "/events", "last-event-id", evs[3].id).next(t); ev.data != "v4" {
 		t.Fatalf("resumed at the log start: %+v", ev)
+	}
+}
+
+const sseGuardedConfig = `
+bindings:
+  kafka0:
+    type: kafka
+    kind: client
+    options: { bootstrap.servers: localhost:9092 }
+  sse0:
+    type: sse-kafka
+    kind: proxy
+    options: { credentials: { query: access_token, cookie: session } }
+    routes:
+      - guarded: { jwt0: ["read:items"] }
+        when: [{ path: /events }]
+        exit: kafka0
+        with: { topic: events, filters: [{ headers: { owner: "${guarded['jwt0'].identity}" } }] }
+guards:
+  jwt0:
+    type: jwt
+    options: { issuer: "https://auth.example.com", audience: "https://api.example.com", keys: 'JWKS' }
+`
+
+// A guarded route takes the bearer token from the configured query
+// parameter or cookie (EventSource cannot set authorization); the identity
+// filters the stream; a missing, forged or unprivileged token is refused
+// before anything streams; the token is in no log line.
+func TestSSEGuardedQueryToken(t *testing.T) {
+	is := newIssuer(t)
+	var logs logbuf.Buffer
+	e := startEnv(t, strings.ReplaceAll(sseGuardedConfig, "'JWKS'", "'"+is.jwks()+"'"),
+		withTopics(embedded.Topic{Name: "events", Partitions: 1}),
+		func(o *stack.DevOptions) {
+			o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		})
+	e.put("events", 0, "1", []byte("for alice"), "owner", "alice")
+	e.put("events", 0, "2", []byte("for bob"), "owner", "bob")
+	alice := is.token()
+
+	for _, c := range []struct {
+		name string
+		path string
+		hdr  []string
+	}{
+		{"query", "/events?access_token=" + url.QueryEscape(alice), nil},
+		{"cookie", "/events", []string{"cookie", "theme=dark; session=" + alice}},
+		{"authorization header", "/events", []string{"authorization", "Bearer " + alice}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := e.openSSE(e.h1, c.path, c.hdr...)
+			if s.resp.StatusCode != 200 {
+				t.Fatalf("%d %s", s.resp.StatusCode, s.body(t))
+			}
+			if ev := s.next(t); ev.data != "for alice" {
+				t.Fatalf("alice's stream: %+v", ev)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name, path string
+		status     int
+		detail     string
+	}{
+		{"no token", "/events", 401, `guard "jwt0"`},
+		{"forged token", "/events?access_token=" + url.QueryEscape(is.hmacWithPublicKey()), 401, `guard "jwt0"`},
+		{"token without the role", "/events?access_token=" + url.QueryEscape(is.token("scope", "write:items")), 403, "read:items"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := e.openSSE(e.h2c, c.path)
+			if p := s.problem(t); s.resp.StatusCode != c.status || !strings.Contains(p.Detail, c.detail) {
+				t.Fatalf("%d %+v, want %d with %q", s.resp.StatusCode, p, c.status, c.detail)
+			}
+		})
+	}
+	e.dev.Close() // every line is written
+	sig := alice[strings.LastIndexByte(alice, '.')+1:]
+	if strings.Contains(logs.String(), sig) || strings.Contains(logs.String(), "access_token") {
+		t.Fatalf("the token reached the log:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"/events"`) {
+		t.Fatalf("the log has no line of the requests (at debug level), so the check above proves nothing:\n%s", logs.String())
 	}
 }
