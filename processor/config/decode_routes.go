@@ -234,10 +234,16 @@ func (d *decoder) checkRoute(rc *routeCtx) {
 			}
 		}
 	}
-	w := r.With
-	if w == nil {
+	if r.With == nil {
 		return // a missing or broken with is reported already; these checks need it
 	}
+	d.checkConditions(rc, r.With)
+}
+
+// checkConditions checks each when condition against the route's with:
+// the methods a capability answers, and where {correlationId} may stand.
+func (d *decoder) checkConditions(rc *routeCtx, w *With) {
+	r := rc.r
 	followUp := w.Capability == Produce && rc.hasReplyTo && rc.hasAsync
 	for i, c := range r.When {
 		if c.Path != nil && c.Path.HasParam("correlationId") && (!followUp || c.Method != "GET") {
