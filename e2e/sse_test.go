@@ -276,6 +276,18 @@ func TestSSERefusals(t *testing.T) {
 			}
 		})
 	}
+	for _, cl := range e.clients() {
+		resp, body := e.request(cl, http.MethodPost, "/events", "x", "accept", "text/event-stream")
+		if resp.StatusCode != 405 || resp.Header.Get("allow") != "GET, HEAD" || !strings.Contains(body, "accept GET, HEAD") {
+			t.Fatalf("POST: %d %v %s", resp.StatusCode, resp.Header, body)
+		}
+		resp, body = e.request(cl, http.MethodHead, "/events", "")
+		// Envoy sends a bodyless local reply without content-type (rule
+		// local-reply-content-type).
+		if resp.StatusCode != 200 || resp.Header.Get("cache-control") != "no-cache" || body != "" {
+			t.Fatalf("HEAD: %d %v %q", resp.StatusCode, resp.Header, body)
+		}
+	}
 	// A path parameter naming another topic by a pattern's wildcard is
 	// still held to topic-pattern: tenant-* admits tenant-acme, nothing else.
 	if s := e.openSSE(e.h1, "/tenants/acme"); s.resp.StatusCode != 200 {

@@ -60,6 +60,13 @@ func (h *Handler) HandleSSE(ctx context.Context, req *handler.HTTPRequest, out h
 		return handler.ProblemResponse(http.StatusNotImplemented,
 			fmt.Sprintf("route %d of binding %q has no `with`, so it has nothing to do", r.Index, req.Match.Binding.Name))
 	}
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		// A route without a method condition takes every method; an event
+		// stream is opened with GET only.
+		return handler.ProblemResponse(http.StatusMethodNotAllowed, fmt.Sprintf(
+			"an event stream is opened with GET (as EventSource does), not %s", req.Method),
+			route.Header{Name: "allow", Value: "GET, HEAD"})
+	}
 	if req.Method == http.MethodHead {
 		// What a GET would start, without the stream.
 		return &handler.HTTPResponse{Status: http.StatusOK, Headers: streamHeaders()}
