@@ -60,7 +60,7 @@ func importZilla(t *testing.T, file string) (cfgPath, envoyPath string) {
 // No environment variable is set: dev replaces what they feed (brokers, TLS,
 // SASL).
 func TestImportZillaExamples(t *testing.T) {
-	for _, name := range []string{"http.kafka.crud", "http.kafka.cache", "http.kafka.sync", "http.kafka.async", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout"} {
+	for _, name := range []string{"http.kafka.crud", "http.kafka.cache", "http.kafka.sync", "http.kafka.async", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "sse.kafka.fanout"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, name+".yaml"))
