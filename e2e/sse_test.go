@@ -410,3 +410,38 @@ func TestSSEGuardedQueryToken(t *testing.T) {
 		t.Fatalf("the log has no line of the requests (at debug level), so the check above proves nothing:\n%s", logs.String())
 	}
 }
+
+// Beside an http-kafka binding, without the binding metadata, a request
+// goes to the sse-kafka binding whose routes match its path, any other to
+// the http-kafka binding.
+func TestSSEBesideHTTPKafka(t *testing.T) {
+	e := startEnv(t, `
+bindings:
+  kafka0: { type: kafka, kind: client, options: { bootstrap.servers: localhost:9092 } }
+  http0:
+    type: http-kafka
+    kind: proxy
+    routes:
+      - when: [{ method: GET, path: "/items/{id}" }]
+        exit: kafka0
+        with: { capability: fetch, topic: items, filters: [{ key: "${params.id}" }] }
+  sse0:
+    type: sse-kafka
+    kind: proxy
+    routes:
+      - when: [{ path: /items-events }]
+        exit: kafka0
+        with: { topic: items }
+`, withTopics(embedded.Topic{Name: "items", Partitions: 1, Compact: true}))
+	e.put("items", 0, "1", []byte(`{"n":1}`))
+	if ev := e.openSSE(e.h1, "/items-events").next(t); ev.data != `{"n":1}` {
+		t.Fatalf("the sse-kafka route: %+v", ev)
+	}
+	resp, body := e.request(e.h1, http.MethodGet, "/items/1", "", "prefer", "wait=5")
+	if resp.StatusCode != 200 || body != `{"n":1}` {
+		t.Fatalf("the http-kafka route: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := e.request(e.h1, http.MethodGet, "/nowhere", ""); resp.StatusCode != 404 {
+		t.Fatalf("no route: %d", resp.StatusCode)
+	}
+}
