@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -186,13 +187,23 @@ func TestSSEResumeOnAnotherReplica(t *testing.T) {
 func (e *env) clients() []*http.Client { return []*http.Client{e.h1, e.h2c} }
 
 // A quiet stream sends heartbeat comments, which keep it open past Envoy's
-// stream idle timeout (300ms here, heartbeats every 100ms): a record
-// written after several timeouts' worth of silence still arrives.
+// stream idle timeout (1s here, heartbeats every 50ms): a record written
+// after more silence than the timeout allows still arrives. The margin is
+// wide (20 heartbeats per timeout) so that a loaded machine's late timer
+// does not look like a missing heartbeat.
 func TestSSEHeartbeatOutlivesIdleTimeout(t *testing.T) {
-	e := startSSE(t, shortIdleEnvoy(t), func(o *stack.DevOptions) { o.Config.Limits.SSEHeartbeat = 100 * time.Millisecond })
+	y := string(envoy.DefaultYAML())
+	if !strings.Contains(y, "stream_idle_timeout: 300s") {
+		t.Fatal("envoy.yaml changed: the test's edit no longer applies")
+	}
+	y = strings.Replace(y, "stream_idle_timeout: 300s", "stream_idle_timeout: 1s", 1)
+	e := startSSE(t, func(o *stack.DevOptions) {
+		o.Envoy = []byte(y)
+		o.Config.Limits.SSEHeartbeat = 50 * time.Millisecond
+	})
 	for _, c := range e.clients() {
 		s := e.openSSE(c, "/events")
-		for i := 0; i < 8; i++ { // 800ms of heartbeats: the idle timeout would have cut the stream twice
+		for i := 0; i < 30; i++ { // at least 1.5s of heartbeats: past the idle timeout
 			select {
 			case <-s.comments:
 			case <-s.done:
