@@ -445,3 +445,27 @@ bindings:
 		t.Fatalf("no route: %d", resp.StatusCode)
 	}
 }
+
+// With the shipped CORS blocks uncommented, a cross-origin EventSource's
+// stream (a streamed answer, not a local reply) carries
+// access-control-allow-origin, and Envoy answers a preflight naming
+// last-event-id (a client that sets the header itself sends one).
+func TestSSECrossOrigin(t *testing.T) {
+	e := startSSE(t, withCORS(t))
+	e.put("events", 0, "k", []byte("v"))
+	const origin = "https://app.example.com"
+	for _, c := range e.clients() {
+		s := e.openSSE(c, "/events", "origin", origin)
+		if s.resp.StatusCode != 200 || s.resp.Header.Get("access-control-allow-origin") != origin {
+			t.Fatalf("%s: %d %v, want the stream with access-control-allow-origin", s.resp.Proto, s.resp.StatusCode, s.resp.Header)
+		}
+		if ev := s.next(t); ev.data != "v" {
+			t.Fatalf("%+v", ev)
+		}
+		resp, _ := e.request(c, http.MethodOptions, "/events", "", "origin", origin,
+			"access-control-request-method", "GET", "access-control-request-headers", "last-event-id")
+		if resp.StatusCode != 200 || resp.Header.Get("access-control-allow-origin") != origin || resp.Header.Get("access-control-allow-headers") == "" {
+			t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
+		}
+	}
+}
