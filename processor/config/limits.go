@@ -121,7 +121,7 @@ func limitKeys() []limitKey {
 		{"view-idle", durationLimit, func(l *Limits) any { return &l.ViewIdle },
 			"Idle templated views are evicted after this; default 10m."},
 		{"stream-lag-budget", countLimit, func(l *Limits) any { return &l.StreamLagBudget },
-			"Records a gRPC fetch stream may fall behind; default 10000."},
+			"Records a gRPC fetch stream or an SSE stream may fall behind; default 10000."},
 		{"stream-send-interval", durationOrNone, func(l *Limits) any { return &l.StreamSendInterval },
 			"Longest a busy gRPC fetch stream holds records to send them together (its sends are open streams / stream-send-rate apart, at most this); 0 sends at once; default 50ms."},
 		{"stream-send-rate", countLimit, func(l *Limits) any { return &l.StreamSendRate },
