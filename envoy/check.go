@@ -24,6 +24,9 @@ type CheckOptions struct {
 	MaxWait time.Duration
 	// ReplyTimeout is limits.reply-timeout: how long it waits for a reply record.
 	ReplyTimeout time.Duration
+	// SSEHeartbeat is limits.sse-heartbeat: the longest an event stream
+	// stays silent (0: not checked).
+	SSEHeartbeat time.Duration
 	// PingMinTime is the processor gRPC server's keepalive enforcement
 	// minimum (stack.KeepaliveMinTime): HTTP/2 PINGs from Envoy closer
 	// together end its connections with a too_many_pings GOAWAY. 0 means
@@ -122,6 +125,9 @@ func (c *checker) aboveLimits(where, what string, d time.Duration) {
 	}
 	if d <= c.opts.ReplyTimeout {
 		c.problem("%s: %s %s is not above limits.reply-timeout %s: Envoy would end requests waiting for a reply before the processor answers", where, what, d, c.opts.ReplyTimeout)
+	}
+	if d <= c.opts.SSEHeartbeat {
+		c.problem("%s: %s %s is not above limits.sse-heartbeat %s: Envoy would end quiet event streams between two heartbeats", where, what, d, c.opts.SSEHeartbeat)
 	}
 }
 

@@ -35,7 +35,7 @@ const Version = "3.1.0"
 
 // Options tune the generated document.
 type Options struct {
-	// Binding names the http-kafka binding to describe; empty means the
+	// Binding names the http-kafka or sse-kafka binding to describe; empty means the
 	// configuration's only one. With several, Envoy routes pick the binding
 	// per request, so their paths may overlap: the document covers one.
 	Binding string
@@ -44,7 +44,7 @@ type Options struct {
 	Servers []string // server URLs, e.g. the Envoy listener's
 }
 
-// Generate describes one http-kafka binding of cfg.
+// Generate describes one http-kafka or sse-kafka binding of cfg.
 func Generate(cfg *config.Config, opts Options) (*Document, error) {
 	if cfg == nil {
 		return nil, errors.New("openapi: no configuration")
@@ -73,7 +73,7 @@ func Generate(cfg *config.Config, opts Options) (*Document, error) {
 	doc := &Document{
 		OpenAPI:    Version,
 		Info:       Info{Title: opts.Title, Version: opts.Version, Description: g.description()},
-		Tags:       []Tag{{Name: b.Name, Description: "Routes of the http-kafka binding " + b.Name + "."}},
+		Tags:       []Tag{{Name: b.Name, Description: "Routes of the " + string(b.Type) + " binding " + b.Name + "."}},
 		Paths:      g.paths,
 		Components: g.comp.build(),
 	}
@@ -86,7 +86,7 @@ func Generate(cfg *config.Config, opts Options) (*Document, error) {
 func pickBinding(cfg *config.Config, name string) (*config.Binding, error) {
 	var names []string
 	for _, b := range cfg.Bindings {
-		if b.Type != config.HTTPKafka {
+		if !b.Type.MatchesPaths() {
 			continue
 		}
 		if b.Name == name {
@@ -96,11 +96,11 @@ func pickBinding(cfg *config.Config, name string) (*config.Binding, error) {
 	}
 	switch {
 	case name != "":
-		return nil, fmt.Errorf("openapi: no http-kafka binding %q (have: %s)", name, listOrNone(names))
+		return nil, fmt.Errorf("openapi: no http-kafka or sse-kafka binding %q (have: %s)", name, listOrNone(names))
 	case len(names) == 0:
-		return nil, errors.New("openapi: the configuration has no http-kafka binding")
+		return nil, errors.New("openapi: the configuration has no http-kafka or sse-kafka binding")
 	case len(names) > 1:
-		return nil, fmt.Errorf("openapi: the configuration has several http-kafka bindings (%s): choose one", strings.Join(names, ", "))
+		return nil, fmt.Errorf("openapi: the configuration has several http-kafka or sse-kafka bindings (%s): choose one", strings.Join(names, ", "))
 	}
 	for _, b := range cfg.Bindings {
 		if b.Name == names[0] {
@@ -218,6 +218,8 @@ func (g *generator) operation(r *config.Route, cond int, c config.Condition, met
 		},
 	}
 	switch {
+	case g.b.Type == config.SSEKafka:
+		g.events(op, w, method)
 	case w.Capability == config.Fetch:
 		g.fetch(op, w, method)
 	case c.Path.HasParam("correlationId"):
@@ -225,7 +227,9 @@ func (g *generator) operation(r *config.Route, cond int, c config.Condition, met
 	default:
 		g.produce(op, w, method, c.Method == "")
 	}
-	g.models(op, r, method)
+	if g.b.Type != config.SSEKafka {
+		g.models(op, r, method)
+	}
 	if !w.Topic.Static() {
 		op.Responses["400"] = problem("The resolved topic name is not allowed: it does not match the route's topic-pattern `" + w.TopicPattern + "`, or it starts with '_'.")
 		if _, ok := op.Responses["404"]; !ok {
@@ -277,6 +281,40 @@ func (g *generator) fetch(op *Operation, w *config.With, method string) {
 			Headers:     map[string]*Header{"etag": g.comp.header("ETag")},
 		}
 		op.Responses["404"] = problem("No current record matches (with `prefer: wait=N`, none appeared within N seconds).")
+	}
+	if method == "HEAD" {
+		op.Summary = "Headers of: " + op.Summary
+	}
+}
+
+// events describes an sse-kafka route: a Server-Sent Events stream.
+func (g *generator) events(op *Operation, w *config.With, method string) {
+	op.Parameters = []*Parameter{
+		{Name: "accept", In: "header", Required: true, Schema: &Schema{Type: "string", Examples: []any{"text/event-stream"}},
+			Description: "Must name text/event-stream (EventSource does): the answer is a stream that never ends, so `*/*` or none is 406."},
+		{Name: "last-event-id", In: "header", Schema: &Schema{Type: "string", MaxLength: 16 << 10},
+			Description: "The id of the last event received (EventSource sends it when it reconnects): the stream continues right after it."},
+	}
+	ok := &Response{
+		Description: fmt.Sprintf("Server-Sent Events: `retry:` first, then per record `id:` (the stream's position) and one `data:` line per line "+
+			"of the value; a tombstone is `event: delete` with the key as data; a comment after %s of silence and when the stream ends.",
+			fmtDuration(g.cfg.Limits.SSEHeartbeat)),
+		Headers: map[string]*Header{"cache-control": {Description: "no-cache", Schema: &Schema{Type: "string"}}},
+	}
+	if method != "HEAD" {
+		ok.Content = map[string]*MediaType{"text/event-stream": {Schema: &Schema{Type: "string"}}}
+	}
+	op.Summary = "Events of " + w.Topic.Raw + filtersText(w.Filters, " with ")
+	op.Description = fmt.Sprintf("Every record of topic `%s`%s as it is written: a compacted topic's current records first, any other "+
+		"topic's retained log, then each new record, until the client goes away or the stream ends (the processor drains, "+
+		"the client falls limits.stream-lag-budget records behind, the topic gains partitions); the client reconnects with last-event-id.",
+		w.Topic.Raw, filtersText(w.Filters, " matching "))
+	op.Responses = map[string]*Response{
+		"200": ok,
+		"400": problem("last-event-id is sent more than once, is longer than 16 KiB, is not an event id of this gateway, or names a partition the topic does not have."),
+		"406": problem("accept does not name text/event-stream."),
+		"410": problem("The records after last-event-id were deleted by retention: reconnect without it to read what the topic still holds."),
+		"503": g.comp.response("ServiceUnavailable"),
 	}
 	if method == "HEAD" {
 		op.Summary = "Headers of: " + op.Summary

@@ -350,10 +350,10 @@ bindings:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Generate(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "several http-kafka bindings (a, b)") {
+	if _, err := Generate(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "several http-kafka or sse-kafka bindings (a, b)") {
 		t.Errorf("no binding chosen: %v", err)
 	}
-	if _, err := Generate(cfg, Options{Binding: "g"}); err == nil || !strings.Contains(err.Error(), `no http-kafka binding "g"`) {
+	if _, err := Generate(cfg, Options{Binding: "g"}); err == nil || !strings.Contains(err.Error(), `no http-kafka or sse-kafka binding "g"`) {
 		t.Errorf("grpc binding chosen: %v", err)
 	}
 	doc, js := generate(t, cfg, Options{Binding: "b"})
@@ -370,7 +370,7 @@ bindings:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Generate(grpcOnly, Options{}); err == nil || !strings.Contains(err.Error(), "no http-kafka binding") {
+	if _, err := Generate(grpcOnly, Options{}); err == nil || !strings.Contains(err.Error(), "no http-kafka or sse-kafka binding") {
 		t.Errorf("grpc-only config: %v", err)
 	}
 }
@@ -401,6 +401,9 @@ func TestExampleConfigs(t *testing.T) {
 			"/orders/{id}":                     {"POST"},
 			"/orders/{id};cid={correlationId}": {"GET"},
 		},
+		"sse.kafka.fanout": {
+			"/events": {"GET", "HEAD"},
+		},
 	} {
 		t.Run(example, func(t *testing.T) {
 			doc, js := generate(t, load(t, "../examples/"+example+"/config.yaml"), Options{Servers: []string{"http://127.0.0.1:8080"}})
@@ -419,6 +422,13 @@ func TestExampleConfigs(t *testing.T) {
 					if doc.Paths[path] == nil || doc.Paths[path].Operation(m) == nil {
 						t.Errorf("no %s %s", m, path)
 					}
+				}
+			}
+			if example == "sse.kafka.fanout" {
+				op := doc.Paths["/events"].Get
+				if op.Responses["200"].Content["text/event-stream"] == nil || op.Responses["406"] == nil || op.Responses["410"] == nil ||
+					len(op.Parameters) != 2 || op.Parameters[0].Name != "accept" || !op.Parameters[0].Required {
+					t.Errorf("the event stream's operation: %+v", op)
 				}
 			}
 		})

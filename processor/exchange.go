@@ -173,7 +173,7 @@ func (x *exchange) run() error {
 	if isGRPC {
 		typ = config.GRPCKafka
 	}
-	b, f := x.chooseBinding(typ)
+	b, f := x.chooseBinding(typ, logPath)
 	if f != nil {
 		return x.failAndLinger(f)
 	}
@@ -188,7 +188,7 @@ func (x *exchange) run() error {
 
 // chooseBinding picks the binding of the request's type: the one the stream's
 // x-kafka-ext-proc-binding metadata names, or the only one.
-func (x *exchange) chooseBinding(typ config.BindingType) (*route.Binding, *failure) {
+func (x *exchange) chooseBinding(typ config.BindingType, path string) (*route.Binding, *failure) {
 	if names := metadata.ValueFromIncomingContext(x.ctx, BindingMetadata); len(names) > 0 {
 		b := x.snap.table.Binding(names[0])
 		switch {
@@ -201,6 +201,8 @@ func (x *exchange) chooseBinding(typ config.BindingType) (*route.Binding, *failu
 			// such a request is the client's mistake, not a broken setup.
 			return nil, &failure{http: http.StatusUnsupportedMediaType, grpc: codes.Internal,
 				detail: fmt.Sprintf("this path belongs to gRPC binding %q: send content-type application/grpc (gRPC-Web needs Envoy's grpc_web filter before ext_proc)", names[0])}
+		case b.Config.Type == config.SSEKafka && typ == config.HTTPKafka:
+			return b, nil
 		case b.Config.Type != typ:
 			return nil, &failure{http: http.StatusInternalServerError, grpc: codes.Internal,
 				detail: fmt.Sprintf("binding %q named by Envoy's %s metadata is %s, but the request is %s", names[0], BindingMetadata, b.Config.Type, kindOf(typ))}
@@ -208,6 +210,11 @@ func (x *exchange) chooseBinding(typ config.BindingType) (*route.Binding, *failu
 		return b, nil
 	}
 	bs := x.snap.table.OfType(typ)
+	if typ == config.HTTPKafka {
+		if b := x.sseBinding(path, len(bs)); b != nil {
+			return b, nil
+		}
+	}
 	switch len(bs) {
 	case 0:
 		return nil, &failure{http: http.StatusNotFound, grpc: codes.Unimplemented,

@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
 )
@@ -21,7 +22,11 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		return x.failAndLinger(&failure{http: http.StatusBadRequest, detail: "the request has no :method or :path"})
 	}
 	p, query := route.SplitPath(rawPath)
-	m, err := b.MatchHTTP(x.ctx, &route.HTTPRequest{Method: method, Path: p, Headers: headers, Metadata: md}, x.s.guards)
+	matchHeaders := headers
+	if b.Config.Type == config.SSEKafka {
+		matchHeaders = withCredentials(headers, query, b.Config.SSE)
+	}
+	m, err := b.MatchHTTP(x.ctx, &route.HTTPRequest{Method: method, Path: p, Headers: matchHeaders, Metadata: md}, x.s.guards)
 	if err != nil {
 		if x.ctx.Err() != nil {
 			return nil
@@ -47,6 +52,10 @@ func (x *exchange) runHTTP(rh *extprocv3.HttpHeaders, headers route.Headers, md 
 		Method: method, Path: p, RawQuery: query, Authority: headers.Get(":authority"),
 		Headers: headers, Trailers: trailers, Body: body,
 		Match: m, Limits: x.snap.limits, Drain: x.s.drain,
+	}
+	if isSSE(m) {
+		x.runSSE(req)
+		return nil
 	}
 	resp := x.handleHTTP(req)
 	if x.ctx.Err() != nil {

@@ -213,7 +213,7 @@ func capabilityLabelOf(r *config.Route) string {
 func (x *exchange) matched(m *route.Match, headers route.Headers) {
 	x.series = &x.snap.series[m.Ordinal] // m.Route's
 	if m.Route.With != nil && m.Route.With.Capability == config.Fetch {
-		if x.kind == kindGRPC {
+		if x.kind == kindGRPC || m.Binding.Type == config.SSEKafka {
 			x.mode = modeCodeStream
 		} else if p := httphdr.ParsePrefer(headers.Values("prefer")); p.WaitSet && p.Wait > 0 {
 			x.mode = modeCodeLongPoll

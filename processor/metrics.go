@@ -99,7 +99,7 @@ type observerOfRoute struct{ o prometheus.Observer }
 // newRouteSeries are the series of each route of t, by Match.Ordinal.
 func (m *metrics) newRouteSeries(t *route.Table) []routeSeries {
 	rs := make([]routeSeries, t.Routes())
-	for _, typ := range []config.BindingType{config.HTTPKafka, config.GRPCKafka} {
+	for _, typ := range []config.BindingType{config.HTTPKafka, config.GRPCKafka, config.SSEKafka} {
 		kind := kindLabel(kindHTTP)
 		if typ == config.GRPCKafka {
 			kind = kindLabel(kindGRPC)

@@ -70,6 +70,8 @@ type Options struct {
 	// depends on none of them).
 	HTTP handler.HTTPHandler
 	GRPC handler.GRPCHandler
+	// SSE answers sse-kafka routes; nil: they are answered 501.
+	SSE handler.SSEHandler
 	// TracerProvider makes a span per exchange (nil: no tracing).
 	TracerProvider trace.TracerProvider
 	// CloseWait bounds the wait for Envoy to cancel a stream answered
@@ -88,6 +90,7 @@ type Server struct {
 	guards    GuardChecker
 	http      handler.HTTPHandler
 	grpc      handler.GRPCHandler
+	sse       handler.SSEHandler
 	metrics   *metrics
 	closeWait time.Duration
 	timers    timerpool.Pool // the lingers' timers: one per lingering exchange, stopped within closeWait
@@ -113,6 +116,7 @@ func New(opts Options) (*Server, error) {
 		guards:    opts.Guards,
 		http:      opts.HTTP,
 		grpc:      opts.GRPC,
+		sse:       opts.SSE,
 		closeWait: opts.CloseWait,
 	}
 	if s.log == nil {

@@ -30,6 +30,7 @@ var (
 	errHeadersSent   = errors.New("response headers already sent")
 	errCallEnded     = errors.New("the exchange ended the call")
 	errNotGRPCStream = errors.New("not a gRPC exchange")
+	errNotStarted    = errors.New("the streamed answer has not started")
 )
 
 type writerState uint8

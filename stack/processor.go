@@ -35,6 +35,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/ssekafka"
 )
 
 // ProcessorOptions configure StartProcessor.
@@ -71,6 +72,8 @@ type Processor struct {
 	Server    *processor.Server
 	Readiness *admin.Readiness
 	Registry  *prometheus.Registry
+	// SSE is the sse-kafka handler, whose counters tests read.
+	SSE *ssekafka.Handler
 
 	grpc      *grpc.Server
 	health    *health.Server
@@ -124,8 +127,9 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	reg.MustRegister(kc)
 	httpk := httpkafka.New(logger, routes)
 	httpH, grpcH := bindingHandlers(opts, reg, logger, httpk, routes)
+	ssek := ssekafka.New(logger, routes)
 	srv, err := processor.New(processor.Options{Config: opts.Config, Logger: logger, Registerer: reg, Drain: drainCtx,
-		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH})
+		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH, SSE: ssek})
 	if err != nil {
 		return fail(fmt.Errorf("creating the processor: %w", err))
 	}
@@ -136,6 +140,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	}
 	p := &Processor{
 		Server:    srv,
+		SSE:       ssek,
 		Readiness: readiness,
 		Registry:  reg,
 		grpc:      grpc.NewServer(GRPCServerOptions(opts.TLS)...),

@@ -106,7 +106,12 @@ func (im *importer) serverChain(l *listener, exit *node) {
 		im.httpServer(l, name, b)
 	case typ == "grpc" && kind == "server":
 		im.grpcServer(l, name, b)
-	case typ == "http-kafka" || typ == "grpc-kafka":
+	case typ == "sse" && kind == "server":
+		im.sseServer(l, name, b)
+	case typ == "http-filesystem" && kind == "proxy":
+		// A static page beside the streams must not fail the whole file.
+		im.httpFilesystem(l, name, b)
+	case typ == "http-kafka" || typ == "grpc-kafka" || typ == "sse-kafka":
 		im.proxyRoutes(l, name, b)
 	default:
 		im.errorf(exit, "exit %s is a %s %s binding, which cannot front the proxies", name, typ, kind)
@@ -154,10 +159,12 @@ func (im *importer) httpServer(l *listener, name string, b *node) {
 	}
 	if az := opts.get("authorization"); az != nil {
 		for _, e := range az.mapEntries() {
-			auth := e.val.get("credentials").get("headers").get("authorization").str()
+			creds := e.val.get("credentials")
+			auth := creds.get("headers").get("authorization").str()
 			g := im.root.get("guards").get(e.key)
-			if g.get("type").str() != "jwt" || auth != "Bearer {credentials}" {
-				im.errorf(e.val, "authorization %s: only a jwt guard reading `authorization: Bearer {credentials}` can be translated (the processor's jwt guards read that header)", e.key)
+			sse := creds.get("query") != nil || creds.get("cookies") != nil // read by the sse-kafka bindings
+			if g.get("type").str() != "jwt" || (auth != "Bearer {credentials}" && !sse) {
+				im.errorf(e.val, "authorization %s: only a jwt guard reading `authorization: Bearer {credentials}`, or a query parameter or cookie holding {credentials} for sse-kafka routes, can be translated (the processor's jwt guards read that header)", e.key)
 				continue
 			}
 			l.comments = append(l.comments, fmt.Sprintf("http server %s authorization %s: the processor's jwt guard reads the bearer token itself", name, e.key))

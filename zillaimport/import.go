@@ -179,6 +179,8 @@ func (im *importer) translateBindings() {
 			im.httpKafka(name, b)
 		case typ == "grpc-kafka" && kind == "proxy":
 			im.grpcKafka(name, b)
+		case typ == "sse-kafka" && kind == "proxy":
+			im.sseKafka(name, b)
 		case typ == "tcp" && kind == "server":
 			im.tcpServer(name, b)
 		}
@@ -248,7 +250,7 @@ func (im *importer) unused(name string, b *node) {
 		im.note(b, "binding %s (kafka %s) dropped: fetch routes read their topics as views (current record per key), which is what Zilla's cache gives", name, kind)
 	case typ == "tcp" && kind == "client", typ == "tls" && kind == "client":
 		im.note(b, "binding %s (%s client) dropped: nothing translated uses it", name, typ)
-	case typ == "http" && kind == "server", typ == "grpc" && kind == "server", typ == "tls" && kind == "server":
+	case typ == "http" && kind == "server", typ == "grpc" && kind == "server", typ == "tls" && kind == "server", typ == "sse" && kind == "server":
 		im.note(b, "binding %s (%s server) dropped: no tcp server binding leads to it, so no Envoy listener was written for it", name, typ)
 	case typ == "":
 		im.errorf(b, "binding %s has no type", name)

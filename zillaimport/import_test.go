@@ -230,8 +230,10 @@ func TestRefusals(t *testing.T) {
 			4, "a kafka-grpc binding (Kafka records calling gRPC services) cannot be translated"},
 		{"kafka-grpc points at the service contract", head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n",
 			4, "docs/service-contract.md says what to read and write"},
-		{"sse", head + "  events:\n    type: sse\n    kind: server\n",
-			4, "type sse kind server cannot be translated"},
+		{"sse event id with the key", head + "  events:\n    type: sse-kafka\n    kind: proxy\n    routes:\n      - exit: brokers\n        when: [{ path: /events }]\n        with: { topic: t, event: { id: '[\"${base64(key)}\",\"${etag}\"]' } }\n",
+			9, "with.event.id [\"${base64(key)}\",\"${etag}\"] cannot be translated: the event id here is ${etag}"},
+		{"mqtt", head + "  events:\n    type: mqtt\n    kind: server\n",
+			4, "type mqtt kind server cannot be translated"},
 		{"unknown top level", "stores: {}\n" + head, 1, "top-level \"stores\""},
 	}
 	for _, c := range cases {
@@ -248,6 +250,55 @@ func TestRefusals(t *testing.T) {
 			}
 			t.Errorf("no error at line %d containing %q:\n%v", c.line, c.want, err)
 		})
+	}
+}
+
+// An http server reading a jwt guard's token from a query parameter or a
+// cookie ({credentials}) gives the sse-kafka bindings behind it the same
+// credentials options; the guarded route keeps its roles.
+func TestSSECredentialsImported(t *testing.T) {
+	src := `bindings:
+  web:
+    type: http
+    kind: server
+    options:
+      authorization:
+        jwt0:
+          credentials:
+            query: { access_token: "{credentials}" }
+            cookies: { session: "{credentials}" }
+    exit: sse0
+  sse0: { type: sse, kind: server, exit: events }
+  events:
+    type: sse-kafka
+    kind: proxy
+    routes:
+      - exit: brokers
+        guarded: { jwt0: ["read:events"] }
+        when: [{ path: "/events/{id}" }]
+        with: { topic: events, filters: [{ key: "${params.id}" }], event: { id: "${etag}" } }
+  brokers: { type: kafka, kind: client, options: { servers: ["k:9092"] } }
+guards:
+  jwt0: { type: jwt, options: { issuer: https://auth.example.com, keys: [{ kty: EC, kid: a, crv: P-256, x: AA, y: AA }] } }
+`
+	res, err := Import("zilla.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, res)
+	var b *config.Binding
+	for _, x := range cfg.Bindings {
+		if x.Name == "events" {
+			b = x
+		}
+	}
+	if b == nil || b.Type != config.SSEKafka || b.SSE == nil || *b.SSE != (config.SSEOptions{CredentialsQuery: "access_token", CredentialsCookie: "session"}) {
+		t.Fatalf("the sse-kafka binding: %+v\n%s", b, res.Config)
+	}
+	r := b.Routes[0]
+	if r.With.Topic.Raw != "events" || len(r.With.Filters) != 1 || r.With.Filters[0].Key.Raw != "${params.id}" ||
+		len(r.Guarded) != 1 || r.Guarded[0].Roles[0] != "read:events" || r.When[0].Path.Raw != "/events/{id}" {
+		t.Fatalf("the route: %+v %+v", r, r.With)
 	}
 }
 

@@ -411,6 +411,11 @@ func tryLines(cfg *config.Config, front string) []string {
 					more = []string{curlLine(c, r.With, front)}
 				case config.GRPCKafka:
 					more = grpcurlLines(c, front)
+				case config.SSEKafka:
+					if c.Path == nil {
+						continue
+					}
+					more = []string{sseCurlLine(c, front)}
 				}
 				for _, line := range more {
 					if line != "" && !seen[line] {
@@ -424,23 +429,19 @@ func tryLines(cfg *config.Config, front string) []string {
 	return lines
 }
 
+// sseCurlLine follows an sse-kafka route's event stream: -N shows each
+// event as it comes.
+func sseCurlLine(c config.Condition, front string) string {
+	return fmt.Sprintf("curl -N 'http://%s%s' -H 'accept: text/event-stream'", front, examplePath(c))
+}
+
 func curlLine(c config.Condition, with *config.With, front string) string {
-	var path strings.Builder
-	for _, p := range c.Path.Parts {
-		switch {
-		case p.Param == "correlationId":
-			path.WriteString("CORRELATION-ID")
-		case p.Param != "":
-			path.WriteString("1")
-		default:
-			path.WriteString(p.Literal)
-		}
-	}
+	path := examplePath(c)
 	method := c.Method
 	if method == "" {
 		method = "PUT"
 	}
-	url := "http://" + front + path.String()
+	url := "http://" + front + path
 	switch {
 	case method == "GET" || method == "DELETE" || method == "HEAD":
 		if method == "GET" {
@@ -452,6 +453,22 @@ func curlLine(c config.Condition, with *config.With, front string) string {
 	default:
 		return fmt.Sprintf("curl -i -X %s '%s' -H 'content-type: application/json' -d '{\"name\":\"pen\"}'", method, url)
 	}
+}
+
+// examplePath is a condition's path with its parameters filled in.
+func examplePath(c config.Condition) string {
+	var path strings.Builder
+	for _, p := range c.Path.Parts {
+		switch {
+		case p.Param == "correlationId":
+			path.WriteString("CORRELATION-ID")
+		case p.Param != "":
+			path.WriteString("1")
+		default:
+			path.WriteString(p.Literal)
+		}
+	}
+	return path.String()
 }
 
 // frontOf is dev's default front: the port of the Envoy file's first

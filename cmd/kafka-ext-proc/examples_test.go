@@ -33,7 +33,7 @@ func TestExamples(t *testing.T) {
 	for _, r := range readmes {
 		names = append(names, filepath.Base(filepath.Dir(r)))
 	}
-	for _, want := range []string{"http.kafka.crud", "http.kafka.async", "http.kafka.cache", "http.kafka.sync", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "http.kafka.avro", "service-responder"} {
+	for _, want := range []string{"http.kafka.crud", "http.kafka.async", "http.kafka.cache", "http.kafka.sync", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "http.kafka.avro", "service-responder", "sse.kafka.fanout"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no examples/%s/README.md", want)
 		}

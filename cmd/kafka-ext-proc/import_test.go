@@ -73,6 +73,7 @@ func TestImportZillaExamples(t *testing.T) {
 		{"http.kafka.crud", "7114"}, {"http.kafka.cache", "7114"}, {"http.kafka.sync", "7114"},
 		{"http.kafka.async", "7114"}, {"http.kafka.oneway", "7114"},
 		{"grpc.kafka.echo", "7151"}, {"grpc.kafka.fanout", "7151"},
+		{"sse.kafka.fanout", "7114"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, c.name+".yaml"))

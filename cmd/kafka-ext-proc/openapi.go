@@ -12,7 +12,7 @@ import (
 func openAPI(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("openapi", stderr)
 	cfgPath := fs.String("config", "", "configuration file (required)")
-	binding := fs.String("binding", "", "http-kafka binding to describe (required when the configuration has several)")
+	binding := fs.String("binding", "", "http-kafka or sse-kafka binding to describe (required when the configuration has several)")
 	format := fs.String("format", "yaml", "yaml or json")
 	title := fs.String("title", "", `info.title (default "kafka-ext-proc: BINDING")`)
 	version := fs.String("api-version", "1.0.0", "info.version")

@@ -42,7 +42,7 @@ func TestOpenAPICommandErrors(t *testing.T) {
 	}{
 		{[]string{"openapi"}, 2, "--config is required"},
 		{[]string{"openapi", "--config", "demo.yaml", "--format", "xml"}, 2, `--format "xml"`},
-		{[]string{"openapi", "--config", "demo.yaml", "--binding", "grpc0"}, 1, `no http-kafka binding "grpc0"`},
+		{[]string{"openapi", "--config", "demo.yaml", "--binding", "grpc0"}, 1, `no http-kafka or sse-kafka binding "grpc0"`},
 		{[]string{"openapi", "--config", "missing.yaml"}, 1, "missing.yaml"},
 	} {
 		var out, errOut bytes.Buffer

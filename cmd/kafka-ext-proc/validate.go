@@ -39,7 +39,8 @@ func validate(args []string, stdout, stderr io.Writer) error {
 		if err := envoy.Validate(b); err != nil {
 			return fmt.Errorf("%s: %w", *envoyPath, err)
 		}
-		if err := envoy.Check(b, envoy.CheckOptions{MaxWait: cfg.Limits.MaxWait, ReplyTimeout: cfg.Limits.ReplyTimeout, PingMinTime: stack.KeepaliveMinTime}); err != nil {
+		if err := envoy.Check(b, envoy.CheckOptions{MaxWait: cfg.Limits.MaxWait, ReplyTimeout: cfg.Limits.ReplyTimeout,
+			SSEHeartbeat: cfg.Limits.SSEHeartbeat, PingMinTime: stack.KeepaliveMinTime}); err != nil {
 			return fmt.Errorf("%s: %w", *envoyPath, err)
 		}
 	}

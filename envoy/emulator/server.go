@@ -292,6 +292,14 @@ func (d *downstream) apply(a Action) bool {
 		if a.EndOfStream {
 			return true
 		}
+		// [rule streamed-http-framing] A streamed answer without
+		// content-length goes to an HTTP/1.1 client chunked, each body
+		// message written as it arrives and the end a last chunk; to an
+		// HTTP/2 client as DATA frames as they arrive. Nothing is held back,
+		// so an event stream (text/event-stream) arrives event by event.
+		// source: source/common/http/http1/codec_impl.cc StreamEncoderImpl::encodeHeadersBase (chunk_encoding_), StreamEncoderImpl::encodeData; source/common/http/filter_manager.cc FilterManager::encodeData
+		// envoy-test: none
+		// ours: e2e.TestSSERecordsAsEvents, e2e.TestSSEHeartbeatOutlivesIdleTimeout
 		d.chunked = d.h1 && d.r.ProtoAtLeast(1, 1) && !d.head && d.w.Header().Get("Content-Length") == "" && bodyAllowed(a.Status)
 		// Headers go downstream at once ([code]).
 		d.flush()

@@ -15,6 +15,11 @@ import (
 // renders what curl prints: with -i the status line and the headers (names
 // in lower case, sorted), a blank line, then the body.
 func (r *runner) curl(ctx context.Context, c Curl) (output, error) {
+	if c.MaxTime > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.MaxTime)
+		defer cancel()
+	}
 	var body io.Reader
 	if c.HasBody {
 		body = strings.NewReader(c.Body)
@@ -44,7 +49,10 @@ func (r *runner) curl(ctx context.Context, c Curl) (output, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
+	switch {
+	case err != nil && c.MaxTime > 0 && ctx.Err() != nil:
+		// --max-time ended the transfer: curl prints what came before it.
+	case err != nil:
 		return output{}, fmt.Errorf("reading the body: %w", err)
 	}
 	res := httpResult{status: resp.Proto + " " + resp.Status, header: resp.Header, body: string(b)}

@@ -46,7 +46,11 @@ func TestParseCurl(t *testing.T) {
 	if c, err := ParseCurl(`curl -s http://h/`); err != nil || c.Method != "GET" || c.HasBody {
 		t.Errorf("GET: %+v %v", c, err)
 	}
-	for _, bad := range []string{`curl -X`, `curl 'http://h`, `curl --form x http://h`, `curl -i`, `curl -d @file http://h`, `wget http://h`} {
+	if c, err := ParseCurl(`curl -N --max-time 2.5 http://h/ -H 'accept: text/event-stream'`); err != nil || c.MaxTime != 2500*time.Millisecond || c.Include {
+		t.Errorf("a stream with --max-time: %+v %v", c, err)
+	}
+	for _, bad := range []string{`curl -X`, `curl 'http://h`, `curl --form x http://h`, `curl -i`, `curl -d @file http://h`, `wget http://h`,
+		`curl -m 0 http://h/`, `curl -m soon http://h/`} {
 		if _, err := ParseCurl(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -3,7 +3,9 @@ package readmetest
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // ShellWords splits a command line into words as a POSIX shell would for
@@ -104,10 +106,13 @@ type Curl struct {
 	Body    string
 	HasBody bool // -d or --data-binary given (the body may be empty)
 	Include bool // -i: the output starts with the status line and headers
+	// MaxTime (-m, --max-time) ends the transfer after that long, keeping
+	// what came: how a README shows a stream that never ends (curl -N).
+	MaxTime time.Duration
 }
 
-// ParseCurl reads the curl options READMEs use: -i, -s, -X, -H, -d and
-// --data-binary, and one http:// URL.
+// ParseCurl reads the curl options READMEs use: -i, -s, -N, -m, -X, -H, -d
+// and --data-binary, and one http:// URL.
 func ParseCurl(line string) (Curl, error) {
 	words, err := ShellWords(line)
 	if err != nil {
@@ -149,25 +154,18 @@ func parseCurlWords(line string, words []string) (Curl, error) {
 // option applies one word of a curl command line; arg reads its value.
 func (c *Curl) option(w string, arg func() (string, error)) error {
 	var err error
-	switch {
-	case w == "-i" || w == "--include":
+	switch w {
+	case "-i", "--include", "-is", "-si":
 		c.Include = true
-	case w == "-s" || w == "--silent":
-	case w == "-is" || w == "-si":
-		c.Include = true
-	case w == "-X" || w == "--request":
+	case "-s", "--silent", "-N", "--no-buffer":
+		// net/http hands the body over as it comes, as -N makes curl print it.
+	case "-m", "--max-time":
+		c.MaxTime, err = seconds(w, arg)
+	case "-X", "--request":
 		c.Method, err = arg()
-	case w == "-H" || w == "--header":
-		h, err := arg()
-		if err != nil {
-			return err
-		}
-		name, value, ok := strings.Cut(h, ":")
-		if !ok {
-			return fmt.Errorf("header %q has no ':'", h)
-		}
-		c.Headers = append(c.Headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
-	case w == "-d" || w == "--data" || w == "--data-binary":
+	case "-H", "--header":
+		err = c.header(arg)
+	case "-d", "--data", "--data-binary":
 		if c.Body, err = arg(); err != nil {
 			return err
 		}
@@ -175,15 +173,43 @@ func (c *Curl) option(w string, arg func() (string, error)) error {
 			return fmt.Errorf("%s @file is not supported", w)
 		}
 		c.HasBody = true
-	case strings.HasPrefix(w, "http://"):
+	default:
+		if !strings.HasPrefix(w, "http://") {
+			return fmt.Errorf("unexpected curl argument %q", w)
+		}
 		if c.URL != "" {
 			return fmt.Errorf("two URLs")
 		}
 		c.URL = w
-	default:
-		return fmt.Errorf("unexpected curl argument %q", w)
 	}
 	return err
+}
+
+// header reads the argument of -H, name: value.
+func (c *Curl) header(arg func() (string, error)) error {
+	h, err := arg()
+	if err != nil {
+		return err
+	}
+	name, value, ok := strings.Cut(h, ":")
+	if !ok {
+		return fmt.Errorf("header %q has no ':'", h)
+	}
+	c.Headers = append(c.Headers, [2]string{strings.TrimSpace(name), strings.TrimSpace(value)})
+	return nil
+}
+
+// seconds reads the argument of option w, a positive number of seconds.
+func seconds(w string, arg func() (string, error)) (time.Duration, error) {
+	v, err := arg()
+	if err != nil {
+		return 0, err
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || secs <= 0 {
+		return 0, fmt.Errorf("%s %q is not a number of seconds", w, v)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // Header returns the value of the first header named name (any case).

@@ -51,9 +51,12 @@ type ring struct {
 	caughtUp chan struct{} // closed when behind reaches 0
 }
 
+// vlenTombstone is the vlen of a tombstone's ring entry.
+const vlenTombstone = -2
+
 type ringEntry struct {
 	partition int32
-	vlen      int32 // value length; -1 for a tombstone
+	vlen      int32 // value length; vlenTombstone for a tombstone, -1 for a record left out or held
 	offset    int64
 	key       []byte // nil: no key
 	headers   []kafka.Header
@@ -194,6 +197,7 @@ func (r *ring) append(msgs []*kafka.Message) (wentBack bool) {
 		e := ringEntry{partition: p, offset: off, key: m.Key, headers: m.Headers, vlen: -1}
 		switch {
 		case m.Value == nil:
+			e.vlen = vlenTombstone
 		case decoded == nil:
 			e.vlen = int32(len(m.Value))
 			e.frame = r.encode(m.Value)

@@ -352,6 +352,21 @@ func (s *Stream) addValue(value []byte) {
 	s.buf = s.opts.Framer.AppendFrame(s.buf, value, s.next)
 }
 
+// addTombstone frames a tombstone for the stream's own position, when its
+// framer frames tombstones; otherwise the tombstone is left out.
+func (s *Stream) addTombstone(key []byte) {
+	tf, ok := s.opts.Framer.(TombstoneFramer)
+	if !ok {
+		return
+	}
+	s.getBuf()
+	if len(s.run) > 0 {
+		s.buf = append(s.buf, s.run...)
+		s.run = nil
+	}
+	s.buf = tf.AppendTombstone(s.buf, key, s.next)
+}
+
 func (s *Stream) noteFirst(hs []client.Header) {
 	if !s.gotHdr {
 		s.gotHdr = true
@@ -526,10 +541,15 @@ func (s *Stream) fillRing(ctx context.Context) (<-chan struct{}, error) {
 			e, decoded = r.at(s.seq), !skip
 		}
 		s.seq++
-		if !s.advance(e) || e.vlen < 0 || skip || !s.matchRing(e) {
+		if !s.advance(e) || skip || !s.matchRing(e) {
 			continue
 		}
-		s.addEntry(e, value, decoded, off)
+		switch {
+		case e.vlen == vlenTombstone:
+			s.addTombstone(e.key)
+		case e.vlen >= 0:
+			s.addEntry(e, value, decoded, off)
+		}
 	}
 	var notify <-chan struct{}
 	if s.seq == r.head {
@@ -764,6 +784,9 @@ func (h *historyRead) message(ev *kafka.Message) bool {
 		}
 	} else {
 		s.next[p] = off + 1
+		if ev.Value == nil && s.matchKafka(ev.Key, ev.Headers) {
+			s.addTombstone(ev.Key)
+		}
 	}
 	if off+1 >= h.targets[p] {
 		h.finish(p)

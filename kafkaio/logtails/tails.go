@@ -82,6 +82,16 @@ type Framer interface {
 	MaxFrame(valueLen, partitions int) int
 }
 
+// TombstoneFramer is a Framer that frames tombstones (records with a null
+// value) too, with their key: a stream with one sends them (an SSE stream's
+// delete events); other streams leave tombstones out, as a gRPC message
+// cannot say "deleted". A ring never shares tombstone frames: each stream
+// that sends one frames it for its own position.
+type TombstoneFramer interface {
+	Framer
+	AppendTombstone(dst, key []byte, next []int64) []byte
+}
+
 // StreamDecoder turns a record's value as written into what streams send: a
 // topic's model checking it and taking off the registry's framing. A topic's
 // ring decodes each record once, as it enters (shared by every stream);

@@ -63,7 +63,7 @@ func (d *decoder) top(body ast.Node) *Config {
 		d.bindings(e.v, cfg)
 		d.checkGRPCModels(cfg)
 	} else {
-		d.errorf(node, "missing required field \"bindings\": declare at least one kafka binding and one http-kafka or grpc-kafka binding")
+		d.errorf(node, "missing required field \"bindings\": declare at least one kafka binding and one http-kafka, grpc-kafka or sse-kafka binding")
 	}
 	return cfg
 }
@@ -191,7 +191,7 @@ func (d *decoder) headerName(n ast.Node, field string, dst *string) bool {
 
 // article prefixes a binding type with "a" or "an" as it is read aloud.
 func article(typ string) string {
-	if strings.HasPrefix(typ, "http") {
+	if strings.HasPrefix(typ, "http") || strings.HasPrefix(typ, "sse") {
 		return "an " + typ
 	}
 	return "a " + typ

@@ -72,9 +72,12 @@ func (d *decoder) proxyBinding(p pendingBinding, cfg *Config) *Binding {
 	if e := p.m["options"]; e != nil {
 		opts = e.v
 	}
-	if b.Type == HTTPKafka {
+	switch b.Type {
+	case HTTPKafka:
 		b.HTTP = d.httpOptions(opts)
-	} else {
+	case SSEKafka:
+		b.SSE = d.sseOptions(opts)
+	default:
 		b.GRPC = d.grpcOptions(opts)
 	}
 	if e := p.m["routes"]; e != nil {
@@ -111,6 +114,35 @@ func (d *decoder) httpOptions(n ast.Node) *HTTPOptions {
 	}
 	if e := m["correlation"]; e != nil {
 		d.correlation(e.v, "http-kafka", &o.Correlation, d.shape.httpCorrelation, d.shape.httpCorrelationHeaders)
+	}
+	return o
+}
+
+func (d *decoder) sseOptions(n ast.Node) *SSEOptions {
+	o := &SSEOptions{}
+	if n == nil {
+		return o
+	}
+	m := d.object(n, "options", "sse-kafka options", d.shape.sseOptions.names()...)
+	if e := m["credentials"]; e != nil {
+		cn, entries, ok := d.mapping(e.v, "credentials", "key")
+		if !ok {
+			return o
+		}
+		cm := d.fields(entries, "sse-kafka options.credentials", d.shape.sseCredentials.names()...)
+		if q := cm["query"]; q != nil {
+			if s, ok := d.nonEmpty(q.v, "credentials.query"); ok {
+				o.CredentialsQuery = s
+			}
+		}
+		if c := cm["cookie"]; c != nil {
+			if s, ok := d.nonEmpty(c.v, "credentials.cookie"); ok {
+				o.CredentialsCookie = s
+			}
+		}
+		if cm["query"] == nil && cm["cookie"] == nil {
+			d.errorf(cn, "credentials needs query, cookie or both: where a guarded route's bearer token is read")
+		}
 	}
 	return o
 }

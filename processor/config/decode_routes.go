@@ -29,17 +29,17 @@ type templateUse struct {
 }
 
 func (d *decoder) route(b *Binding, idx int, n ast.Node, cfg *Config) *Route {
-	where := "an http-kafka route"
-	if b.Type == GRPCKafka {
-		where = "a grpc-kafka route"
-	}
+	where := article(string(b.Type)) + " route"
 	node, entries, ok := d.mapping(n, fmt.Sprintf("routes[%d]", idx), "key")
 	if !ok {
 		return nil
 	}
 	sec := d.shape.httpRoute
-	if b.Type == GRPCKafka {
+	switch b.Type {
+	case GRPCKafka:
 		sec = d.shape.grpcRoute
+	case SSEKafka:
+		sec = d.shape.sseRoute
 	}
 	m := d.fields(entries, where, sec.names()...)
 	r := &Route{Index: idx, Pos: d.pos(node)}
@@ -56,7 +56,7 @@ func (d *decoder) route(b *Binding, idx int, n ast.Node, cfg *Config) *Route {
 				if it == nil {
 					continue
 				}
-				if b.Type == HTTPKafka {
+				if b.Type.MatchesPaths() {
 					d.httpCondition(it, rc)
 				} else {
 					d.grpcCondition(it, rc)
@@ -72,9 +72,14 @@ func (d *decoder) route(b *Binding, idx int, n ast.Node, cfg *Config) *Route {
 	} else {
 		d.errorf(node, "missing required field \"exit\": name the kafka binding this route uses")
 	}
-	if e := m["with"]; e != nil {
+	switch e := m["with"]; {
+	case e != nil && b.Type == SSEKafka:
+		r.With = d.sseWith(e.v, rc)
+	case e != nil:
 		r.With = d.with(e.v, rc)
-	} else {
+	case b.Type == SSEKafka:
+		d.errorf(node, "missing required field \"with\": give the route's topic")
+	default:
 		d.errorf(node, "missing required field \"with\": give the route's capability (fetch or produce) and topic")
 	}
 	d.checkRoute(rc)
@@ -229,16 +234,25 @@ func (d *decoder) checkRoute(rc *routeCtx) {
 			}
 		}
 	}
-	w := r.With
-	if w == nil {
+	if r.With == nil {
 		return // a missing or broken with is reported already; these checks need it
 	}
+	d.checkConditions(rc, r.With)
+}
+
+// checkConditions checks each when condition against the route's with:
+// the methods a capability answers, and where {correlationId} may stand.
+func (d *decoder) checkConditions(rc *routeCtx, w *With) {
+	r := rc.r
 	followUp := w.Capability == Produce && rc.hasReplyTo && rc.hasAsync
 	for i, c := range r.When {
 		if c.Path != nil && c.Path.HasParam("correlationId") && (!followUp || c.Method != "GET") {
 			d.errorf(rc.pathNodes[i], "{correlationId} may only appear in a GET condition of a produce route with reply-to and async (the follow-up of an async request)")
 		}
-		if w.Capability == Fetch && c.Method != "" && c.Method != "GET" && c.Method != "HEAD" {
+		switch {
+		case rc.b.Type == SSEKafka && c.Method != "" && c.Method != "GET":
+			d.errorf(rc.methNodes[i], "an sse-kafka route answers GET (an EventSource's request): method %s cannot open an event stream", c.Method)
+		case w.Capability == Fetch && c.Method != "" && c.Method != "GET" && c.Method != "HEAD":
 			d.errorf(rc.methNodes[i], "a fetch route answers GET and HEAD: method %s cannot fetch", c.Method)
 		}
 	}

@@ -48,6 +48,32 @@ func (d *decoder) with(n ast.Node, rc *routeCtx) *With {
 	return w
 }
 
+// sseWith decodes the with of an sse-kafka route: a fetch, without a
+// capability field, whose event id is the stream's position.
+func (d *decoder) sseWith(n ast.Node, rc *routeCtx) *With {
+	node, entries, ok := d.mapping(n, "with", "key")
+	if !ok {
+		return nil
+	}
+	w := &With{Capability: Fetch, EventID: EventIDPosition, Pos: d.pos(node)}
+	m := d.fields(entries, "the with of an sse-kafka route", d.shape.sseWith.names()...)
+	refs := allowGuardIdentity | allowParams
+	d.withTopic(node, m, w, refs, rc)
+	if e := m["filters"]; e != nil {
+		w.Filters = d.filters(e.v, refs, rc)
+	}
+	if e := m["event"]; e != nil {
+		em := d.object(e.v, "event", "event", d.shape.sseEvent.names()...)
+		if id := em["id"]; id != nil {
+			if s, ok := d.literal(id.v, "event.id"); ok && s != EventIDPosition {
+				d.errorf(id.v, "event.id %q is not supported: the event id is %s, the stream's position across every partition, "+
+					"which a reconnect's last-event-id resumes from; remove event.id", s, EventIDPosition)
+			}
+		}
+	}
+	return w
+}
+
 // withTopic decodes topic and topic-pattern.
 func (d *decoder) withTopic(node ast.Node, m map[string]*entry, w *With, topicRefs refSet, rc *routeCtx) {
 	if e := m["topic"]; e != nil {
@@ -165,7 +191,7 @@ func (d *decoder) filters(n ast.Node, refs refSet, rc *routeCtx) []Filter {
 		if !ok {
 			continue
 		}
-		m := d.fields(entries, "a filter", d.shape.filter(rc.b.Type == HTTPKafka).names()...)
+		m := d.fields(entries, "a filter", d.shape.filter(rc.b.Type.MatchesPaths()).names()...)
 		var f Filter
 		if e := m["key"]; e != nil {
 			if t, ok := d.use(e.v, "filter key", refs, rc); ok {

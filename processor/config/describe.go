@@ -70,7 +70,8 @@ func Describe(cfg *Config, w io.Writer) {
 		FormatSize(l.MaxBody), l.MaxWait, l.ReplyTimeout, l.ReplyRetention, l.KafkaTimeout)
 	fmt.Fprintf(w, "        max-view-bytes=%s reply-index-bytes=%s max-views=%d view-idle=%s stream-lag-budget=%d stream-send-interval=%s stream-send-rate=%d\n",
 		FormatSize(l.MaxViewBytes), FormatSize(l.ReplyIndexBytes), l.MaxViews, l.ViewIdle, l.StreamLagBudget, l.StreamSendInterval, l.StreamSendRate)
-	fmt.Fprintf(w, "        idempotency-window=%s idempotency-keys=%d\n", l.IdempotencyWindow, l.IdempotencyKeys)
+	fmt.Fprintf(w, "        idempotency-window=%s idempotency-keys=%d sse-heartbeat=%s sse-retry=%s\n",
+		l.IdempotencyWindow, l.IdempotencyKeys, l.SSEHeartbeat, l.SSERetry)
 }
 
 // table prints aligned columns. Every row has as many cells as the header:
@@ -196,6 +197,9 @@ func describeWith(typ BindingType, w *With) (capability, topic, key, replyTo, de
 		}
 		if w.Merge != nil {
 			d = append(d, "merge: "+w.Merge.ContentType)
+		}
+		if typ == SSEKafka {
+			d = append(d, "event.id="+w.EventID)
 		}
 	case Produce:
 		switch {

@@ -39,6 +39,14 @@ type Limits struct {
 	// IdempotencyKeys bounds the correlation ids each cluster's key index
 	// remembers; the oldest are evicted first. Default 1,000,000.
 	IdempotencyKeys int
+	// SSEHeartbeat is how long an sse-kafka stream stays silent before it
+	// sends a comment: proxies and browsers drop a stream that sends
+	// nothing, and Envoy's stream idle timeout cuts it. Default 15s.
+	SSEHeartbeat time.Duration
+	// SSERetry is the reconnection delay an sse-kafka stream tells the
+	// browser (retry:), so that reconnects after a drain spread out less
+	// than all at once. Default 2s.
+	SSERetry time.Duration
 }
 
 // RecordHeaderRoom is what a record may hold besides the body: its key and
@@ -67,6 +75,8 @@ func DefaultLimits() Limits {
 		StreamSendRate:     20000,
 		IdempotencyWindow:  10 * time.Minute,
 		IdempotencyKeys:    1_000_000,
+		SSEHeartbeat:       15 * time.Second,
+		SSERetry:           2 * time.Second,
 	}
 }
 
@@ -111,7 +121,7 @@ func limitKeys() []limitKey {
 		{"view-idle", durationLimit, func(l *Limits) any { return &l.ViewIdle },
 			"Idle templated views are evicted after this; default 10m."},
 		{"stream-lag-budget", countLimit, func(l *Limits) any { return &l.StreamLagBudget },
-			"Records a gRPC fetch stream may fall behind; default 10000."},
+			"Records a gRPC fetch stream or an SSE stream may fall behind; default 10000."},
 		{"stream-send-interval", durationOrNone, func(l *Limits) any { return &l.StreamSendInterval },
 			"Longest a busy gRPC fetch stream holds records to send them together (its sends are open streams / stream-send-rate apart, at most this); 0 sends at once; default 50ms."},
 		{"stream-send-rate", countLimit, func(l *Limits) any { return &l.StreamSendRate },
@@ -120,6 +130,10 @@ func limitKeys() []limitKey {
 			"How long a write with an idempotency key is remembered: a retry within it writes nothing; after it (until twice it) a retry is refused as expired; default 10m."},
 		{"idempotency-keys", countLimit, func(l *Limits) any { return &l.IdempotencyKeys },
 			"Correlation ids each cluster's key index remembers, oldest evicted first; default 1000000."},
+		{"sse-heartbeat", durationLimit, func(l *Limits) any { return &l.SSEHeartbeat },
+			"Longest an sse-kafka stream stays silent before it sends a comment (below Envoy's stream idle timeout); default 15s."},
+		{"sse-retry", durationLimit, func(l *Limits) any { return &l.SSERetry },
+			"Reconnection delay an sse-kafka stream tells the browser (retry:); default 2s."},
 	}
 }
 

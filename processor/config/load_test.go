@@ -76,12 +76,34 @@ func TestFullConfig(t *testing.T) {
 	}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("kafka0 = %+v, want %+v", got, want)
 	}
-	if len(cfg.Bindings) != 2 {
-		t.Fatalf("bindings = %d, want 2", len(cfg.Bindings))
+	if len(cfg.Bindings) != 3 {
+		t.Fatalf("bindings = %d, want 3", len(cfg.Bindings))
 	}
 	checkFullHTTP(t, cfg.Bindings[0])
 	checkFullGRPC(t, cfg.Bindings[1])
+	checkFullSSE(t, cfg.Bindings[2])
 	checkFullGuardsAndLimits(t, cfg)
+}
+
+// checkFullSSE checks the sse-kafka binding of full.yaml.
+func checkFullSSE(t *testing.T, sse *Binding) {
+	t.Helper()
+	checkEqual(t, "sse0 type", sse.Type, SSEKafka)
+	checkEqual(t, "sse0 options", *sse.SSE, SSEOptions{CredentialsQuery: "access_token", CredentialsCookie: "session"})
+	if len(sse.Routes) != 1 {
+		t.Fatalf("sse0 routes = %d, want 1", len(sse.Routes))
+	}
+	r := sse.Routes[0]
+	checkEqual(t, "sse0 guarded", r.Guarded, []GuardRequirement{{Guard: "jwt0", Roles: []string{"read:items"}}})
+	checkEqual(t, "sse0 path", r.When[0].Path.Raw, "/events/{tenant}")
+	w := r.With
+	checkEqual(t, "sse0 capability", w.Capability, Fetch)
+	checkEqual(t, "sse0 topic", w.Topic.Raw, "events-${params.tenant}")
+	checkEqual(t, "sse0 topic-pattern", w.TopicPattern, "events-*")
+	checkEqual(t, "sse0 event id", w.EventID, EventIDPosition)
+	if len(w.Filters) != 1 || w.Filters[0].Key == nil || w.Filters[0].Key.Raw != "${params.tenant}" || len(w.Filters[0].Headers) != 1 {
+		t.Errorf("sse0 filters = %+v", w.Filters)
+	}
 }
 
 // fullAt is a position in testdata/valid/full.yaml.
@@ -184,7 +206,7 @@ func checkFullGuardsAndLimits(t *testing.T, cfg *Config) {
 		MaxBody: 2 << 20, MaxWait: 90 * time.Second, ReplyTimeout: 20 * time.Second, ReplyRetention: 15 * time.Minute,
 		KafkaTimeout: 4 * time.Second, MaxViewBytes: 512 << 20, ReplyIndexBytes: 32 << 20, MaxViews: 500,
 		ViewIdle: 5 * time.Minute, StreamLagBudget: 2000, StreamSendInterval: 0, StreamSendRate: 5000,
-		IdempotencyWindow: 20 * time.Minute, IdempotencyKeys: 5000,
+		IdempotencyWindow: 20 * time.Minute, IdempotencyKeys: 5000, SSEHeartbeat: 10 * time.Second, SSERetry: 3 * time.Second,
 	})
 }
 
@@ -207,7 +229,8 @@ guards:
 	want := Limits{MaxBody: 1 << 20, MaxWait: time.Minute, ReplyTimeout: 30 * time.Second, ReplyRetention: 10 * time.Minute,
 		KafkaTimeout: 5 * time.Second, MaxViewBytes: 256 << 20, ReplyIndexBytes: 64 << 20, MaxViews: 1000,
 		ViewIdle: 10 * time.Minute, StreamLagBudget: 10000, StreamSendInterval: 50 * time.Millisecond,
-		StreamSendRate: 20000, IdempotencyWindow: 10 * time.Minute, IdempotencyKeys: 1_000_000}
+		StreamSendRate: 20000, IdempotencyWindow: 10 * time.Minute, IdempotencyKeys: 1_000_000,
+		SSEHeartbeat: 15 * time.Second, SSERetry: 2 * time.Second}
 	if DefaultLimits() != want {
 		t.Errorf("DefaultLimits() = %+v, want %+v", DefaultLimits(), want)
 	}

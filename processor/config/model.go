@@ -48,7 +48,7 @@ type Config struct {
 	// configuration, so a watcher reloads on it as on the file itself.
 	Files    []string
 	Kafka    map[string]*KafkaCluster // `kafka` client bindings by name
-	Bindings []*Binding               // http-kafka and grpc-kafka bindings, in file order
+	Bindings []*Binding               // http-kafka, grpc-kafka and sse-kafka bindings, in file order
 	Guards   map[string]*Guard
 	Limits   Limits
 	Catalogs map[string]*Catalog // `catalogs` by name
@@ -68,20 +68,28 @@ type KafkaCluster struct {
 	Topics []*TopicModels
 }
 
-// BindingType names the two proxy bindings.
+// BindingType names the proxy bindings.
 type BindingType string
 
 const (
 	HTTPKafka BindingType = "http-kafka"
 	GRPCKafka BindingType = "grpc-kafka"
+	// SSEKafka streams a topic to browsers as Server-Sent Events: its
+	// routes match HTTP paths as http-kafka's do, and fetch only.
+	SSEKafka BindingType = "sse-kafka"
 )
 
-// Binding is an http-kafka or grpc-kafka binding of kind proxy.
+// MatchesPaths reports whether the binding's routes match HTTP requests by
+// path (http-kafka and sse-kafka), not gRPC calls.
+func (t BindingType) MatchesPaths() bool { return t == HTTPKafka || t == SSEKafka }
+
+// Binding is an http-kafka, grpc-kafka or sse-kafka binding of kind proxy.
 type Binding struct {
 	Name   string
 	Type   BindingType
 	HTTP   *HTTPOptions // set, with defaults, when Type is HTTPKafka
 	GRPC   *GRPCOptions // set, with defaults, when Type is GRPCKafka
+	SSE    *SSEOptions  // set when Type is SSEKafka
 	Routes []*Route
 	Pos    Pos
 }
@@ -114,6 +122,14 @@ type GRPCOptions struct {
 	ReliabilityField    int    // default 32767
 	ReliabilityMetadata string // default last-message-id (lower case)
 	Correlation         CorrelationHeaders
+}
+
+// SSEOptions are sse-kafka options. A browser's EventSource cannot set an
+// authorization header, so a guarded route may take its bearer token from a
+// query parameter or a cookie instead; empty: from neither.
+type SSEOptions struct {
+	CredentialsQuery  string // query parameter holding the token
+	CredentialsCookie string // cookie holding the token
 }
 
 // Route is one entry of a binding's routes.
@@ -205,8 +221,17 @@ type With struct {
 	ReplyTo   string
 	Async     []HeaderTemplate // in file order; includes location when set
 
+	// sse-kafka: the event id's template. Only EventIDPosition is
+	// supported: the id a resume needs.
+	EventID string
+
 	Pos Pos
 }
+
+// EventIDPosition is the sse-kafka event id that is the stream's position
+// across every partition (the default; the reference implementation calls
+// it ${etag}).
+const EventIDPosition = "${etag}"
 
 // Filter is one `filters` entry; all its parts must match.
 type Filter struct {

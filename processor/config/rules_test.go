@@ -15,6 +15,9 @@ const h0 = k0 + "  http0:\n    type: http-kafka\n    kind: proxy\n    routes:\n"
 // g0 continues k0 with a grpc-kafka binding whose routes start on line 6.
 const g0 = k0 + "  grpc0:\n    type: grpc-kafka\n    kind: proxy\n    routes:\n"
 
+// s0 continues k0 with an sse-kafka binding whose routes start on line 6.
+const s0 = k0 + "  sse0:\n    type: sse-kafka\n    kind: proxy\n    routes:\n"
+
 // guard0 is a guards section (3 lines) defining jwt0 with inline keys.
 const guard0 = "guards:\n  jwt0:\n    {type: jwt, options: {keys: [{kty: EC, crv: P-256, x: AA, y: AA}]}}\n"
 
@@ -27,13 +30,22 @@ type ruleCase struct {
 // ruleCases holds one case per validation rule of the loader (see Parse),
 // each asserting the exact message and position.
 var ruleCases = []ruleCase{
+	// ---- sse-kafka
+	{"sse event id other than the position", s0 + "      - {exit: kafka0, with: {topic: t, event: {id: '[\"${base64(key)}\",\"${etag}\"]'}}}\n",
+		[]string{"c.yaml:7:53: event.id \"[\\\"${base64(key)}\\\",\\\"${etag}\\\"]\" is not supported: the event id is ${etag}, the stream's position across every partition, which a reconnect's last-event-id resumes from; remove event.id"}},
+	{"sse route with POST", s0 + "      - {when: [{method: POST, path: /e}], exit: kafka0, with: {topic: t}}\n",
+		[]string{"c.yaml:7:26: an sse-kafka route answers GET (an EventSource's request): method POST cannot open an event stream"}},
+	{"sse with a capability", s0 + "      - {exit: kafka0, with: {capability: fetch, topic: t}}\n",
+		[]string{"c.yaml:7:31: unknown field \"capability\" in the with of an sse-kafka route; allowed: topic, topic-pattern, filters, event"}},
+	{"sse credentials empty", k0 + "  sse0:\n    type: sse-kafka\n    kind: proxy\n    options: {credentials: {}}\n",
+		[]string{"c.yaml:6:28: credentials needs query, cookie or both: where a guarded route's bearer token is read"}},
 	// ---- YAML structure
 	{"invalid YAML", "bindings: {a: 1", []string{"c.yaml:1:11: invalid YAML: could not find flow mapping end token '}'"}},
 	{"empty file", "# nothing\n", []string{"c.yaml:1:1: the file is empty: a configuration needs bindings"}},
 	{"two documents", k0 + "---\nbindings: {}\n", []string{"c.yaml:4:1: a configuration file holds one YAML document: remove this second one"}},
 	{"top level not a mapping", "- a\n- b\n", []string{"c.yaml:1:1: the file must be a mapping, got a sequence"}},
 	{"unknown top-level field", k0 + "listeners: {}\n", []string{"c.yaml:3:1: unknown field \"listeners\" in the top level; allowed: bindings, guards, limits, catalogs"}},
-	{"missing bindings", "limits: {max-body: 1MiB}\n", []string{"c.yaml:1:1: missing required field \"bindings\": declare at least one kafka binding and one http-kafka or grpc-kafka binding"}},
+	{"missing bindings", "limits: {max-body: 1MiB}\n", []string{"c.yaml:1:1: missing required field \"bindings\": declare at least one kafka binding and one http-kafka, grpc-kafka or sse-kafka binding"}},
 	{"duplicate key", k0 + "limits:\n  max-wait: 10s\n  max-wait: 20s\n", []string{"c.yaml:5:3: duplicate key \"max-wait\": first defined at line 4, column 3"}},
 	{"duplicate binding name", k0 + "  kafka0: {type: kafka, kind: client, options: {bootstrap.servers: \"k:1\"}}\n", []string{"c.yaml:3:3: duplicate binding name \"kafka0\": first defined at line 2, column 3"}},
 	{"undefined alias", k0 + "limits: {max-body: *big}\n", []string{"c.yaml:3:20: alias *big refers to no anchor &big defined before it"}},
@@ -45,8 +57,8 @@ var ruleCases = []ruleCase{
 
 	// ---- bindings
 	{"bad binding name", "bindings:\n  \"kafka 0\": {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\"}}\n", []string{"c.yaml:2:3: binding name \"kafka 0\" must start with a letter or digit and use only letters, digits, '.', '_' and '-'"}},
-	{"missing binding type", k0 + "  http0: {kind: proxy}\n", []string{"c.yaml:3:10: missing required field \"type\" in binding \"http0\"; allowed values: kafka, http-kafka, grpc-kafka"}},
-	{"bad binding type", k0 + "  http0: {type: http, kind: proxy}\n", []string{"c.yaml:3:17: unknown binding type \"http\"; allowed: kafka, http-kafka, grpc-kafka"}},
+	{"missing binding type", k0 + "  http0: {kind: proxy}\n", []string{"c.yaml:3:10: missing required field \"type\" in binding \"http0\"; allowed values: kafka, http-kafka, grpc-kafka, sse-kafka"}},
+	{"bad binding type", k0 + "  http0: {type: http, kind: proxy}\n", []string{"c.yaml:3:17: unknown binding type \"http\"; allowed: kafka, http-kafka, grpc-kafka, sse-kafka"}},
 	{"missing kind", k0 + "  http0: {type: http-kafka}\n", []string{"c.yaml:3:10: missing required field \"kind\": an http-kafka binding has kind proxy"}},
 	{"bad kind", k0 + "  http0: {type: http-kafka, kind: client}\n", []string{"c.yaml:3:35: kind of an http-kafka binding must be proxy, got \"client\""}},
 	{"unknown binding field", k0 + "  http0: {type: http-kafka, kind: proxy, exit: kafka0}\n", []string{"c.yaml:3:42: unknown field \"exit\" in an http-kafka binding; allowed: type, kind, options, routes"}},
@@ -184,7 +196,7 @@ var ruleCases = []ruleCase{
 	{"bad skew", k0 + "guards:\n  jwt0: {type: jwt, options: {keys: [{kty: EC}], skew: soon}}\n", []string{"c.yaml:4:56: skew: invalid duration \"soon\": use a number with a unit: ms, s, m or h (e.g. 30s, 1m30s)"}},
 
 	// ---- limits
-	{"unknown limit", k0 + "limits: {max-bodies: 1MiB}\n", []string{"c.yaml:3:10: unknown field \"max-bodies\" in limits; allowed: max-body, max-wait, reply-timeout, reply-retention, kafka-timeout, max-view-bytes, reply-index-bytes, max-views, view-idle, stream-lag-budget, stream-send-interval, stream-send-rate, idempotency-window, idempotency-keys"}},
+	{"unknown limit", k0 + "limits: {max-bodies: 1MiB}\n", []string{"c.yaml:3:10: unknown field \"max-bodies\" in limits; allowed: max-body, max-wait, reply-timeout, reply-retention, kafka-timeout, max-view-bytes, reply-index-bytes, max-views, view-idle, stream-lag-budget, stream-send-interval, stream-send-rate, idempotency-window, idempotency-keys, sse-heartbeat, sse-retry"}},
 	{"bad size", k0 + "limits: {max-body: 1 megabyte}\n", []string{"c.yaml:3:20: max-body: invalid size \"1 megabyte\": use a number of bytes or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. 512KiB, 1MiB)"}},
 	{"fractional bytes", k0 + "limits: {max-body: 1.5B}\n", []string{"c.yaml:3:20: max-body: invalid size \"1.5B\": it is not a whole number of bytes"}},
 	{"zero size", k0 + "limits: {max-body: 0}\n", []string{"c.yaml:3:20: max-body must be positive, got 0"}},

@@ -11,18 +11,20 @@ package config
 type shape struct {
 	top *section
 
-	binding                                *union
-	kafkaBinding, httpBinding, grpcBinding *section
-	kafkaOptions, topicEntry               *section
-	topicModel, catalogRef                 *section
+	binding                                            *union
+	kafkaBinding, httpBinding, grpcBinding, sseBinding *section
+	kafkaOptions, topicEntry                           *section
+	topicModel, catalogRef                             *section
 
 	httpOptions, httpIdempotency, httpCorrelation, httpCorrelationHeaders                  *section
 	grpcOptions, grpcIdempotency, grpcReliability, grpcCorrelation, grpcCorrelationHeaders *section
+	sseOptions, sseCredentials                                                             *section
 
-	httpRoute, grpcRoute, httpCondition, grpcCondition, binaryMetadata *section
+	httpRoute, grpcRoute, sseRoute, httpCondition, grpcCondition, binaryMetadata *section
 
 	httpWith, grpcWith                                *union
 	httpFetch, httpProduce, grpcFetch, grpcProduce    *section
+	sseWith, sseEvent                                 *section
 	httpFilter, grpcFilter, merge, mergePatch         *section
 	guard                                             *union
 	jwtGuard, envoyJWTGuard, jwtOptions, envoyOptions *section
@@ -53,6 +55,10 @@ func enumOrLoadRef(values []string) obj {
 // headerPattern is a header or metadata name: an HTTP token.
 const headerPattern = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 
+// hiddenCredentials is why Describe leaves out where an sse-kafka binding
+// reads tokens.
+const hiddenCredentials = "where a token is read: it does not change which route a request takes"
+
 // hiddenOptions is why Describe leaves out a proxy binding's options.
 const hiddenOptions = "header and metadata names the binding writes and reads: they do not change which route a request takes"
 
@@ -67,15 +73,15 @@ func newShape() *shape {
 	s.guardSections()
 	s.limits = limitsSection()
 	s.binding = &union{def: "binding", key: "type", required: []string{"type", "kind"}, variants: []variant{
-		{"kafka", s.kafkaBinding}, {"http-kafka", s.httpBinding}, {"grpc-kafka", s.grpcBinding},
+		{"kafka", s.kafkaBinding}, {"http-kafka", s.httpBinding}, {"grpc-kafka", s.grpcBinding}, {"sse-kafka", s.sseBinding},
 	}}
 	s.top = &section{
-		doc: "One YAML file: kafka client bindings, http-kafka and grpc-kafka proxy bindings with their routes, guards and limits. " +
+		doc: "One YAML file: kafka client bindings, http-kafka, grpc-kafka and sse-kafka proxy bindings with their routes, guards and limits. " +
 			"Any string value may hold ${env:NAME} or ${file:PATH}, resolved at load. The loader (kafka-ext-proc validate) also checks " +
 			"what a schema cannot: references between bindings, guards and path parameters.",
 		fields: []field{
 			{name: "bindings", required: true, schema: byName(s.binding), shown: "BINDING",
-				doc: "Bindings by name: kafka clusters (type kafka) and the proxies routing to them (http-kafka, grpc-kafka)."},
+				doc: "Bindings by name: kafka clusters (type kafka) and the proxies routing to them (http-kafka, grpc-kafka, sse-kafka)."},
 			{name: "guards", schema: byName(s.guard), shown: "GUARD", doc: "Guards by name, referenced by routes in guarded."},
 			{name: "limits", schema: s.limits, shown: "LIMITS"},
 			{name: "catalogs", schema: byName(s.catalog),
@@ -220,6 +226,17 @@ func (s *shape) optionSections() {
 			doc: "Reply header with the gRPC status message; default: the correlation-id header's prefix + message."},
 	}}
 	s.grpcCorrelation = &section{fields: []field{{name: "headers", schema: s.grpcCorrelationHeaders, hidden: hiddenOptions}}}
+
+	s.sseCredentials = &section{keywords: `{"minProperties": 1}`, fields: []field{
+		{name: "query", schema: ref("nonEmpty"), hidden: hiddenCredentials,
+			doc: "Query parameter holding the bearer token of a guarded route (EventSource cannot set authorization)."},
+		{name: "cookie", schema: ref("nonEmpty"), hidden: hiddenCredentials,
+			doc: "Cookie holding the bearer token of a guarded route."},
+	}}
+	s.sseOptions = &section{def: "sseOptions", fields: []field{
+		{name: "credentials", schema: s.sseCredentials, hidden: hiddenCredentials,
+			doc: "Where a guarded route's token is read when the request has no authorization header."},
+	}}
 	s.grpcOptions = &section{def: "grpcOptions", fields: []field{
 		{name: "idempotency", schema: s.grpcIdempotency, hidden: hiddenOptions},
 		{name: "reliability", schema: s.grpcReliability, hidden: hiddenOptions},
@@ -254,7 +271,7 @@ func (s *shape) routeSections() {
 				{"additionalProperties", obj{{"type", "string"}}},
 			}},
 	}}
-	route := func(def, requests string, when *section, with *union, keywords any) *section {
+	route := func(def, requests string, when *section, with, keywords any) *section {
 		return &section{def: def, keywords: keywords, fields: []field{
 			{name: "id", schema: ref("routeId"), shown: "ID"},
 			{name: "guarded", schema: ref("guarded"), shown: "GUARDED"},
@@ -275,6 +292,8 @@ func (s *shape) routeSections() {
 			"then": {"required": ["method"], "properties": {"method": {"const": "GET"}}}}}}},
 		 "else": {"properties": {"when": {"items": {"properties": {"path": {"not": {"pattern": "\\{correlationId\\}"}}}}}}}}]}`)
 	s.grpcRoute = route("grpcRoute", "call", s.grpcCondition, s.grpcWith, nil)
+	// An sse-kafka route only fetches, with GET: its with has no capability.
+	s.sseRoute = route("sseRoute", "request", s.httpCondition, s.sseWith, `{"allOf": [{"properties": {"when": {"items": {"properties": {"method": {"anyOf": [{"const": "GET"}, {"$ref": "#/$defs/loadRef"}]}}}}}}]}`)
 
 	binding := func(def, typ string, options, route *section) *section {
 		return &section{def: def, fields: []field{
@@ -286,6 +305,7 @@ func (s *shape) routeSections() {
 	}
 	s.httpBinding = binding("httpBinding", "http-kafka", s.httpOptions, s.httpRoute)
 	s.grpcBinding = binding("grpcBinding", "grpc-kafka", s.grpcOptions, s.grpcRoute)
+	s.sseBinding = binding("sseBinding", "sse-kafka", s.sseOptions, s.sseRoute)
 }
 
 // filterSections are a fetch's filters and merge.
@@ -334,6 +354,14 @@ func (s *shape) withSections() {
 	), keywords: `{"anyOf": [{"required": ["filters"]}, {"required": ["merge"]}], "allOf": [` + ref("templatedTopicNeedsPattern") + `]}`}
 	s.grpcFetch = &section{def: "grpcFetch", keywords: needsPattern, fields: append(common("fetch", "grpcTopicTemplate"),
 		field{name: "filters", schema: grpcFilters, shown: "filters:"},
+	)}
+	s.sseEvent = &section{fields: []field{
+		{name: "id", shown: "event.id=", schema: `{"anyOf": [{"const": "${etag}"}, {"$ref": "#/$defs/loadRef"}]}`,
+			doc: "The event id: ${etag}, the stream's position across every partition (the default, and the only value: a resume needs it)."},
+	}}
+	s.sseWith = &section{def: "sseWith", keywords: needsPattern, fields: append(common("fetch", "httpTopicTemplate")[1:],
+		field{name: "filters", schema: httpFilters, shown: "filters:"},
+		field{name: "event", schema: s.sseEvent, shown: "event.id="},
 	)}
 	produce := func(template, keyDoc, overridesDoc, replyToDoc string) []field {
 		return []field{

@@ -1,6 +1,6 @@
 // Package handler is the contract between the exchange (package processor)
-// and the bindings' handlers that answer matched routes (packages httpkafka
-// and grpckafka): what a handler is given and how it answers.
+// and the bindings' handlers that answer matched routes (packages httpkafka,
+// grpckafka and ssekafka): what a handler is given and how it answers.
 //
 // The exchange owns the ext_proc stream. It matches the route, collects or
 // reassembles the request, and writes every ext_proc message; a handler never
@@ -91,6 +91,28 @@ func TypedProblemResponse(p Problem, headers ...route.Header) *HTTPResponse {
 	h = append(h, route.Header{Name: "content-type", Value: "application/problem+json"})
 	h = append(h, headers...)
 	return &HTTPResponse{Status: p.Status, Headers: h, Body: body}
+}
+
+// SSEHandler answers requests matched to sse-kafka routes: event streams.
+type SSEHandler interface {
+	// HandleSSE is called once the whole request has arrived. Before it
+	// starts the stream (out.Start) it may answer with a response instead
+	// (an error: 400, 404, 406, ...), which it returns; once started, the
+	// stream is the answer and it returns nil when the stream ends (the
+	// client went away, the drain, a lag budget), and the exchange ends the
+	// response. A nil return without a start is answered with 500.
+	HandleSSE(ctx context.Context, req *HTTPRequest, out EventWriter) *HTTPResponse
+}
+
+// EventWriter streams an HTTP response body as it is made. It is safe for
+// concurrent use: each call's bytes go out whole, one call after another
+// (a heartbeat may go between two sends of events, never inside one).
+type EventWriter interface {
+	// Start sends status 200 and headers (lower-case names; content-length
+	// and hop-by-hop headers are dropped: the body's length is unknown).
+	Start(ctx context.Context, headers []route.Header) error
+	// Send sends bytes of the body now.
+	Send(ctx context.Context, b []byte) error
 }
 
 // GRPCHandler answers calls matched to grpc-kafka routes.

@@ -203,7 +203,7 @@ func Build(cfg *config.Config) (*Table, error) {
 	}
 	t := &Table{cfg: cfg, byName: make(map[string]*Binding, len(cfg.Bindings))}
 	for _, b := range cfg.Bindings {
-		if b.Type != config.HTTPKafka && b.Type != config.GRPCKafka {
+		if b.Type != config.HTTPKafka && b.Type != config.GRPCKafka && b.Type != config.SSEKafka {
 			return nil, fmt.Errorf("building routes of binding %q: unknown type %q", b.Name, b.Type)
 		}
 		if _, dup := t.byName[b.Name]; dup {
@@ -238,7 +238,7 @@ func compileRoute(typ config.BindingType, r *config.Route) (*compiledRoute, erro
 	for i := range r.When {
 		w := &r.When[i]
 		c := condition{method: w.Method, service: w.Service, metadata: w.Metadata}
-		if typ == config.HTTPKafka {
+		if typ.MatchesPaths() {
 			pm, err := compilePath(w.Path)
 			if err != nil {
 				return nil, err
@@ -318,6 +318,31 @@ func (b *Binding) MatchHTTP(ctx context.Context, req *HTTPRequest, guards GuardC
 		}
 	}
 	return nil, err
+}
+
+// MatchesPath reports whether a condition of the binding's routes matches
+// path, whatever the method and guards: what picks an sse-kafka binding over
+// an http-kafka one for an HTTP request (see processor's chooseBinding).
+func (b *Binding) MatchesPath(path string) bool {
+	var spans [16]int
+	found := false
+	b.index.candidates(path, func(i int) bool {
+		for _, c := range b.routes[i].conds {
+			if c.path == nil {
+				found = true
+				return true
+			}
+			if _, ok := c.path.match(path, spans[:0]); ok {
+				found = true
+				return true
+			}
+		}
+		if len(b.routes[i].conds) == 0 {
+			found = true
+		}
+		return found
+	})
+	return found
 }
 
 // allowed lists the methods of the conditions whose path matches the
