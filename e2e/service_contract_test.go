@@ -9,7 +9,9 @@ import (
 )
 
 // contractConfig has a request-reply route of each binding and no
-// responder: the test writes the replies a service would.
+// responder: the test writes the replies a service would, after reading
+// the request records back, which takes seconds on a loaded machine: the
+// reply timeout leaves room for it (2 s did not).
 const contractConfig = `
 bindings:
   kafka0: { type: kafka, kind: client, options: { bootstrap.servers: "localhost:9092" } }
@@ -27,7 +29,7 @@ bindings:
       - when: [{ method: example.Echo/* }]
         exit: kafka0
         with: { capability: produce, topic: contract-grpc, reply-to: contract-grpc-replies }
-limits: { reply-timeout: 2s, kafka-timeout: 5s }
+limits: { reply-timeout: 8s, kafka-timeout: 5s }
 `
 
 // What docs/service-contract.md tells a service about replies: the
