@@ -9,11 +9,21 @@ import (
 )
 
 // NewConsumer creates one of a cluster's long-lived assignment-only
-// consumers (the views' live consumer, the reply index's, the log tails')
+// consumers (the views' live consumer, the reply index's, the written-id index's)
 // in its own group, and the admin handle that shares its connections for
 // metadata and partition checks. what names the consumer in errors.
 func NewConsumer(binding string, props map[string]string, kafkaTimeout time.Duration, groupID, what string) (*kafka.Consumer, *kafka.AdminClient, error) {
-	cons, err := kafka.NewConsumer(ConsumerConfig(props, kafkaTimeout, groupID))
+	return newConsumer(ConsumerConfig(props, kafkaTimeout, groupID), binding, what)
+}
+
+// NewLogTailConsumer is NewConsumer for the log tails' consumer
+// (LogTailConfig).
+func NewLogTailConsumer(binding string, props map[string]string, kafkaTimeout time.Duration, groupID string) (*kafka.Consumer, *kafka.AdminClient, error) {
+	return newConsumer(LogTailConfig(props, kafkaTimeout, groupID), binding, "log tail consumer")
+}
+
+func newConsumer(cm *kafka.ConfigMap, binding, what string) (*kafka.Consumer, *kafka.AdminClient, error) {
+	cons, err := kafka.NewConsumer(cm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the %s of kafka binding %q: %w", what, binding, err)
 	}

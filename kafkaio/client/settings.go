@@ -237,6 +237,17 @@ func HistoryReaderConfig(props map[string]string, kafkaTimeout time.Duration, gr
 	return cm
 }
 
+// LogTailConfig is for the log tails' consumer, which reads every streamed
+// topic at its end for the streams.
+func LogTailConfig(props map[string]string, kafkaTimeout time.Duration, groupID string) *kafka.ConfigMap {
+	cm := ConsumerConfig(props, kafkaTimeout, groupID)
+	// An offset no longer in the log (records removed above the tail's
+	// position before it read them) is reported, not reset past them: the
+	// tail checks the log start and ends its streams with the gap.
+	(*cm)["auto.offset.reset"] = "error"
+	return cm
+}
+
 // CatchUpConfig is for the short-lived consumers a view catches up with.
 func CatchUpConfig(props map[string]string, kafkaTimeout time.Duration, groupID string) *kafka.ConfigMap {
 	return WithoutStatistics(ConsumerConfig(props, kafkaTimeout, groupID))

@@ -17,8 +17,8 @@ const (
 	ProducerAcksAll
 	// LiveConsumer is the views' one long-lived consumer (LiveConsumerConfig).
 	LiveConsumer
-	// IndexConsumers are the other long-lived consumers: the reply index's,
-	// the written-id index's and the log tail's (ConsumerConfig).
+	// IndexConsumers are the reply index's and the written-id index's
+	// long-lived consumers (ConsumerConfig).
 	IndexConsumers
 	// CatchUpConsumers are the short-lived consumers a view catches up
 	// with (CatchUpConfig).
@@ -35,11 +35,14 @@ const (
 	// ReplyReadBacks is the reply index's consumer of evicted replies,
 	// created with its first read-back (ReplyReadBackConfig).
 	ReplyReadBacks
+	// LogTailConsumer is the log tails' one long-lived consumer
+	// (LogTailConfig).
+	LogTailConsumer
 
 	// Producers are the producers of every acks mode.
 	Producers = ProducerAcksNone | ProducerAcksLeader | ProducerAcksAll
 	// Consumers are every consumer.
-	Consumers = LiveConsumer | IndexConsumers | CatchUpConsumers | HistoryReaders | ReplyReadBacks
+	Consumers = LiveConsumer | IndexConsumers | CatchUpConsumers | HistoryReaders | ReplyReadBacks | LogTailConsumer
 	// ShortLived are the clients that live for one task.
 	ShortLived = CatchUpConsumers | HistoryReaders | ConnectionChecks
 	// Unwatched are the clients nobody reads statistics of: the
@@ -64,7 +67,8 @@ var clientNames = []struct {
 	{ProducerAcksLeader, "producers with acks leader_only"},
 	{ProducerAcksAll, "producers with acks in_sync_replicas"},
 	{LiveConsumer, "the views' live consumer"},
-	{IndexConsumers, "the reply, written-id and log-tail consumers"},
+	{IndexConsumers, "the reply and written-id consumers"},
+	{LogTailConsumer, "the log tail consumer"},
 	{CatchUpConsumers, "the views' catch-up consumers"},
 	{HistoryReaders, "the log tails' history readers"},
 	{LookupClients, "the written-id index's look-up client"},
@@ -161,10 +165,10 @@ var Properties = []Property{
 		"nothing is committed"},
 	{"enable.partition.eof", "true", Set, Consumers,
 		"the end of a partition tells a reader it has caught up"},
-	{"auto.offset.reset", "earliest", Set, Consumers &^ HistoryReaders,
+	{"auto.offset.reset", "earliest", Set, Consumers &^ HistoryReaders &^ LogTailConsumer,
 		"a partition added to a topic, or an offset no longer in the log, is read from its first record, so nothing written since is missed"},
-	{"auto.offset.reset", "error", Set, HistoryReaders,
-		"a stream's history read whose offset is no longer in the log (retention, DeleteRecords) is told so, not moved on: the stream checks the log start and tells its client of the gap"},
+	{"auto.offset.reset", "error", Set, HistoryReaders | LogTailConsumer,
+		"a stream's read whose offset is no longer in the log (retention, DeleteRecords; the log tail too, when it fell behind) is told so, not moved on: the log start is checked and the streams are told of the gap"},
 	{"fetch.wait.max.ms", "100", Default, Consumers &^ LiveConsumer &^ ReplyReadBacks,
 		"a reader waiting for a record written now is answered within this"},
 	{"fetch.wait.max.ms", "1000", Default, LiveConsumer,

@@ -33,6 +33,8 @@ func configOf(kind Clients, props map[string]string) *kafka.ConfigMap {
 		return CheckConfig(props, timeout)
 	case ReplyReadBacks:
 		return ReplyReadBackConfig(props, timeout, "g")
+	case LogTailConsumer:
+		return LogTailConfig(props, timeout, "g")
 	}
 	panic(fmt.Sprintf("no configuration for %v", kind))
 }

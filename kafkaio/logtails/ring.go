@@ -331,6 +331,14 @@ func (r *ring) unregister(c *cursor) {
 	delete(r.cursors, c)
 }
 
+// positions returns a copy of the next offset the tail reads, per
+// partition.
+func (r *ring) positions() []int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]int64(nil), r.pos...)
+}
+
 // starts returns a copy of the positions the ring holds records from.
 func (r *ring) starts() []int64 {
 	r.mu.RLock()

@@ -240,10 +240,36 @@ func (s *Stream) Retired() <-chan struct{} { return s.t.retired }
 func (s *Stream) RetiredErr() error {
 	select {
 	case <-s.t.retired:
-		return s.t.retiredErr
+		return s.retiredBy()
 	default:
 		return nil
 	}
+}
+
+// retiredBy is the error the stream ends with once its tail is retired:
+// the tail's, but for records removed above the tail's position, the gap
+// as this stream has it — from its own position, which it resumes at with
+// the removed partitions moved to their log start.
+func (s *Stream) retiredBy() error {
+	var gap *GapError
+	if !errors.As(s.t.retiredErr, &gap) || gap.Cause != Truncated {
+		return s.t.retiredErr
+	}
+	start := make(map[int32]int64, len(s.next))
+	for p, off := range s.next {
+		if off >= 0 {
+			start[int32(p)] = off
+		}
+	}
+	lo := make(map[int32]int64, len(gap.Gaps))
+	for _, g := range gap.Gaps {
+		lo[g.Partition] = g.LogStart
+	}
+	if own := truncatedGap(gap.Topic, start, lo); own != nil {
+		return own
+	}
+	// Not expected: a stream of the tail reads at or below its position.
+	return &GapError{Topic: gap.Topic, Cause: Truncated, Gaps: gap.Gaps, Resume: start}
 }
 
 // Close releases what the stream holds.
@@ -466,7 +492,7 @@ func (s *Stream) ringStep(ctx context.Context, wait bool) (out []byte, ret bool,
 	case <-s.cur.lagged:
 		return nil, true, ErrLagged
 	case <-s.t.retired:
-		return nil, true, s.t.retiredErr
+		return nil, true, s.retiredBy()
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	case <-s.l.ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -162,6 +163,9 @@ type Tails struct {
 	// that may still hold records of the old assignment, which must not
 	// reach a new ring of the same topic.
 	pollMu sync.Mutex
+	// rangeCheck is set while a check of the tail's positions against the
+	// log bounds runs (checkTailRange): errors of one fall share it.
+	rangeCheck atomic.Bool
 
 	mu     sync.Mutex
 	topics map[string]*logTopic
@@ -235,7 +239,7 @@ func New(c *views.Views, opts Options) (*Tails, error) {
 	if c.Closed() {
 		return nil, fmt.Errorf("creating the log readers of kafka binding %q: %w", opts.Name, ErrClosed)
 	}
-	tail, admin, err := client.NewConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs", "log tail consumer")
+	tail, admin, err := client.NewLogTailConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs")
 	if err != nil {
 		return nil, err
 	}
@@ -588,6 +592,10 @@ func (l *Tails) pollBatch(byTopic map[string][]*kafka.Message, eofs []kafka.Part
 		case kafka.PartitionEOF:
 			eofs = append(eofs, e)
 		case kafka.Error:
+			if outOfRange(e.Code()) {
+				l.checkTailRange()
+				break
+			}
 			l.logger.Debug("log tail consumer", "err", e)
 		case *kafka.Stats:
 			l.c.Options().Stats.Record("log-tail", e.String())
@@ -650,20 +658,13 @@ func (l *Tails) topicID(ctx context.Context, topic string) [16]byte {
 // the tails of those that gained partitions, were deleted or were created
 // again.
 func (l *Tails) checkPartitions() error {
-	l.mu.Lock()
-	started := make(map[string]*logTopic, len(l.topics))
-	names := make([]string, 0, len(l.topics))
-	for name, t := range l.topics {
-		select {
-		case <-t.ready:
-			if t.err == nil {
-				started[name] = t
-				names = append(names, name)
-			}
-		default: // still starting: it reads the current count itself
-		}
+	// A topic still starting reads the current count itself.
+	started := map[string]*logTopic{}
+	var names []string
+	for _, t := range l.startedTopics() {
+		started[t.name] = t
+		names = append(names, t.name)
 	}
-	l.mu.Unlock()
 	states, err := follow.Describe(l.ctx, l.admin, names, l.opts.KafkaTimeout)
 	for name, st := range states {
 		t := started[name]
@@ -678,6 +679,77 @@ func (l *Tails) checkPartitions() error {
 		}
 	}
 	return err
+}
+
+// checkTailRange looks, off the poll loop, for the partitions whose offset
+// the tail consumer was told is out of range, and retires their topics'
+// tails: records were removed above the tail's position before it read
+// them (a tail fallen behind, DeleteRecords up to past them), which the
+// streams of the topic would otherwise skip without knowing; or the topic
+// was created again and its log ends below the tail's position. The error
+// names no partition, so every started topic is checked; the tail consumer
+// fetches such a partition no more (auto.offset.reset is error), so
+// nothing is read past the gap meanwhile.
+func (l *Tails) checkTailRange() {
+	if !l.rangeCheck.CompareAndSwap(false, true) {
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer l.rangeCheck.Store(false)
+		ctx, cancel := context.WithTimeout(l.ctx, l.opts.KafkaTimeout)
+		defer cancel()
+		for _, t := range l.startedTopics() {
+			if why := l.tailGap(ctx, t); why != nil {
+				l.retire(t, why)
+			}
+		}
+	}()
+}
+
+// tailGap is why the tail of t cannot go on from its position: a
+// *GapError Truncated (records removed above it) or Recreated (the log
+// ends below it); nil when its positions are within the log.
+func (l *Tails) tailGap(ctx context.Context, t *logTopic) error {
+	lo, hi, err := l.logBounds(ctx, t)
+	if err != nil {
+		l.logger.Warn("checking the log tail's position after an offset out of range failed", "topic", t.name, "err", err)
+		return nil
+	}
+	var gaps []Gap
+	for p, pos := range t.ring.positions() {
+		switch {
+		case p >= len(lo):
+		case pos > hi[p]:
+			return &GapError{Topic: t.name, Cause: Recreated, Resume: map[int32]int64{}}
+		case pos < lo[p]:
+			gaps = append(gaps, Gap{Partition: int32(p), Asked: pos, LogStart: lo[p], LogEnd: -1})
+		}
+	}
+	if len(gaps) == 0 {
+		return nil
+	}
+	// Resume is each stream's own: its position with these partitions
+	// moved to their log start (Stream.retiredBy).
+	return &GapError{Topic: t.name, Cause: Truncated, Gaps: gaps}
+}
+
+// startedTopics are the topics whose tails run.
+func (l *Tails) startedTopics() []*logTopic {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*logTopic
+	for _, t := range l.topics {
+		select {
+		case <-t.ready:
+			if t.err == nil {
+				out = append(out, t)
+			}
+		default:
+		}
+	}
+	return out
 }
 
 // wentBack retires the tail of a topic whose log went back under it (the
