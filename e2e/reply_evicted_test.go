@@ -233,19 +233,7 @@ func labelled(t *testing.T, p *stack.Processor, name, label, value string) float
 // below its offset) is answered as expired, saying why: 410 for HTTP,
 // FAILED_PRECONDITION for gRPC; nothing is written again.
 func TestEvictedReplyRemovedFromItsTopicIsExpired(t *testing.T) {
-	e := startEnv(t, evictConfig, withResponders(
-		responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()},
-		responder.Options{Topic: "ev-grpc", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey},
-	))
-	a := &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
-	shapes := evShapes(strings.TrimPrefix(e.base, "http://"))
-	sync, say := shapeNamed(t, shapes, "sync replay"), shapeNamed(t, shapes, "gRPC Say")
-	for _, sh := range []evShape{sync, say} {
-		if got := sh.first(t, a, keyOf(sh)); !strings.HasPrefix(got, "201 ") && !strings.Contains(got, "code = OK ") {
-			t.Fatalf("%s: %s", sh.name, got)
-		}
-	}
-	evictAll(t, e, a.proc, "gone")
+	e, a, sync, say, _ := evictedSyncAndSay(t, "gone")
 	for _, topic := range []string{"ev-replies", "ev-grpc-replies"} {
 		deleteAll(t, e, topic)
 	}
@@ -265,6 +253,29 @@ func TestEvictedReplyRemovedFromItsTopicIsExpired(t *testing.T) {
 	if n := labelled(t, a.proc, "kafka_ext_proc_reply_index_read_backs_total", "result", "expired"); n != 2 {
 		t.Errorf("%v read-backs expired, want 2", n)
 	}
+}
+
+// evictedSyncAndSay starts the evicting configuration with its responders,
+// answers a sync request and a gRPC Say once each (firsts, by shape name)
+// and evicts their replies from the index (tag names the fillers).
+func evictedSyncAndSay(t *testing.T, tag string) (e *env, a *replica, sync, say evShape, firsts map[string]string) {
+	t.Helper()
+	e = startEnv(t, evictConfig, withResponders(
+		responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()},
+		responder.Options{Topic: "ev-grpc", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey},
+	))
+	a = &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
+	shapes := evShapes(strings.TrimPrefix(e.base, "http://"))
+	sync, say = shapeNamed(t, shapes, "sync replay"), shapeNamed(t, shapes, "gRPC Say")
+	firsts = map[string]string{}
+	for _, sh := range []evShape{sync, say} {
+		firsts[sh.name] = sh.first(t, a, keyOf(sh))
+		if !strings.HasPrefix(firsts[sh.name], "201 ") && !strings.Contains(firsts[sh.name], "code = OK ") {
+			t.Fatalf("%s: %s", sh.name, firsts[sh.name])
+		}
+	}
+	evictAll(t, e, a.proc, tag)
+	return e, a, sync, say, firsts
 }
 
 // deleteAll deletes every record of topic (DeleteRecords to the end of
@@ -377,21 +388,7 @@ func inParallel(n, k int, f func(i int)) {
 // once Kafka answers, the same retry gets the stored reply. Nothing is
 // written again either time.
 func TestEvictedReplyUnreadableIsUnavailable(t *testing.T) {
-	e := startEnv(t, evictConfig, withResponders(
-		responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()},
-		responder.Options{Topic: "ev-grpc", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey},
-	))
-	a := &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
-	shapes := evShapes(strings.TrimPrefix(e.base, "http://"))
-	sync, say := shapeNamed(t, shapes, "sync replay"), shapeNamed(t, shapes, "gRPC Say")
-	firsts := map[string]string{}
-	for _, sh := range []evShape{sync, say} {
-		firsts[sh.name] = sh.first(t, a, keyOf(sh))
-		if !strings.HasPrefix(firsts[sh.name], "201 ") && !strings.Contains(firsts[sh.name], "code = OK ") {
-			t.Fatalf("%s: %s", sh.name, firsts[sh.name])
-		}
-	}
-	evictAll(t, e, a.proc, "unreadable")
+	e, a, sync, say, firsts := evictedSyncAndSay(t, "unreadable")
 
 	refuse := refuseFetches(t, e, "ev-replies", "ev-grpc-replies")
 	for _, c := range []struct {

@@ -85,7 +85,7 @@ func (h *Handler) openStream(ctx context.Context, kr *kafkaroute.Route, call *ha
 		Framer:    grpcwire.ReliableFrame{Field: opts.ReliabilityField},
 		Start:     start,
 		Compacted: compacted,
-		Filters:   filters(w.Filters, resolve),
+		Filters:   kafkaroute.StreamFilters(w.Filters, resolve),
 		LagBudget: call.Limits.StreamLagBudget,
 	})
 	cancel()
@@ -248,22 +248,4 @@ func resumePosition(h route.Headers, name string) (map[int32]int64, handler.Stat
 			"%s is not a message id this gateway issued (%v); send the bytes of the reliability field of the last message received", which, err)), true
 	}
 	return start, handler.Status{}, false
-}
-
-// filters resolves a route's filters.
-func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []logtails.Filter {
-	if len(fs) == 0 {
-		return nil
-	}
-	out := make([]logtails.Filter, len(fs))
-	for i, f := range fs {
-		if f.Key != nil {
-			k := f.Key.Expand(resolve)
-			out[i].Key = &k
-		}
-		for _, hdr := range f.Headers {
-			out[i].Headers = append(out[i].Headers, client.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
-		}
-	}
-	return out
 }

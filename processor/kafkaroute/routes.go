@@ -160,3 +160,22 @@ func correlationHeaders(b *config.Binding) config.CorrelationHeaders {
 	}
 	return config.CorrelationHeaders{CorrelationID: config.DefaultCorrelationIDHeader}
 }
+
+// StreamFilters resolves a streaming route's filters (a gRPC fetch
+// stream's, an SSE stream's) into the log tails' form.
+func StreamFilters(fs []config.Filter, resolve func(config.TemplatePart) string) []logtails.Filter {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]logtails.Filter, len(fs))
+	for i, f := range fs {
+		if f.Key != nil {
+			k := f.Key.Expand(resolve)
+			out[i].Key = &k
+		}
+		for _, hdr := range f.Headers {
+			out[i].Headers = append(out[i].Headers, client.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
+		}
+	}
+	return out
+}

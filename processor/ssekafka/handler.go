@@ -131,7 +131,7 @@ func (h *Handler) open(ctx context.Context, kr *kafkaroute.Route, req *handler.H
 		Framer:    frame{},
 		Start:     start,
 		Compacted: compacted,
-		Filters:   filters(w.Filters, resolve),
+		Filters:   kafkaroute.StreamFilters(w.Filters, resolve),
 		LagBudget: req.Limits.StreamLagBudget,
 	})
 	var gap *logtails.GapError
@@ -287,22 +287,4 @@ func topicProblem(err error, topic string, static bool) *handler.HTTPResponse {
 		return draining()
 	}
 	return unavailable(fmt.Sprintf("topic %q cannot be read now: %v; retry shortly", topic, err))
-}
-
-// filters resolves a route's filters.
-func filters(fs []config.Filter, resolve func(config.TemplatePart) string) []logtails.Filter {
-	if len(fs) == 0 {
-		return nil
-	}
-	out := make([]logtails.Filter, len(fs))
-	for i, f := range fs {
-		if f.Key != nil {
-			k := f.Key.Expand(resolve)
-			out[i].Key = &k
-		}
-		for _, hdr := range f.Headers {
-			out[i].Headers = append(out[i].Headers, client.Header{Key: hdr.Name, Value: []byte(hdr.Value.Expand(resolve))})
-		}
-	}
-	return out
 }
