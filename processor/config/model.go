@@ -49,6 +49,8 @@ type Config struct {
 	Files    []string
 	Kafka    map[string]*KafkaCluster // `kafka` client bindings by name
 	Bindings []*Binding               // http-kafka and grpc-kafka bindings, in file order
+	// KafkaGRPC are the kafka-grpc bindings (kind remote_server), in file order.
+	KafkaGRPC []*KafkaGRPCBinding
 	Guards   map[string]*Guard
 	Limits   Limits
 	Catalogs map[string]*Catalog // `catalogs` by name

@@ -29,6 +29,8 @@ type shape struct {
 
 	limits *section
 
+	kafkaGRPC *kafkaGRPCShape // the kafka-grpc binding (kafkagrpc.go)
+
 	catalog                              *section
 	catalogTypes                         []variant // the options section of each catalog type
 	inlineOptions, inlineSubject         *section
@@ -66,8 +68,10 @@ func newShape() *shape {
 	s.routeSections()
 	s.guardSections()
 	s.limits = limitsSection()
+	s.kafkaGRPC = newKafkaGRPCShape(s.grpcCorrelationHeaders)
 	s.binding = &union{def: "binding", key: "type", required: []string{"type", "kind"}, variants: []variant{
 		{"kafka", s.kafkaBinding}, {"http-kafka", s.httpBinding}, {"grpc-kafka", s.grpcBinding},
+		{KafkaGRPCType, s.kafkaGRPC.binding},
 	}}
 	s.top = &section{
 		doc: "One YAML file: kafka client bindings, http-kafka and grpc-kafka proxy bindings with their routes, guards and limits. " +
@@ -75,7 +79,7 @@ func newShape() *shape {
 			"what a schema cannot: references between bindings, guards and path parameters.",
 		fields: []field{
 			{name: "bindings", required: true, schema: byName(s.binding), shown: "BINDING",
-				doc: "Bindings by name: kafka clusters (type kafka) and the proxies routing to them (http-kafka, grpc-kafka)."},
+				doc: "Bindings by name: kafka clusters (type kafka) and the proxies routing to them (http-kafka, grpc-kafka); kafka-grpc bindings call gRPC services for the records grpc-kafka writes."},
 			{name: "guards", schema: byName(s.guard), shown: "GUARD", doc: "Guards by name, referenced by routes in guarded."},
 			{name: "limits", schema: s.limits, shown: "LIMITS"},
 			{name: "catalogs", schema: byName(s.catalog),
