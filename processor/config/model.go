@@ -51,9 +51,9 @@ type Config struct {
 	Bindings []*Binding               // http-kafka and grpc-kafka bindings, in file order
 	// KafkaGRPC are the kafka-grpc bindings (kind remote_server), in file order.
 	KafkaGRPC []*KafkaGRPCBinding
-	Guards   map[string]*Guard
-	Limits   Limits
-	Catalogs map[string]*Catalog // `catalogs` by name
+	Guards    map[string]*Guard
+	Limits    Limits
+	Catalogs  map[string]*Catalog // `catalogs` by name
 }
 
 // KafkaCluster is a binding of type kafka, kind client: a cluster routes name in `exit`.
