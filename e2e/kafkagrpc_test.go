@@ -1,0 +1,301 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/proto/example"
+)
+
+// echoService is a real gRPC service behind Kafka: the kafka-grpc binding
+// calls it for the records the grpc-kafka route writes.
+type echoService struct {
+	example.UnimplementedEchoServer
+}
+
+func (echoService) Say(ctx context.Context, m *example.EchoMessage) (*example.EchoMessage, error) {
+	if m.GetMessage() == "missing" {
+		return nil, status.Error(codes.NotFound, "nothing is called missing")
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-served-by", "echo-service", "tenant", strings.Join(md.Get("tenant"), ",")))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-calls", "1"))
+	return &example.EchoMessage{Message: m.GetMessage()}, nil
+}
+
+// Expand streams the words of the message, one a message.
+func (echoService) Expand(m *example.EchoMessage, st grpc.ServerStreamingServer[example.EchoMessage]) error {
+	for _, w := range strings.Fields(m.GetMessage()) {
+		if err := st.Send(&example.EchoMessage{Message: w}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Collect answers the messages it received, joined by spaces.
+func (echoService) Collect(st grpc.ClientStreamingServer[example.EchoMessage, example.EchoMessage]) error {
+	var words []string
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return st.SendAndClose(&example.EchoMessage{Message: strings.Join(words, " ")})
+		}
+		if err != nil {
+			return err
+		}
+		words = append(words, m.GetMessage())
+	}
+}
+
+// Chat echoes each message as it arrives.
+func (echoService) Chat(st grpc.BidiStreamingServer[example.EchoMessage, example.EchoMessage]) error {
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.Send(m); err != nil {
+			return err
+		}
+	}
+}
+
+// startEchoService serves echoService on a loopback port.
+func startEchoService(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	example.RegisterEchoServer(srv, echoService{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	return addr
+}
+
+// kafkaGRPCConfig routes example.Echo, example.Nowhere and example.Down
+// through Kafka: the kafka-grpc binding answers example.Echo with the
+// service at echo, has no route for example.Nowhere, and sends example.Down
+// to down, where nothing listens.
+func kafkaGRPCConfig(echo, down string) string {
+	return `
+bindings:
+  kafka0:
+    type: kafka
+    kind: client
+    options: { bootstrap.servers: localhost:9092 }
+  grpc0:
+    type: grpc-kafka
+    kind: proxy
+    routes:
+      - when: [{ service: example.Echo }, { service: example.Nowhere }, { service: example.Down }]
+        exit: kafka0
+        with: { capability: produce, topic: svc-requests, reply-to: svc-responses }
+  echo-service:
+    type: kafka-grpc
+    kind: remote_server
+    routes:
+      - when: [{ topic: svc-requests, reply-to: svc-responses, method: example.Echo/* }]
+        exit: kafka0
+        with: { scheme: http, authority: "` + echo + `" }
+      - when: [{ topic: svc-requests, reply-to: svc-responses, method: example.Down/* }]
+        exit: kafka0
+        with: { scheme: http, authority: "` + down + `" }
+limits: { reply-timeout: 20s }
+`
+}
+
+// gRPC client → emulator → processor (grpc-kafka) → Kafka → kafka-grpc →
+// a real gRPC service → Kafka → client: all four call shapes, the
+// service's status, response metadata and trailers, and the reply records
+// as they are in the reply topic.
+func TestKafkaGRPCCallsTheService(t *testing.T) {
+	e := startEnv(t, kafkaGRPCConfig(startEchoService(t), closedAddr(t)))
+	ctx := ctxFor(t, 60*time.Second)
+	echo := example.NewEchoClient(e.grpcConn())
+
+	var header, trailer metadata.MD
+	got, err := echo.Say(metadata.AppendToOutgoingContext(ctx, "tenant", "acme"), &example.EchoMessage{Message: "hello"},
+		grpc.Header(&header), grpc.Trailer(&trailer))
+	if err != nil || got.GetMessage() != "hello" {
+		t.Fatalf("Say: %v, %v", got, err)
+	}
+	if header.Get("x-served-by")[0] != "echo-service" || strings.Join(header.Get("tenant"), ",") != "acme" ||
+		strings.Join(trailer.Get("x-calls"), ",") != "1" {
+		t.Fatalf("header %v, trailer %v: want the service's x-served-by, the caller's tenant passed on, and x-calls", header, trailer)
+	}
+
+	_, err = echo.Say(ctx, &example.EchoMessage{Message: "missing"})
+	if st := status.Convert(err); st.Code() != codes.NotFound || st.Message() != "nothing is called missing" {
+		t.Fatalf("Say missing: %v, want the service's NOT_FOUND and message", err)
+	}
+
+	ex, err := echo.Expand(ctx, &example.EchoMessage{Message: "a b c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var words []string
+	for {
+		m, err := ex.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Expand: %v", err)
+		}
+		words = append(words, m.GetMessage())
+	}
+	if strings.Join(words, ",") != "a,b,c" {
+		t.Fatalf("Expand: %q", words)
+	}
+
+	col, err := echo.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"x", "y"} {
+		if err := col.Send(&example.EchoMessage{Message: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := col.CloseAndRecv(); err != nil || m.GetMessage() != "x y" {
+		t.Fatalf("Collect: %v, %v", m, err)
+	}
+
+	chat, err := echo.Chat(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each echo comes back before the next message is sent: the call is
+	// made as the records arrive, not once the call is complete.
+	for _, w := range []string{"one", "two"} {
+		if err := chat.Send(&example.EchoMessage{Message: w}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := chat.Recv(); err != nil || m.GetMessage() != w {
+			t.Fatalf("Chat %s: %v, %v", w, m, err)
+		}
+	}
+	if err := chat.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chat.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("Chat end: %v", err)
+	}
+
+	// The reply records of Say "hello": one message and the end record,
+	// keyed and headed by the request's correlation id.
+	var cid string
+	for _, m := range e.readTopic("svc-requests") {
+		var em example.EchoMessage
+		if m.Value != nil && proto.Unmarshal(m.Value, &em) == nil && em.GetMessage() == "hello" {
+			cid, _ = recHeader(m, "gateway:correlation-id")
+		}
+	}
+	if cid == "" {
+		t.Fatal("no request record of Say hello")
+	}
+	replies := recordsWith(e.readTopic("svc-responses"), "gateway:correlation-id", cid)
+	if len(replies) != 2 {
+		t.Fatalf("%d reply records for %s, want the message and the end record", len(replies), cid)
+	}
+	if string(replies[0].Key) != cid || replies[0].Value == nil {
+		t.Fatalf("first reply: key %q value %v", replies[0].Key, replies[0].Value)
+	}
+	if v, _ := recHeader(replies[0], "meta:x-served-by"); v != "echo-service" {
+		t.Fatalf("first reply: meta:x-served-by %q", v)
+	}
+	if s, _ := recHeader(replies[1], "gateway:status"); replies[1].Value != nil || s != "0" {
+		t.Fatalf("end record: value %v, gateway:status %q", replies[1].Value, s)
+	}
+	if v, _ := recHeader(replies[1], "meta:x-calls"); v != "1" {
+		t.Fatalf("end record: meta:x-calls %q", v)
+	}
+	// Every request record is committed once its call's replies are in.
+	end := e.endOffsets("svc-requests")
+	pollUntil(t, "the request offsets committed", func() bool { return committed(t, e, "svc-requests") == end })
+}
+
+// A method the kafka-grpc binding has no route for is answered
+// UNIMPLEMENTED; a service nothing listens on is retried, then answered
+// UNAVAILABLE: the caller gets a status, not a hang.
+func TestKafkaGRPCFaults(t *testing.T) {
+	e := startEnv(t, kafkaGRPCConfig(startEchoService(t), closedAddr(t)))
+	ctx := ctxFor(t, 60*time.Second)
+	call := func(method string) error {
+		var out rawMessage
+		return e.grpcConn().Invoke(ctx, method, &rawMessage{b: []byte{0x0a, 0x01, 'x'}}, &out, grpc.ForceCodecV2(rawCodec{}))
+	}
+	err := call("/example.Nowhere/Call")
+	if st := status.Convert(err); st.Code() != codes.Unimplemented ||
+		st.Message() != `kafka-grpc binding "echo-service" has no route for example.Nowhere/Call on topic svc-requests` {
+		t.Fatalf("unknown method: %v", err)
+	}
+	err = call("/example.Down/Call")
+	if st := status.Convert(err); st.Code() != codes.Unavailable ||
+		!strings.Contains(st.Message(), "unavailable after 5 attempts") {
+		t.Fatalf("service down: %v, want UNAVAILABLE after 5 attempts", err)
+	}
+	end := e.endOffsets("svc-requests")
+	pollUntil(t, "the request offsets committed", func() bool { return committed(t, e, "svc-requests") == end })
+}
+
+// committed is the sum of the kafka-grpc group's committed offsets on topic.
+func committed(t *testing.T, e *env, topic string) int64 {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": e.dev.Broker.Addr(),
+		"group.id": "kafka-ext-proc.kafka-grpc.echo-service", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	md, err := c.GetMetadata(&topic, false, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tps []kafka.TopicPartition
+	for _, p := range md.Topics[topic].Partitions {
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p.ID})
+	}
+	got, err := c.Committed(tps, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, tp := range got {
+		if tp.Offset >= 0 {
+			sum += int64(tp.Offset)
+		}
+	}
+	return sum
+}
+

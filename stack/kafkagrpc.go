@@ -1,0 +1,99 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkagrpc"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
+)
+
+// The kafka-grpc workers run inside serve (and dev) beside the ext_proc
+// server rather than as a command of their own: one process, one
+// configuration file, one drain; a deployment that wants the halves to
+// scale apart runs two serve processes with two files.
+
+// startKafkaGRPC starts a worker per kafka-grpc binding and kafka binding
+// its routes exit to.
+func startKafkaGRPC(cfg *config.Config, logger *slog.Logger) ([]*kafkagrpc.Worker, error) {
+	var workers []*kafkagrpc.Worker
+	for _, b := range cfg.KafkaGRPC {
+		var exits []string
+		for _, r := range b.Routes {
+			if !slices.Contains(exits, r.Exit) {
+				exits = append(exits, r.Exit)
+			}
+		}
+		for _, exit := range exits {
+			w, err := kafkagrpc.Start(kafkagrpc.Options{Binding: b, Cluster: cfg.Kafka[exit], KafkaTimeout: cfg.Limits.KafkaTimeout,
+				Silence: cfg.Limits.ReplyTimeout, MaxRecordBytes: int(cfg.Limits.RecordBytes()), Logger: logger})
+			if err != nil {
+				closeKafkaGRPC(context.Background(), workers)
+				return nil, fmt.Errorf("starting kafka-grpc binding %q: %w", b.Name, err)
+			}
+			workers = append(workers, w)
+		}
+	}
+	return workers, nil
+}
+
+// listenAndStartWorkers opens the ext_proc port and starts the kafka-grpc
+// workers, or neither.
+func listenAndStartWorkers(opts ProcessorOptions, logger *slog.Logger) (net.Listener, []*kafkagrpc.Worker, error) {
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err)
+	}
+	workers, err := startKafkaGRPC(opts.Config, logger)
+	if err != nil {
+		_ = lis.Close()
+		return nil, nil, err
+	}
+	return lis, workers, nil
+}
+
+// closeKafkaGRPC drains the workers together, until ctx ends.
+func closeKafkaGRPC(ctx context.Context, workers []*kafkagrpc.Worker) {
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.Close(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// sameKafkaGRPC refuses a reload that changes the kafka-grpc bindings: their
+// workers hold group memberships and connections made at start.
+func sameKafkaGRPC(old, next *config.Config) error {
+	strip := func(bs []*config.KafkaGRPCBinding) []config.KafkaGRPCBinding {
+		out := make([]config.KafkaGRPCBinding, len(bs))
+		for i, b := range bs {
+			out[i] = *b
+			out[i].Pos = config.Pos{}
+			out[i].Routes = nil
+			for _, r := range b.Routes {
+				rc := *r
+				rc.Pos = config.Pos{}
+				rc.When = nil
+				for _, c := range r.When {
+					c.Pos = config.Pos{}
+					rc.When = append(rc.When, c)
+				}
+				out[i].Routes = append(out[i].Routes, &rc)
+			}
+		}
+		return out
+	}
+	if !reflect.DeepEqual(strip(old.KafkaGRPC), strip(next.KafkaGRPC)) {
+		return fmt.Errorf("the kafka-grpc bindings changed: restart to apply")
+	}
+	return nil
+}
