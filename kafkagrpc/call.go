@@ -269,13 +269,14 @@ func (w *Worker) callStatus(c *call, err error) *status.Status {
 
 // requestMeta is the call metadata of a request record's meta: headers:
 // -bin entries arrive in their base64 form and go out as bytes (grpc-go
-// encodes them again); the idempotency metadata is the gateway's and stays
-// out.
-func requestMeta(headers []client.Header, idempotency string) metadata.MD {
+// encodes them again). The idempotency key is passed on too: a call made
+// again after a crash or a rebalance carries it, so the service can
+// recognise the repeat.
+func requestMeta(headers []client.Header) metadata.MD {
 	md := metadata.MD{}
 	for _, h := range headers {
 		name, ok := strings.CutPrefix(h.Key, "meta:")
-		if !ok || name == idempotency || name == "" {
+		if !ok || name == "" {
 			continue
 		}
 		v := string(h.Value)

@@ -323,7 +323,7 @@ func (w *Worker) newCall(p part, cid, replyTo, service, method string, headers [
 	}
 	ctx, cancel := context.WithCancelCause(w.ctx)
 	c := &call{cid: cid, part: p, service: service, method: method, replyTo: replyTo, route: route,
-		meta: requestMeta(headers, w.opts.Binding.IdempotencyMetadata), in: newInbox(), ctx: ctx, cancel: cancel,
+		meta: requestMeta(headers), in: newInbox(), ctx: ctx, cancel: cancel,
 		fingerprints: map[string]bool{}}
 	if c.meta == nil {
 		c.meta = metadata.MD{}

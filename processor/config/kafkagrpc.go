@@ -25,9 +25,6 @@ type KafkaGRPCBinding struct {
 	// Acks is the acknowledgement mode of the reply records (default
 	// in_sync_replicas, as a grpc-kafka produce route's).
 	Acks Acks
-	// IdempotencyMetadata is the grpc-kafka binding's idempotency
-	// metadata name; the worker does not pass it on as call metadata.
-	IdempotencyMetadata string
 	// Correlation names the headers the grpc-kafka binding writes and reads;
 	// the defaults are the grpc-kafka binding's, so its records are the
 	// contract (docs/service-contract.md).
@@ -72,8 +69,8 @@ func (c KafkaGRPCCondition) Matches(topic, replyTo, service, method string) bool
 
 // kafkaGRPCShape is the kafka-grpc binding's part of the file's shape.
 type kafkaGRPCShape struct {
-	binding, options, idempotency, correlation, headers *section
-	route, condition, with                              *section
+	binding, options, correlation *section
+	route, condition, with        *section
 }
 
 // hiddenRemote is why Describe leaves out the kafka-grpc binding: it
@@ -82,14 +79,9 @@ const hiddenRemote = "a kafka-grpc binding answers records read from Kafka, not 
 
 func newKafkaGRPCShape(grpcCorrelationHeaders *section) *kafkaGRPCShape {
 	k := &kafkaGRPCShape{}
-	k.idempotency = &section{fields: []field{
-		{name: "metadata", schema: ref("headerName"), hidden: hiddenRemote,
-			doc: "The grpc-kafka binding's idempotency metadata; not passed on to the service. Default idempotency-key."},
-	}}
 	k.correlation = &section{fields: []field{{name: "headers", schema: grpcCorrelationHeaders, hidden: hiddenRemote}}}
 	k.options = &section{def: "kafkaGrpcOptions", fields: []field{
 		{name: "acks", schema: ref("acks"), hidden: hiddenRemote, doc: "Acknowledgement mode of the reply records; default in_sync_replicas."},
-		{name: "idempotency", schema: k.idempotency, hidden: hiddenRemote},
 		{name: "correlation", schema: k.correlation, hidden: hiddenRemote,
 			doc: "The headers the grpc-kafka binding writes and reads; the same names and defaults."},
 	}}
@@ -127,7 +119,7 @@ func newKafkaGRPCShape(grpcCorrelationHeaders *section) *kafkaGRPCShape {
 // binding is known).
 func (d *decoder) kafkaGRPCBinding(p pendingBinding) *KafkaGRPCBinding {
 	k := d.shape.kafkaGRPC
-	b := &KafkaGRPCBinding{Name: p.name, Pos: d.pos(p.kn), Acks: AcksInSyncReplicas, IdempotencyMetadata: DefaultIdempotencyKey,
+	b := &KafkaGRPCBinding{Name: p.name, Pos: d.pos(p.kn), Acks: AcksInSyncReplicas,
 		Correlation: CorrelationHeaders{
 			ReplyTo: DefaultReplyToHeader, CorrelationID: DefaultCorrelationIDHeader,
 			Service: DefaultServiceHeader, Method: DefaultMethodHeader,
@@ -142,12 +134,6 @@ func (d *decoder) kafkaGRPCBinding(p pendingBinding) *KafkaGRPCBinding {
 				default:
 					d.errorf(a.v, "unknown acks %q; allowed: none, leader_only, in_sync_replicas", s)
 				}
-			}
-		}
-		if i := m["idempotency"]; i != nil {
-			im := d.object(i.v, "idempotency", "kafka-grpc options.idempotency", k.idempotency.names()...)
-			if h := im["metadata"]; h != nil {
-				d.headerName(h.v, "idempotency.metadata", &b.IdempotencyMetadata)
 			}
 		}
 		if c := m["correlation"]; c != nil {

@@ -39,8 +39,8 @@ func TestKafkaGRPCBindingLoads(t *testing.T) {
 		t.Fatalf("kafka-grpc bindings %d, proxy bindings %d; want 1 and 0", len(cfg.KafkaGRPC), len(cfg.Bindings))
 	}
 	b := cfg.KafkaGRPC[0]
-	if b.Acks != AcksLeaderOnly || b.IdempotencyMetadata != "idempotency-key" {
-		t.Errorf("acks %q, idempotency metadata %q", b.Acks, b.IdempotencyMetadata)
+	if b.Acks != AcksLeaderOnly {
+		t.Errorf("acks %q", b.Acks)
 	}
 	// The grpc-kafka binding's defaults: the status headers follow the
 	// correlation-id header's prefix.
