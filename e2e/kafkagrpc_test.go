@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -16,7 +18,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkagrpc"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/proto/example"
+	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
 // echoService is a real gRPC service behind Kafka: the kafka-grpc binding
@@ -299,3 +305,73 @@ func committed(t *testing.T, e *env, topic string) int64 {
 	return sum
 }
 
+
+// Two workers of one binding share the request topic's partitions (one
+// consumer group); when one stops, its partitions move to the other and no
+// request goes unanswered.
+func TestKafkaGRPCReplicasSharePartitions(t *testing.T) {
+	const proxyOnly = `
+bindings:
+  kafka0:
+    type: kafka
+    kind: client
+    options: { bootstrap.servers: localhost:9092 }
+  grpc0:
+    type: grpc-kafka
+    kind: proxy
+    routes:
+      - when: [{ service: example.Echo }]
+        exit: kafka0
+        with: { capability: produce, topic: svc-requests, reply-to: svc-responses }
+limits: { reply-timeout: 20s }
+`
+	e := startEnv(t, proxyOnly, withTopics(embedded.Topic{Name: "svc-requests", Partitions: 4}))
+	full, err := config.Parse("kafka-grpc.yaml", []byte(kafkaGRPCConfig(startEchoService(t), closedAddr(t))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full = stack.PointAt(full, e.dev.Broker.Addr())
+	start := func() *kafkagrpc.Worker {
+		w, err := kafkagrpc.Start(kafkagrpc.Options{Binding: full.KafkaGRPC[0], Cluster: full.Kafka["kafka0"],
+			KafkaTimeout: 5 * time.Second, Silence: 20 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	a, b := start(), start()
+	t.Cleanup(func() { a.Close(context.Background()) })
+	pollUntil(t, "the group to split the partitions", func() bool {
+		return a.Partitions() > 0 && b.Partitions() > 0 && a.Partitions()+b.Partitions() == 4
+	})
+
+	echo := example.NewEchoClient(e.grpcConn())
+	ctx := ctxFor(t, 60*time.Second)
+	say := func(n int, prefix string) {
+		for i := range n {
+			msg := fmt.Sprintf("%s-%d", prefix, i)
+			if got, err := echo.Say(ctx, &example.EchoMessage{Message: msg}); err != nil || got.GetMessage() != msg {
+				t.Fatalf("Say %s: %v, %v", msg, got, err)
+			}
+		}
+	}
+	// 20 calls with random correlation ids, keyed by them: each worker's two
+	// partitions get some (all 20 in two partitions: about 1 in a million).
+	say(20, "both")
+	if a.Counts().Answered == 0 || b.Counts().Answered == 0 {
+		t.Fatalf("answered: a %d, b %d; want both to answer their partitions' calls", a.Counts().Answered, b.Counts().Answered)
+	}
+
+	drain, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b.Close(drain)
+	pollUntil(t, "b's partitions to move to a", func() bool { return a.Partitions() == 4 })
+	before := a.Counts().Answered
+	say(20, "after")
+	if got := a.Counts().Answered - before; got < 20 {
+		t.Fatalf("a answered %d of the 20 calls after b stopped", got)
+	}
+	end := e.endOffsets("svc-requests")
+	pollUntil(t, "every request offset committed", func() bool { return committed(t, e, "svc-requests") == end })
+}

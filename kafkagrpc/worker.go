@@ -84,6 +84,7 @@ type Worker struct {
 	done     chan struct{} // the loop ended
 	logsDone chan struct{}
 	drainCtx atomic.Pointer[context.Context]
+	assigned atomic.Int64 // partitions the group gave this worker
 }
 
 // Start joins the binding's consumer group on the topics of its routes that
@@ -199,6 +200,9 @@ func (w *Worker) Counts() Counts {
 	return Counts{Answered: w.counts.answered.Load(), Unimplemented: w.counts.unimplemented.Load(),
 		Unavailable: w.counts.unavailable.Load(), Malformed: w.counts.malformed.Load(), Failed: w.counts.failed.Load()}
 }
+
+// Partitions is how many request partitions the group gave this worker.
+func (w *Worker) Partitions() int { return int(w.assigned.Load()) }
 
 // Close drains: it stops reading, lets the calls in flight finish and
 // commits them until ctx ends (the rest are abandoned, uncommitted, to the
@@ -390,10 +394,17 @@ func (w *Worker) commit(only []part) {
 // the drain's bound (limits.kafka-timeout) to finish and be committed
 // before the partition goes to its next owner.
 func (w *Worker) rebalance(_ *kafka.Consumer, ev kafka.Event) error {
+	if a, ok := ev.(kafka.AssignedPartitions); ok {
+		// The eager protocol (librdkafka's default assignors): an
+		// assignment is the whole of it, a revoke all of it.
+		w.assigned.Store(int64(len(a.Partitions)))
+		return nil
+	}
 	revoked, ok := ev.(kafka.RevokedPartitions)
 	if !ok {
 		return nil
 	}
+	defer w.assigned.Store(0)
 	var parts []part
 	for _, tp := range revoked.Partitions {
 		parts = append(parts, part{topic: *tp.Topic, partition: tp.Partition})
