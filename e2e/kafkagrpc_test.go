@@ -375,3 +375,65 @@ limits: { reply-timeout: 20s }
 	end := e.endOffsets("svc-requests")
 	pollUntil(t, "every request offset committed", func() bool { return committed(t, e, "svc-requests") == end })
 }
+
+// Records the worker cannot answer are skipped and committed: one without a
+// correlation id, one whose reply-to no route answers on. A record written
+// twice (the same fingerprint) is sent to the service once. A call whose
+// end record never comes is answered DEADLINE_EXCEEDED after
+// limits.reply-timeout of silence, and then committed.
+func TestKafkaGRPCSkipsDeduplicatesAndEndsSilentCalls(t *testing.T) {
+	cfg := strings.Replace(kafkaGRPCConfig(startEchoService(t), closedAddr(t)), "reply-timeout: 20s", "reply-timeout: 2s", 1)
+	// elsewhere exists, so that a reply written there would be found.
+	e := startEnv(t, cfg, withTopics(embedded.Topic{Name: "elsewhere", Partitions: 1}))
+	msg := func(s string) []byte {
+		b, err := proto.Marshal(&example.EchoMessage{Message: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	rec := func(cid, replyTo, fingerprint string, value []byte) kafka.Message {
+		hs := []kafka.Header{{Key: "gateway:service", Value: []byte("example.Echo")}, {Key: "gateway:method", Value: []byte("Collect")},
+			{Key: "gateway:reply-to", Value: []byte(replyTo)}}
+		if cid != "" {
+			hs = append(hs, kafka.Header{Key: "gateway:correlation-id", Value: []byte(cid)})
+		}
+		if fingerprint != "" {
+			hs = append(hs, kafka.Header{Key: "gateway:fingerprint", Value: []byte(fingerprint)})
+		}
+		return kafka.Message{TopicPartition: kafka.TopicPartition{Partition: 0}, Key: []byte(cid), Value: value, Headers: hs}
+	}
+	e.putBatch("svc-requests", []kafka.Message{
+		rec("", "svc-responses", "", msg("no id")),
+		rec("c-elsewhere", "elsewhere", "", msg("no route answers there")),
+		rec("c-dup", "svc-responses", "f1", msg("x")),
+		rec("c-dup", "svc-responses", "f1", msg("x")), // the same record, written twice
+		rec("c-dup", "svc-responses", "f2", msg("y")),
+		rec("c-dup", "svc-responses", "f3", nil),
+		rec("c-silent", "svc-responses", "", msg("and then nothing")),
+	})
+	var dup, silent []*kafka.Message
+	pollUntil(t, "the answers of c-dup and c-silent", func() bool {
+		all := e.readTopic("svc-responses")
+		dup, silent = recordsWith(all, "gateway:correlation-id", "c-dup"), recordsWith(all, "gateway:correlation-id", "c-silent")
+		return len(dup) == 2 && len(silent) == 1
+	})
+	var got example.EchoMessage
+	if err := proto.Unmarshal(dup[0].Value, &got); err != nil || got.GetMessage() != "x y" {
+		t.Fatalf("c-dup: %q, %v; want \"x y\": the record written twice sent once", got.GetMessage(), err)
+	}
+	if s, _ := recHeader(dup[1], "gateway:status"); s != "0" || dup[1].Value != nil {
+		t.Fatalf("c-dup end record: status %q", s)
+	}
+	if s, _ := recHeader(silent[0], "gateway:status"); s != "4" || silent[0].Value != nil {
+		t.Fatalf("c-silent: status %q, want 4 (DEADLINE_EXCEEDED) on an end record", s)
+	}
+	if m, _ := recHeader(silent[0], "gateway:message"); !strings.Contains(m, "limits.reply-timeout") {
+		t.Fatalf("c-silent: message %q", m)
+	}
+	if n := len(recordsWith(e.readTopic("elsewhere"), "gateway:correlation-id", "c-elsewhere")); n != 0 {
+		t.Fatalf("%d records written to a reply-to no route names", n)
+	}
+	end := e.endOffsets("svc-requests")
+	pollUntil(t, "every request offset committed", func() bool { return committed(t, e, "svc-requests") == end })
+}
