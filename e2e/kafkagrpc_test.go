@@ -29,9 +29,16 @@ import (
 // calls it for the records the grpc-kafka route writes.
 type echoService struct {
 	example.UnimplementedEchoServer
+	// slow, when set, holds Say "slow": it receives on entered, then waits
+	// for release.
+	entered, release chan struct{}
 }
 
-func (echoService) Say(ctx context.Context, m *example.EchoMessage) (*example.EchoMessage, error) {
+func (s echoService) Say(ctx context.Context, m *example.EchoMessage) (*example.EchoMessage, error) {
+	if m.GetMessage() == "slow" && s.entered != nil {
+		s.entered <- struct{}{}
+		<-s.release
+	}
 	if m.GetMessage() == "missing" {
 		return nil, status.Error(codes.NotFound, "nothing is called missing")
 	}
@@ -85,12 +92,17 @@ func (echoService) Chat(st grpc.BidiStreamingServer[example.EchoMessage, example
 // startEchoService serves echoService on a loopback port.
 func startEchoService(t *testing.T) string {
 	t.Helper()
+	return serveEcho(t, echoService{})
+}
+
+func serveEcho(t *testing.T, svc echoService) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	example.RegisterEchoServer(srv, echoService{})
+	example.RegisterEchoServer(srv, svc)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -305,12 +317,8 @@ func committed(t *testing.T, e *env, topic string) int64 {
 	return sum
 }
 
-
-// Two workers of one binding share the request topic's partitions (one
-// consumer group); when one stops, its partitions move to the other and no
-// request goes unanswered.
-func TestKafkaGRPCReplicasSharePartitions(t *testing.T) {
-	const proxyOnly = `
+// proxyOnly routes example.Echo to Kafka and runs no kafka-grpc binding.
+const proxyOnly = `
 bindings:
   kafka0:
     type: kafka
@@ -325,13 +333,17 @@ bindings:
         with: { capability: produce, topic: svc-requests, reply-to: svc-responses }
 limits: { reply-timeout: 20s }
 `
-	e := startEnv(t, proxyOnly, withTopics(embedded.Topic{Name: "svc-requests", Partitions: 4}))
-	full, err := config.Parse("kafka-grpc.yaml", []byte(kafkaGRPCConfig(startEchoService(t), closedAddr(t))), nil)
+
+// workerStarter starts kafka-grpc workers of kafkaGRPCConfig's binding,
+// calling the service at echo, against the env's broker: replicas apart
+// from the env's processor (which runs none with proxyOnly).
+func workerStarter(t *testing.T, e *env, echo string) func() *kafkagrpc.Worker {
+	full, err := config.Parse("kafka-grpc.yaml", []byte(kafkaGRPCConfig(echo, closedAddr(t))), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	full = stack.PointAt(full, e.dev.Broker.Addr())
-	start := func() *kafkagrpc.Worker {
+	return func() *kafkagrpc.Worker {
 		w, err := kafkagrpc.Start(kafkagrpc.Options{Binding: full.KafkaGRPC[0], Cluster: full.Kafka["kafka0"],
 			KafkaTimeout: 5 * time.Second, Silence: 20 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -340,6 +352,14 @@ limits: { reply-timeout: 20s }
 		}
 		return w
 	}
+}
+
+// Two workers of one binding share the request topic's partitions (one
+// consumer group); when one stops, its partitions move to the other and no
+// request goes unanswered.
+func TestKafkaGRPCReplicasSharePartitions(t *testing.T) {
+	e := startEnv(t, proxyOnly, withTopics(embedded.Topic{Name: "svc-requests", Partitions: 4}))
+	start := workerStarter(t, e, startEchoService(t))
 	a, b := start(), start()
 	t.Cleanup(func() { a.Close(context.Background()) })
 	pollUntil(t, "the group to split the partitions", func() bool {
@@ -436,4 +456,46 @@ func TestKafkaGRPCSkipsDeduplicatesAndEndsSilentCalls(t *testing.T) {
 	}
 	end := e.endOffsets("svc-requests")
 	pollUntil(t, "every request offset committed", func() bool { return committed(t, e, "svc-requests") == end })
+}
+
+// A worker that stops drains: the call in flight is answered and committed
+// before it leaves the group.
+func TestKafkaGRPCDrainAnswersTheCallInFlight(t *testing.T) {
+	e := startEnv(t, proxyOnly)
+	svc := echoService{entered: make(chan struct{}), release: make(chan struct{})}
+	w := workerStarter(t, e, serveEcho(t, svc))()
+	ctx := ctxFor(t, 60*time.Second)
+	answer := make(chan error, 1)
+	go func() {
+		got, err := example.NewEchoClient(e.grpcConn()).Say(ctx, &example.EchoMessage{Message: "slow"})
+		if err == nil && got.GetMessage() != "slow" {
+			err = fmt.Errorf("answer %q", got.GetMessage())
+		}
+		answer <- err
+	}()
+	<-svc.entered // the call is in the service
+	closed := make(chan struct{})
+	go func() {
+		drain, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.Close(drain)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("the worker stopped with a call in flight")
+	case err := <-answer:
+		t.Fatalf("answered before the service: %v", err)
+	default:
+	}
+	close(svc.release)
+	if err := <-answer; err != nil {
+		t.Fatalf("the call in flight during the drain: %v", err)
+	}
+	<-closed
+	if w.Counts().Answered != 1 {
+		t.Fatalf("answered %d", w.Counts().Answered)
+	}
+	end := e.endOffsets("svc-requests")
+	pollUntil(t, "the request offsets committed", func() bool { return committed(t, e, "svc-requests") == end })
 }
