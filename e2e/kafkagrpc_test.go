@@ -285,6 +285,12 @@ func TestKafkaGRPCFaults(t *testing.T) {
 	}
 	end := e.endOffsets("svc-requests")
 	pollUntil(t, "the request offsets committed", func() bool { return committed(t, e, "svc-requests") == end })
+	if got := e.counter("kafka_ext_proc_kafka_grpc_answered_by_worker_total"); got != 2 {
+		t.Fatalf("kafka_ext_proc_kafka_grpc_answered_by_worker_total = %v, want 2 (one unimplemented, one unavailable)", got)
+	}
+	if got := e.counter("kafka_ext_proc_kafka_grpc_calls_total"); got != 2 {
+		t.Fatalf("kafka_ext_proc_kafka_grpc_calls_total = %v, want the 2 calls answered", got)
+	}
 }
 
 // committed is the sum of the kafka-grpc group's committed offsets on topic.
@@ -456,6 +462,12 @@ func TestKafkaGRPCSkipsDeduplicatesAndEndsSilentCalls(t *testing.T) {
 	}
 	end := e.endOffsets("svc-requests")
 	pollUntil(t, "every request offset committed", func() bool { return committed(t, e, "svc-requests") == end })
+	if got := e.counter("kafka_ext_proc_kafka_grpc_skipped_records_total"); got != 2 {
+		t.Fatalf("kafka_ext_proc_kafka_grpc_skipped_records_total = %v, want 2", got)
+	}
+	if got := e.gauge("kafka_ext_proc_kafka_grpc_partitions"); got != 1 {
+		t.Fatalf("kafka_ext_proc_kafka_grpc_partitions = %v, want the request topic's one partition", got)
+	}
 }
 
 // A worker that stops drains: the call in flight is answered and committed

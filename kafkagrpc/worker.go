@@ -54,7 +54,10 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
-// Counts are what a worker did, for metrics and tests.
+// Counts are what a worker did, for metrics and tests. Answered calls
+// include those answered UNIMPLEMENTED and UNAVAILABLE; Failed are calls
+// whose replies Kafka did not acknowledge (left uncommitted); Malformed
+// are records skipped.
 type Counts struct {
 	Answered, Unimplemented, Unavailable, Malformed, Failed uint64
 }
@@ -200,6 +203,9 @@ func (w *Worker) Counts() Counts {
 	return Counts{Answered: w.counts.answered.Load(), Unimplemented: w.counts.unimplemented.Load(),
 		Unavailable: w.counts.unavailable.Load(), Malformed: w.counts.malformed.Load(), Failed: w.counts.failed.Load()}
 }
+
+// Names are the worker's kafka-grpc binding and kafka binding.
+func (w *Worker) Names() (binding, kafka string) { return w.opts.Binding.Name, w.opts.Cluster.Name }
 
 // Partitions is how many request partitions the group gave this worker.
 func (w *Worker) Partitions() int { return int(w.assigned.Load()) }

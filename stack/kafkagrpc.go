@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkagrpc"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
@@ -44,7 +46,7 @@ func startKafkaGRPC(cfg *config.Config, logger *slog.Logger) ([]*kafkagrpc.Worke
 
 // listenAndStartWorkers opens the ext_proc port and starts the kafka-grpc
 // workers, or neither.
-func listenAndStartWorkers(opts ProcessorOptions, logger *slog.Logger) (net.Listener, []*kafkagrpc.Worker, error) {
+func listenAndStartWorkers(opts ProcessorOptions, logger *slog.Logger, reg prometheus.Registerer) (net.Listener, []*kafkagrpc.Worker, error) {
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err)
@@ -54,7 +56,43 @@ func listenAndStartWorkers(opts ProcessorOptions, logger *slog.Logger) (net.List
 		_ = lis.Close()
 		return nil, nil, err
 	}
+	reg.MustRegister(kafkaGRPCCollector(workers))
 	return lis, workers, nil
+}
+
+var (
+	kgCalls = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_calls_total",
+		"kafka-grpc calls by result: answered (the end record acknowledged, whatever its status), failed (a reply not acknowledged: left uncommitted).",
+		[]string{"binding", "kafka", "result"}, nil)
+	kgStatus = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_answered_by_worker_total",
+		"kafka-grpc calls the worker answered itself: unimplemented (no route for the method), unavailable (the service could not be reached).",
+		[]string{"binding", "kafka", "status"}, nil)
+	kgSkipped = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_skipped_records_total",
+		"Request records skipped: no correlation id, or a reply-to no route answers on.", []string{"binding", "kafka"}, nil)
+	kgPartitions = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_partitions",
+		"Request partitions the consumer group gave this replica's worker.", []string{"binding", "kafka"}, nil)
+)
+
+// kafkaGRPCCollector reads the workers' counts at each scrape.
+type kafkaGRPCCollector []*kafkagrpc.Worker
+
+func (c kafkaGRPCCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{kgCalls, kgStatus, kgSkipped, kgPartitions} {
+		ch <- d
+	}
+}
+
+func (c kafkaGRPCCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, w := range c {
+		b, k := w.Names()
+		n := w.Counts()
+		ch <- prometheus.MustNewConstMetric(kgCalls, prometheus.CounterValue, float64(n.Answered), b, k, "answered")
+		ch <- prometheus.MustNewConstMetric(kgCalls, prometheus.CounterValue, float64(n.Failed), b, k, "failed")
+		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.Unimplemented), b, k, "unimplemented")
+		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.Unavailable), b, k, "unavailable")
+		ch <- prometheus.MustNewConstMetric(kgSkipped, prometheus.CounterValue, float64(n.Malformed), b, k)
+		ch <- prometheus.MustNewConstMetric(kgPartitions, prometheus.GaugeValue, float64(w.Partitions()), b, k)
+	}
 }
 
 // closeKafkaGRPC drains the workers together, until ctx ends.
