@@ -511,3 +511,32 @@ func TestKafkaGRPCDrainAnswersTheCallInFlight(t *testing.T) {
 	end := e.endOffsets("svc-requests")
 	pollUntil(t, "the request offsets committed", func() bool { return committed(t, e, "svc-requests") == end })
 }
+
+// A call read again (after a crash or a rebalance) whose end record is
+// already in the reply topic is not made again: the reply index knows.
+func TestKafkaGRPCDoesNotCallAgainWhatWasAnswered(t *testing.T) {
+	e := startEnv(t, kafkaGRPCConfig(startEchoService(t), closedAddr(t)))
+	say, err := proto.Marshal(&example.EchoMessage{Message: "answered before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := []byte("c-done")
+	idh := kafka.Header{Key: "gateway:correlation-id", Value: cid}
+	e.putBatch("svc-responses", []kafka.Message{
+		{Key: cid, Value: say, Headers: []kafka.Header{idh}},
+		{Key: cid, Headers: []kafka.Header{idh, {Key: "gateway:status", Value: []byte("0")}}},
+	})
+	pollUntil(t, "the reply index to hold the answer", func() bool { return e.gauge("kafka_ext_proc_reply_index_entries") >= 1 })
+	hs := []kafka.Header{idh, {Key: "gateway:service", Value: []byte("example.Echo")}, {Key: "gateway:method", Value: []byte("Say")},
+		{Key: "gateway:reply-to", Value: []byte("svc-responses")}}
+	e.putBatch("svc-requests", []kafka.Message{{Key: cid, Value: say, Headers: hs}, {Key: cid, Headers: hs}})
+
+	end := e.endOffsets("svc-requests")
+	pollUntil(t, "the request offsets committed", func() bool { return committed(t, e, "svc-requests") == end })
+	if n := len(recordsWith(e.readTopic("svc-responses"), "gateway:correlation-id", "c-done")); n != 2 {
+		t.Fatalf("%d reply records for c-done, want the 2 written before: the call was made again", n)
+	}
+	if got := e.counter("kafka_ext_proc_kafka_grpc_replayed_calls_total"); got != 1 {
+		t.Fatalf("kafka_ext_proc_kafka_grpc_replayed_calls_total = %v, want 1", got)
+	}
+}

@@ -117,6 +117,11 @@ func (w *Worker) run(c *call) {
 	var trailer metadata.MD
 	var sent []produce.Sending
 	var err error
+	if w.answered(c) {
+		w.counts.replayed.Add(1)
+		w.settleLater(c, true)
+		return
+	}
 	if c.route == nil {
 		st = status.Newf(codes.Unimplemented, "kafka-grpc binding %q has no route for %s/%s on topic %s",
 			w.opts.Binding.Name, c.service, c.method, c.part.topic)
@@ -138,10 +143,38 @@ func (w *Worker) run(c *call) {
 	default:
 		w.counts.answered.Add(1)
 	}
+	w.settleLater(c, err == nil && !errors.Is(context.Cause(c.ctx), errAbandoned))
+}
+
+// settleLater hands the call's outcome to the loop.
+func (w *Worker) settleLater(c *call, acked bool) {
 	select {
-	case w.outcomes <- outcome{c: c, acked: err == nil && !errors.Is(context.Cause(c.ctx), errAbandoned)}:
+	case w.outcomes <- outcome{c: c, acked: acked}:
 	case <-w.done: // the loop ended: nobody settles it
 	}
+}
+
+// answered reports whether the reply index holds the call's end record: the
+// call was answered before (by this binding, on any replica) and its
+// request records are read again. The index is caught up with the reply
+// topic as it was when indexing began; an end record written just before
+// the records were read again may not be in it yet, and then the call is
+// made again (at least once).
+func (w *Worker) answered(c *call) bool {
+	x := w.opts.Replies
+	if x == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, w.opts.KafkaTimeout)
+	defer cancel()
+	if err := x.WaitCaughtUp(ctx, c.replyTo); err != nil {
+		w.log.Warn("reply index not caught up: the call is made without knowing whether it was answered",
+			"correlation_id", c.cid, "err", err)
+		return false
+	}
+	watch := x.Watch(c.replyTo, c.cid)
+	defer watch.Close()
+	return watch.Terminal()
 }
 
 // end writes the end record once every reply is acknowledged.

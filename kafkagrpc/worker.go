@@ -29,6 +29,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -52,6 +53,10 @@ type Options struct {
 	MaxRecordBytes int
 	Retry          Retry
 	Logger         *slog.Logger
+	// Replies, when set, is the cluster's reply index: a call whose end
+	// record it already holds (a request read again after a crash or a
+	// rebalance, answered by the previous owner) is not made again.
+	Replies *replies.Index
 }
 
 // Counts are what a worker did, for metrics and tests. Answered calls
@@ -60,10 +65,13 @@ type Options struct {
 // are records skipped.
 type Counts struct {
 	Answered, Unimplemented, Unavailable, Malformed, Failed uint64
+	// Replayed are calls read again whose end record the reply index
+	// held: not made again.
+	Replayed uint64
 }
 
 type counters struct {
-	answered, unimplemented, unavailable, malformed, failed atomic.Uint64
+	answered, unimplemented, unavailable, malformed, failed, replayed atomic.Uint64
 }
 
 // Worker is a running kafka-grpc consumer for one kafka binding.
@@ -121,6 +129,13 @@ func Start(opts Options) (*Worker, error) {
 		for _, c := range r.When {
 			if !slices.Contains(topics, c.Topic) {
 				topics = append(topics, c.Topic)
+			}
+		}
+	}
+	if opts.Replies != nil {
+		for _, r := range w.routes {
+			for _, c := range r.When {
+				opts.Replies.Add(c.ReplyTo, opts.Binding.Correlation.CorrelationID)
 			}
 		}
 	}
@@ -201,7 +216,8 @@ func (w *Worker) clients(topics []string) error {
 // Counts returns what the worker did so far.
 func (w *Worker) Counts() Counts {
 	return Counts{Answered: w.counts.answered.Load(), Unimplemented: w.counts.unimplemented.Load(),
-		Unavailable: w.counts.unavailable.Load(), Malformed: w.counts.malformed.Load(), Failed: w.counts.failed.Load()}
+		Unavailable: w.counts.unavailable.Load(), Malformed: w.counts.malformed.Load(), Failed: w.counts.failed.Load(),
+		Replayed: w.counts.replayed.Load()}
 }
 
 // Names are the worker's kafka-grpc binding and kafka binding.

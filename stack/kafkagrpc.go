@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkagrpc"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -22,7 +23,7 @@ import (
 
 // startKafkaGRPC starts a worker per kafka-grpc binding and kafka binding
 // its routes exit to.
-func startKafkaGRPC(cfg *config.Config, logger *slog.Logger) ([]*kafkagrpc.Worker, error) {
+func startKafkaGRPC(cfg *config.Config, logger *slog.Logger, clusters map[string]*kafkaio.Cluster) ([]*kafkagrpc.Worker, error) {
 	var workers []*kafkagrpc.Worker
 	for _, b := range cfg.KafkaGRPC {
 		var exits []string
@@ -33,7 +34,8 @@ func startKafkaGRPC(cfg *config.Config, logger *slog.Logger) ([]*kafkagrpc.Worke
 		}
 		for _, exit := range exits {
 			w, err := kafkagrpc.Start(kafkagrpc.Options{Binding: b, Cluster: cfg.Kafka[exit], KafkaTimeout: cfg.Limits.KafkaTimeout,
-				Silence: cfg.Limits.ReplyTimeout, MaxRecordBytes: int(cfg.Limits.RecordBytes()), Logger: logger})
+				Silence: cfg.Limits.ReplyTimeout, MaxRecordBytes: int(cfg.Limits.RecordBytes()), Logger: logger,
+				Replies: clusters[exit].Replies})
 			if err != nil {
 				closeKafkaGRPC(context.Background(), workers)
 				return nil, fmt.Errorf("starting kafka-grpc binding %q: %w", b.Name, err)
@@ -46,12 +48,13 @@ func startKafkaGRPC(cfg *config.Config, logger *slog.Logger) ([]*kafkagrpc.Worke
 
 // listenAndStartWorkers opens the ext_proc port and starts the kafka-grpc
 // workers, or neither.
-func listenAndStartWorkers(opts ProcessorOptions, logger *slog.Logger, reg prometheus.Registerer) (net.Listener, []*kafkagrpc.Worker, error) {
+func listenAndStartWorkers(opts ProcessorOptions, logger *slog.Logger, reg prometheus.Registerer,
+	clusters map[string]*kafkaio.Cluster) (net.Listener, []*kafkagrpc.Worker, error) {
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err)
 	}
-	workers, err := startKafkaGRPC(opts.Config, logger)
+	workers, err := startKafkaGRPC(opts.Config, logger, clusters)
 	if err != nil {
 		_ = lis.Close()
 		return nil, nil, err
@@ -69,6 +72,9 @@ var (
 		[]string{"binding", "kafka", "status"}, nil)
 	kgSkipped = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_skipped_records_total",
 		"Request records skipped: no correlation id, or a reply-to no route answers on.", []string{"binding", "kafka"}, nil)
+	kgReplayed = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_replayed_calls_total",
+		"kafka-grpc calls read again (after a crash or a rebalance) whose end record the reply index held: not made again.",
+		[]string{"binding", "kafka"}, nil)
 	kgPartitions = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_partitions",
 		"Request partitions the consumer group gave this replica's worker.", []string{"binding", "kafka"}, nil)
 )
@@ -77,7 +83,7 @@ var (
 type kafkaGRPCCollector []*kafkagrpc.Worker
 
 func (c kafkaGRPCCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{kgCalls, kgStatus, kgSkipped, kgPartitions} {
+	for _, d := range []*prometheus.Desc{kgCalls, kgStatus, kgSkipped, kgReplayed, kgPartitions} {
 		ch <- d
 	}
 }
@@ -91,6 +97,7 @@ func (c kafkaGRPCCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.Unimplemented), b, k, "unimplemented")
 		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.Unavailable), b, k, "unavailable")
 		ch <- prometheus.MustNewConstMetric(kgSkipped, prometheus.CounterValue, float64(n.Malformed), b, k)
+		ch <- prometheus.MustNewConstMetric(kgReplayed, prometheus.CounterValue, float64(n.Replayed), b, k)
 		ch <- prometheus.MustNewConstMetric(kgPartitions, prometheus.GaugeValue, float64(w.Partitions()), b, k)
 	}
 }

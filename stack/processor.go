@@ -132,7 +132,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		return fail(fmt.Errorf("creating the processor: %w", err))
 	}
 
-	lis, workers, err := listenAndStartWorkers(opts, logger, reg)
+	lis, workers, err := listenAndStartWorkers(opts, logger, reg, clients)
 	if err != nil {
 		return fail(err)
 	}
