@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +33,18 @@ type echoService struct {
 	// slow, when set, holds Say "slow": it receives on entered, then waits
 	// for release.
 	entered, release chan struct{}
+	// active counts the calls of Say in the service now; most is the
+	// highest it reached.
+	active, most *atomic.Int32
 }
 
 func (s echoService) Say(ctx context.Context, m *example.EchoMessage) (*example.EchoMessage, error) {
+	if s.active != nil {
+		n := s.active.Add(1)
+		defer s.active.Add(-1)
+		for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
+		}
+	}
 	if m.GetMessage() == "slow" && s.entered != nil {
 		s.entered <- struct{}{}
 		<-s.release
@@ -343,7 +353,7 @@ limits: { reply-timeout: 20s }
 // workerStarter starts kafka-grpc workers of kafkaGRPCConfig's binding,
 // calling the service at echo, against the env's broker: replicas apart
 // from the env's processor (which runs none with proxyOnly).
-func workerStarter(t *testing.T, e *env, echo string) func() *kafkagrpc.Worker {
+func workerStarter(t *testing.T, e *env, echo string, maxCalls ...int) func() *kafkagrpc.Worker {
 	full, err := config.Parse("kafka-grpc.yaml", []byte(kafkaGRPCConfig(echo, closedAddr(t))), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +361,7 @@ func workerStarter(t *testing.T, e *env, echo string) func() *kafkagrpc.Worker {
 	full = stack.PointAt(full, e.dev.Broker.Addr())
 	return func() *kafkagrpc.Worker {
 		w, err := kafkagrpc.Start(kafkagrpc.Options{Binding: full.KafkaGRPC[0], Cluster: full.Kafka["kafka0"],
-			KafkaTimeout: 5 * time.Second, Silence: 20 * time.Second,
+			KafkaTimeout: 5 * time.Second, Silence: 20 * time.Second, MaxCalls: append(maxCalls, 0)[0],
 			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			t.Fatal(err)
@@ -538,5 +548,36 @@ func TestKafkaGRPCDoesNotCallAgainWhatWasAnswered(t *testing.T) {
 	}
 	if got := e.counter("kafka_ext_proc_kafka_grpc_replayed_calls_total"); got != 1 {
 		t.Fatalf("kafka_ext_proc_kafka_grpc_replayed_calls_total = %v, want 1", got)
+	}
+}
+
+// The calls made to the service at a time are bounded: with MaxCalls 1 a
+// second call waits for the first to finish, and both are answered.
+func TestKafkaGRPCBoundsTheCallsInFlight(t *testing.T) {
+	e := startEnv(t, proxyOnly)
+	svc := echoService{entered: make(chan struct{}, 2), release: make(chan struct{}), active: new(atomic.Int32), most: new(atomic.Int32)}
+	w := workerStarter(t, e, serveEcho(t, svc), 1)()
+	t.Cleanup(func() { w.Close(context.Background()) })
+	ctx := ctxFor(t, 60*time.Second)
+	answers := make(chan error, 2)
+	call := func() {
+		got, err := example.NewEchoClient(e.grpcConn()).Say(ctx, &example.EchoMessage{Message: "slow"})
+		if err == nil && got.GetMessage() != "slow" {
+			err = fmt.Errorf("answer %q", got.GetMessage())
+		}
+		answers <- err
+	}
+	go call()
+	<-svc.entered // the first call holds the one slot
+	go call()
+	pollUntil(t, "the second call to wait for a slot", func() bool { return w.Waiting() == 1 })
+	close(svc.release)
+	for range 2 {
+		if err := <-answers; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := svc.most.Load(); got != 1 {
+		t.Fatalf("the service had %d calls at once, want 1", got)
 	}
 }

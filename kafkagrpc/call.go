@@ -127,7 +127,9 @@ func (w *Worker) run(c *call) {
 			w.opts.Binding.Name, c.service, c.method, c.part.topic)
 		w.counts.unimplemented.Add(1)
 	} else {
+		release := w.slot(c)
 		st, trailer, sent, err = w.invoke(c)
+		release()
 	}
 	if err == nil && !errors.Is(context.Cause(c.ctx), errAbandoned) {
 		err = w.end(c, st, trailer, sent)
@@ -144,6 +146,19 @@ func (w *Worker) run(c *call) {
 		w.counts.answered.Add(1)
 	}
 	w.settleLater(c, err == nil && !errors.Is(context.Cause(c.ctx), errAbandoned))
+}
+
+// slot waits for one of the Options.MaxCalls slots; a call whose context
+// ends meanwhile goes on without one, to fail at once with its cause.
+func (w *Worker) slot(c *call) (release func()) {
+	w.waiting.Add(1)
+	defer w.waiting.Add(-1)
+	select {
+	case w.slots <- struct{}{}:
+		return func() { <-w.slots }
+	case <-c.ctx.Done():
+		return func() {}
+	}
 }
 
 // settleLater hands the call's outcome to the loop.

@@ -33,6 +33,9 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
+// DefaultMaxCalls is Options.MaxCalls when not set.
+const DefaultMaxCalls = 256
+
 // Retry bounds the attempts at a service that is unavailable.
 type Retry struct {
 	Attempts   int           // default 5
@@ -52,7 +55,10 @@ type Options struct {
 	Silence        time.Duration
 	MaxRecordBytes int
 	Retry          Retry
-	Logger         *slog.Logger
+	// MaxCalls bounds the calls made to the services at a time (default
+	// 256); a call beyond it waits for a slot, its records read and held.
+	MaxCalls int
+	Logger   *slog.Logger
 	// Replies, when set, is the cluster's reply index: a call whose end
 	// record it already holds (a request read again after a crash or a
 	// rebalance, answered by the previous owner) is not made again.
@@ -84,6 +90,8 @@ type Worker struct {
 	conns    map[string]*grpc.ClientConn // by authority
 	outcomes chan outcome
 	counts   counters
+	slots    chan struct{} // one per call to a service in flight
+	waiting  atomic.Int64  // calls waiting for a slot
 
 	// Loop-owned.
 	calls map[string]*call // by correlation id
@@ -110,6 +118,9 @@ func Start(opts Options) (*Worker, error) {
 	if opts.Retry.MaxBackoff <= 0 {
 		opts.Retry.MaxBackoff = 2 * time.Second
 	}
+	if opts.MaxCalls <= 0 {
+		opts.MaxCalls = DefaultMaxCalls
+	}
 	if opts.Silence <= 0 {
 		opts.Silence = 30 * time.Second
 	}
@@ -118,7 +129,7 @@ func Start(opts Options) (*Worker, error) {
 		log = slog.Default()
 	}
 	w := &Worker{opts: opts, log: log.With("binding", opts.Binding.Name, "kafka", opts.Cluster.Name),
-		conns: map[string]*grpc.ClientConn{}, outcomes: make(chan outcome, 64), calls: map[string]*call{}, offs: newOffsets(),
+		conns: map[string]*grpc.ClientConn{}, outcomes: make(chan outcome, 64), slots: make(chan struct{}, opts.MaxCalls), calls: map[string]*call{}, offs: newOffsets(),
 		stop: make(chan struct{}), done: make(chan struct{}), logsDone: make(chan struct{})}
 	var topics []string
 	for _, r := range opts.Binding.Routes {
@@ -222,6 +233,9 @@ func (w *Worker) Counts() Counts {
 
 // Names are the worker's kafka-grpc binding and kafka binding.
 func (w *Worker) Names() (binding, kafka string) { return w.opts.Binding.Name, w.opts.Cluster.Name }
+
+// Waiting is how many calls wait for a slot (Options.MaxCalls).
+func (w *Worker) Waiting() int { return int(w.waiting.Load()) }
 
 // Partitions is how many request partitions the group gave this worker.
 func (w *Worker) Partitions() int { return int(w.assigned.Load()) }
