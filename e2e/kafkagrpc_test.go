@@ -581,3 +581,27 @@ func TestKafkaGRPCBoundsTheCallsInFlight(t *testing.T) {
 		t.Fatalf("the service had %d calls at once, want 1", got)
 	}
 }
+
+// A route's deadline reaches the service as grpc-timeout and ends a call
+// that outlasts it DEADLINE_EXCEEDED, on its end record.
+func TestKafkaGRPCRouteDeadline(t *testing.T) {
+	svc := echoService{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	echo := serveEcho(t, svc)
+	t.Cleanup(func() { close(svc.release) })
+	cfg := strings.Replace(kafkaGRPCConfig(echo, closedAddr(t)), `authority: "`+echo+`" }`, `authority: "`+echo+`", deadline: 300ms }`, 1)
+	e := startEnv(t, cfg)
+	_, err := example.NewEchoClient(e.grpcConn()).Say(ctxFor(t, 60*time.Second), &example.EchoMessage{Message: "slow"})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a call past the route's deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	<-svc.entered // the service was called, and gave up with the caller
+	var ends []*kafka.Message
+	for _, m := range e.readTopic("svc-responses") {
+		if s, _ := recHeader(m, "gateway:status"); m.Value == nil && s == "4" {
+			ends = append(ends, m)
+		}
+	}
+	if len(ends) != 1 {
+		t.Fatalf("%d end records with status 4, want 1", len(ends))
+	}
+}

@@ -245,6 +245,10 @@ func (w *Worker) invoke(c *call) (*status.Status, metadata.MD, []produce.Sending
 // they arrive, each response message becomes a reply record.
 func (w *Worker) attempt(c *call) (*status.Status, metadata.MD, []produce.Sending, error) {
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(c.ctx, c.meta))
+	if d := c.route.Deadline; d > 0 {
+		cancel()
+		ctx, cancel = context.WithTimeout(metadata.NewOutgoingContext(c.ctx, c.meta), d)
+	}
 	defer cancel()
 	// Every call is opened as bidirectional: without descriptors the worker
 	// cannot tell the shapes apart, and on the wire they are the same (a

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -45,7 +46,10 @@ type KafkaGRPCRoute struct {
 	Exit      string               // the kafka binding the topics are on
 	Scheme    string               // http: plaintext HTTP/2
 	Authority string               // host:port of the service
-	Pos       Pos
+	// Deadline bounds each attempt at a call (0: none): the service gets
+	// it as grpc-timeout, and a call past it ends DEADLINE_EXCEEDED.
+	Deadline time.Duration
+	Pos      Pos
 }
 
 // KafkaGRPCCondition selects request records: read from Topic, answered on
@@ -97,6 +101,8 @@ func newKafkaGRPCShape(grpcCorrelationHeaders *section) *kafkaGRPCShape {
 			doc: "http: plaintext HTTP/2 (h2c) to the service."},
 		{name: "authority", required: true, schema: `{"type": "string", "pattern": "^\\S+:[0-9]+$"}`, hidden: hiddenRemote,
 			doc: "host:port of the gRPC service."},
+		{name: "deadline", schema: ref("duration"), hidden: hiddenRemote,
+			doc: "Deadline of each attempt at a call, sent to the service as grpc-timeout; default none."},
 	}}
 	k.route = &section{def: "kafkaGrpcRoute", fields: []field{
 		{name: "when", required: true, schema: obj{{"type", "array"}, {"minItems", 1}, {"items", k.condition}}, hidden: hiddenRemote,
@@ -248,6 +254,11 @@ func (d *decoder) kafkaGRPCWith(n ast.Node, r *KafkaGRPCRoute) {
 			d.errorf(e.v, "scheme %q is not supported: use http (plaintext HTTP/2); TLS to the service is not implemented yet", s)
 		} else {
 			r.Scheme = s
+		}
+	}
+	if e := m["deadline"]; e != nil {
+		if v, ok := d.duration(e.v, "deadline", false); ok {
+			r.Deadline = v
 		}
 	}
 	e := m["authority"]

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const kafkaGRPCFile = `bindings:
@@ -28,6 +29,7 @@ const kafkaGRPCFile = `bindings:
         with:
           scheme: http
           authority: localhost:50051
+          deadline: 5s
 `
 
 func TestKafkaGRPCBindingLoads(t *testing.T) {
@@ -50,7 +52,7 @@ func TestKafkaGRPCBindingLoads(t *testing.T) {
 		t.Errorf("correlation headers %+v, want %+v", b.Correlation, want)
 	}
 	r := b.Routes[0]
-	if r.Exit != "kafka" || r.Scheme != "http" || r.Authority != "localhost:50051" || len(r.When) != 1 {
+	if r.Exit != "kafka" || r.Scheme != "http" || r.Authority != "localhost:50051" || r.Deadline != 5*time.Second || len(r.When) != 1 {
 		t.Fatalf("route %+v", r)
 	}
 	c := r.When[0]
@@ -81,6 +83,7 @@ func TestKafkaGRPCBindingErrors(t *testing.T) {
 		{"method: example.Echo/*", "method: Echo", `c.yaml:19:21: method "Echo" must be pkg.Service/Method or pkg.Service/*`},
 		{"acks: leader_only", "acks: some", `c.yaml:11:13: unknown acks "some"`},
 		{"            reply-to: echo-responses\n", "", `c.yaml:17:13: missing required field "reply-to" in a kafka-grpc condition`},
+		{"deadline: 5s", "deadline: soon", `c.yaml:24:21: deadline`},
 		{"        exit: kafka", "        exits: kafka", `c.yaml:20:9: unknown field "exits" in a kafka-grpc route (did you mean "exit"?); allowed: when, exit, with`},
 	} {
 		t.Run(tc.new, func(t *testing.T) {
