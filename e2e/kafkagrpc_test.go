@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +16,12 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/testpki"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkagrpc"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -603,5 +606,68 @@ func TestKafkaGRPCRouteDeadline(t *testing.T) {
 	}
 	if len(ends) != 1 {
 		t.Fatalf("%d end records with status 4, want 1", len(ends))
+	}
+}
+
+// scheme https calls the service over TLS, here mTLS: the CA and the
+// client certificate come from the route's with.tls. Without the client
+// certificate the service refuses the handshake, and the caller gets
+// UNAVAILABLE.
+func TestKafkaGRPCCallsTheServiceOverMTLS(t *testing.T) {
+	ca, err := testpki.NewCA("kafka-grpc test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.Server("echo-service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientLeaf, err := ca.Client("kafka-ext-proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, err := ca.Write(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := clientLeaf.Write(dir, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, serverKey, err := server.Write(dir, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(serverCert, serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12})))
+	example.RegisterEchoServer(srv, echoService{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	addr := lis.Addr().String()
+
+	withTLS := func(files string) string {
+		return strings.Replace(kafkaGRPCConfig(addr, closedAddr(t)), `{ scheme: http, authority: "`+addr+`" }`,
+			`{ scheme: https, authority: "`+addr+`", tls: { `+files+` } }`, 1)
+	}
+	e := startEnv(t, withTLS("ca-file: "+caFile+", cert-file: "+certFile+", key-file: "+keyFile))
+	ctx := ctxFor(t, 60*time.Second)
+	got, err := example.NewEchoClient(e.grpcConn()).Say(ctx, &example.EchoMessage{Message: "over mTLS"})
+	if err != nil || got.GetMessage() != "over mTLS" {
+		t.Fatalf("Say over mTLS: %v, %v", got, err)
+	}
+
+	noCert := startEnv(t, withTLS("ca-file: "+caFile))
+	_, err = example.NewEchoClient(noCert.grpcConn()).Say(ctx, &example.EchoMessage{Message: "no client certificate"})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("without a client certificate: %v, want UNAVAILABLE", err)
 	}
 }

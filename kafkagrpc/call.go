@@ -254,7 +254,7 @@ func (w *Worker) attempt(c *call) (*status.Status, metadata.MD, []produce.Sendin
 	// cannot tell the shapes apart, and on the wire they are the same (a
 	// unary call is one message each way).
 	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
-	stream, err := w.conns[c.route.Authority].NewStream(ctx, desc, "/"+c.service+"/"+c.method, grpc.ForceCodecV2(rawCodec{}))
+	stream, err := w.conns[c.route].NewStream(ctx, desc, "/"+c.service+"/"+c.method, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
 		return w.callStatus(c, err), nil, nil, nil
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -87,7 +88,7 @@ type Worker struct {
 	routes   []*config.KafkaGRPCRoute
 	cons     *kafka.Consumer
 	prod     *produce.Producer
-	conns    map[string]*grpc.ClientConn // by authority
+	conns    map[*config.KafkaGRPCRoute]*grpc.ClientConn
 	outcomes chan outcome
 	counts   counters
 	slots    chan struct{} // one per call to a service in flight
@@ -129,7 +130,7 @@ func Start(opts Options) (*Worker, error) {
 		log = slog.Default()
 	}
 	w := &Worker{opts: opts, log: log.With("binding", opts.Binding.Name, "kafka", opts.Cluster.Name),
-		conns: map[string]*grpc.ClientConn{}, outcomes: make(chan outcome, 64), slots: make(chan struct{}, opts.MaxCalls), calls: map[string]*call{}, offs: newOffsets(),
+		conns: map[*config.KafkaGRPCRoute]*grpc.ClientConn{}, outcomes: make(chan outcome, 64), slots: make(chan struct{}, opts.MaxCalls), calls: map[string]*call{}, offs: newOffsets(),
 		stop: make(chan struct{}), done: make(chan struct{}), logsDone: make(chan struct{})}
 	var topics []string
 	for _, r := range opts.Binding.Routes {
@@ -162,24 +163,25 @@ func Start(opts Options) (*Worker, error) {
 	return w, nil
 }
 
-// dial makes a client connection per service; grpc-go connects on the
-// first call and reconnects on its own.
+// dial makes a client connection per route (each has its own TLS);
+// grpc-go connects on the first call and reconnects on its own.
 func (w *Worker) dial() error {
 	for _, r := range w.routes {
-		if w.conns[r.Authority] != nil {
-			continue
+		creds := insecure.NewCredentials()
+		if r.TLS != nil {
+			creds = credentials.NewTLS(r.TLS)
 		}
 		// Reconnect attempts as often as the worker retries, so that a
 		// service back within the retries is found by them.
 		bc := backoff.DefaultConfig
 		bc.BaseDelay, bc.MaxDelay = w.opts.Retry.Backoff, w.opts.Retry.MaxBackoff
-		conn, err := grpc.NewClient(r.Authority, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err := grpc.NewClient(r.Authority, grpc.WithTransportCredentials(creds),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: w.opts.KafkaTimeout}))
 		if err != nil {
 			w.closeConns()
 			return fmt.Errorf("kafka-grpc binding %q: connecting to %s: %w", w.opts.Binding.Name, r.Authority, err)
 		}
-		w.conns[r.Authority] = conn
+		w.conns[r] = conn
 	}
 	return nil
 }

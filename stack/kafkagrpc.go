@@ -127,6 +127,7 @@ func sameKafkaGRPC(old, next *config.Config) error {
 			for _, r := range b.Routes {
 				rc := *r
 				rc.Pos = config.Pos{}
+				rc.TLS = nil // compared by TLSSource, and by whether it is set (scheme)
 				rc.When = nil
 				for _, c := range r.When {
 					c.Pos = config.Pos{}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/testpki"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
@@ -40,5 +41,29 @@ func TestReloadRefusesAChangedKafkaGRPCBinding(t *testing.T) {
 	err := sameKafkaGRPC(old, parse(strings.Replace(kafkaGRPCFile, "localhost:50051", "localhost:50052", 1)))
 	if err == nil || err.Error() != "the kafka-grpc bindings changed: restart to apply" {
 		t.Fatalf("a changed authority: %v", err)
+	}
+	// TLS: the same files are the same binding; other files are not.
+	dir := t.TempDir()
+	ca, err := testpki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.Write(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherFile, err := ca.Write(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTLS := func(file string) *config.Config {
+		return parse(strings.Replace(kafkaGRPCFile, `{ scheme: http, authority: "localhost:50051" }`,
+			`{ scheme: https, authority: "localhost:50051", tls: { ca-file: `+file+` } }`, 1))
+	}
+	if err := sameKafkaGRPC(withTLS(caFile), withTLS(caFile)); err != nil {
+		t.Fatalf("the same tls files: %v", err)
+	}
+	if err := sameKafkaGRPC(withTLS(caFile), withTLS(otherFile)); err == nil {
+		t.Fatal("another ca-file: no error")
 	}
 }

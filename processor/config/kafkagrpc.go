@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -44,12 +45,18 @@ type KafkaGRPCRoute struct {
 	Index     int
 	When      []KafkaGRPCCondition // ORed; at least one
 	Exit      string               // the kafka binding the topics are on
-	Scheme    string               // http: plaintext HTTP/2
+	Scheme    string               // http: plaintext HTTP/2; https: TLS
 	Authority string               // host:port of the service
 	// Deadline bounds each attempt at a call (0: none): the service gets
 	// it as grpc-timeout, and a call past it ends DEADLINE_EXCEEDED.
 	Deadline time.Duration
-	Pos      Pos
+	// TLS is the client TLS of scheme https (nil for http): the system's
+	// roots unless with.tls names a CA, and a client certificate for mTLS.
+	TLS *tls.Config
+	// TLSSource is with.tls as written: what a reload compares (a
+	// tls.Config cannot be compared).
+	TLSSource string
+	Pos       Pos
 }
 
 // KafkaGRPCCondition selects request records: read from Topic, answered on
@@ -81,7 +88,7 @@ type kafkaGRPCShape struct {
 // prints the routes requests take through the ext_proc port.
 const hiddenRemote = "a kafka-grpc binding answers records read from Kafka, not requests through Envoy: Describe prints the routes of the ext_proc port"
 
-func newKafkaGRPCShape(grpcCorrelationHeaders *section) *kafkaGRPCShape {
+func newKafkaGRPCShape(grpcCorrelationHeaders, tlsFiles *section) *kafkaGRPCShape {
 	k := &kafkaGRPCShape{}
 	k.correlation = &section{fields: []field{{name: "headers", schema: grpcCorrelationHeaders, hidden: hiddenRemote}}}
 	k.options = &section{def: "kafkaGrpcOptions", fields: []field{
@@ -97,10 +104,12 @@ func newKafkaGRPCShape(grpcCorrelationHeaders *section) *kafkaGRPCShape {
 			schema: `{"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*/([A-Za-z_][A-Za-z0-9_]*|\\*)$"}`},
 	}}
 	k.with = &section{fields: []field{
-		{name: "scheme", required: true, schema: `{"const": "http"}`, hidden: hiddenRemote,
-			doc: "http: plaintext HTTP/2 (h2c) to the service."},
+		{name: "scheme", required: true, schema: `{"enum": ["http", "https"]}`, hidden: hiddenRemote,
+			doc: "http: plaintext HTTP/2 (h2c) to the service; https: TLS."},
 		{name: "authority", required: true, schema: `{"type": "string", "pattern": "^\\S+:[0-9]+$"}`, hidden: hiddenRemote,
 			doc: "host:port of the gRPC service."},
+		{name: "tls", schema: tlsFiles, hidden: hiddenRemote,
+			doc: "With scheme https: ca-file (default the system's roots), and cert-file with key-file for mTLS; relative to the file's directory, read at load."},
 		{name: "deadline", schema: ref("duration"), hidden: hiddenRemote,
 			doc: "Deadline of each attempt at a call, sent to the service as grpc-timeout; default none."},
 	}}
@@ -248,12 +257,22 @@ func (d *decoder) kafkaGRPCWith(n ast.Node, r *KafkaGRPCRoute) {
 	}
 	m := d.fields(entries, "a kafka-grpc route's with", d.shape.kafkaGRPC.with.names()...)
 	if e := m["scheme"]; e == nil {
-		d.errorf(node, "missing required field \"scheme\": http (plaintext HTTP/2 to the service)")
+		d.errorf(node, "missing required field \"scheme\": http (plaintext HTTP/2 to the service) or https (TLS)")
 	} else if s, ok := d.str(e.v, "scheme"); ok {
-		if s != "http" {
-			d.errorf(e.v, "scheme %q is not supported: use http (plaintext HTTP/2); TLS to the service is not implemented yet", s)
+		if s != "http" && s != "https" {
+			d.errorf(e.v, "unknown scheme %q; allowed: http (plaintext HTTP/2), https (TLS)", s)
 		} else {
 			r.Scheme = s
+		}
+	}
+	if r.Scheme == "https" {
+		r.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if e := m["tls"]; e != nil {
+		if r.Scheme != "https" {
+			d.errorf(e.kn, "tls needs scheme https: with scheme http the service is called in plaintext")
+		} else if t, ok := d.tlsFiles(e.v, "a kafka-grpc route's with.tls"); ok {
+			r.TLS, r.TLSSource = t, e.v.String()
 		}
 	}
 	if e := m["deadline"]; e != nil {

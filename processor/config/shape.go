@@ -68,7 +68,7 @@ func newShape() *shape {
 	s.routeSections()
 	s.guardSections()
 	s.limits = limitsSection()
-	s.kafkaGRPC = newKafkaGRPCShape(s.grpcCorrelationHeaders)
+	s.kafkaGRPC = newKafkaGRPCShape(s.grpcCorrelationHeaders, s.registryTLS)
 	s.binding = &union{def: "binding", key: "type", required: []string{"type", "kind"}, variants: []variant{
 		{"kafka", s.kafkaBinding}, {"http-kafka", s.httpBinding}, {"grpc-kafka", s.grpcBinding},
 		{KafkaGRPCType, s.kafkaGRPC.binding},
