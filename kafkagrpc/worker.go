@@ -15,6 +15,7 @@ package kafkagrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -383,13 +384,19 @@ func (w *Worker) settle(o outcome) {
 	if w.calls[c.cid] != c {
 		return // its partition was revoked
 	}
-	if !o.acked {
-		delete(w.calls, c.cid) // left uncommitted, for the next owner
+	if errors.Is(context.Cause(c.ctx), errAbandoned) {
+		delete(w.calls, c.cid) // its partition went to the next owner
 		return
 	}
-	for _, off := range c.recs {
-		w.offs.finish(c.part, off)
+	if o.acked {
+		for _, off := range c.recs {
+			w.offs.finish(c.part, off)
+		}
 	}
+	// A call whose replies were not acknowledged leaves its records
+	// uncommitted, for the partition's next owner after a restart or a
+	// rebalance; it stays known here, so that its later records do not
+	// start a second call.
 	c.ended, c.endedAt = true, time.Now()
 	if c.sawEnd {
 		delete(w.calls, c.cid)
