@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,13 +100,14 @@ type Worker struct {
 	calls map[string]*call // by correlation id
 	offs  *offsets
 
-	ctx      context.Context // the calls' parent: ends when Close gives up on them
-	cancel   context.CancelFunc
-	stop     chan struct{} // Close asks the loop to stop reading
-	done     chan struct{} // the loop ended
-	logsDone chan struct{}
-	drainCtx atomic.Pointer[context.Context]
-	assigned atomic.Int64 // partitions the group gave this worker
+	ctx       context.Context // the calls' parent: ends when Close gives up on them
+	cancel    context.CancelFunc
+	stop      chan struct{} // Close asks the loop to stop reading
+	done      chan struct{} // the loop ended
+	logsDone  chan struct{}
+	drainCtx  atomic.Pointer[context.Context]
+	assigned  atomic.Int64 // partitions the group gave this worker
+	closeOnce sync.Once
 }
 
 // Start joins the binding's consumer group on the topics of its routes that
@@ -247,16 +249,14 @@ func (w *Worker) Partitions() int { return int(w.assigned.Load()) }
 // commits them until ctx ends (the rest are abandoned, uncommitted, to the
 // partitions' next owner), then leaves the group.
 func (w *Worker) Close(ctx context.Context) {
-	w.drainCtx.Store(&ctx)
-	select {
-	case <-w.stop:
-	default:
+	w.closeOnce.Do(func() {
+		w.drainCtx.Store(&ctx)
 		close(w.stop)
-	}
-	<-w.done
-	w.cancel()
-	w.prod.Close()
-	w.closeConns()
+		<-w.done
+		w.cancel()
+		w.prod.Close()
+		w.closeConns()
+	})
 }
 
 // loop is the only reader of the consumer: records, rebalances, outcomes.
