@@ -671,3 +671,40 @@ func TestKafkaGRPCCallsTheServiceOverMTLS(t *testing.T) {
 		t.Fatalf("without a client certificate: %v, want UNAVAILABLE", err)
 	}
 }
+
+// A processor whose file has a kafka-grpc binding and no proxy runs the
+// worker alone: the halves of request-reply can run as two serve
+// processes, each with its own file.
+func TestKafkaGRPCRunsWithoutAProxy(t *testing.T) {
+	echo := startEchoService(t)
+	e := startEnv(t, `
+bindings:
+  kafka0:
+    type: kafka
+    kind: client
+    options: { bootstrap.servers: localhost:9092 }
+  echo-service:
+    type: kafka-grpc
+    kind: remote_server
+    routes:
+      - when: [{ topic: svc-requests, reply-to: svc-responses, method: example.Echo/* }]
+        exit: kafka0
+        with: { scheme: http, authority: "`+echo+`" }
+`, withTopics(embedded.Topic{Name: "svc-requests", Partitions: 1}, embedded.Topic{Name: "svc-responses", Partitions: 1}))
+	say, err := proto.Marshal(&example.EchoMessage{Message: "alone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := []kafka.Header{{Key: "gateway:correlation-id", Value: []byte("c-alone")}, {Key: "gateway:service", Value: []byte("example.Echo")},
+		{Key: "gateway:method", Value: []byte("Say")}, {Key: "gateway:reply-to", Value: []byte("svc-responses")}}
+	e.putBatch("svc-requests", []kafka.Message{{Key: []byte("c-alone"), Value: say, Headers: hs}, {Key: []byte("c-alone"), Headers: hs}})
+	var replies []*kafka.Message
+	pollUntil(t, "the reply and the end record", func() bool {
+		replies = recordsWith(e.readTopic("svc-responses"), "gateway:correlation-id", "c-alone")
+		return len(replies) == 2
+	})
+	var got example.EchoMessage
+	if err := proto.Unmarshal(replies[0].Value, &got); err != nil || got.GetMessage() != "alone" {
+		t.Fatalf("reply %q, %v", got.GetMessage(), err)
+	}
+}
