@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/admin"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkagrpc"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -86,6 +87,7 @@ type Processor struct {
 	models    *modelMetrics
 	reloads   *reloadMetrics
 	httpk     *httpkafka.Handler
+	kgrpc     []*kafkagrpc.Worker // the kafka-grpc bindings' workers
 	drain     context.CancelFunc
 	delay     time.Duration
 	mu        sync.Mutex // serialises reloads
@@ -134,11 +136,12 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 		return fail(fmt.Errorf("creating the processor: %w", err))
 	}
 
-	lis, err := net.Listen("tcp", opts.Listen)
+	lis, workers, err := listenAndStartWorkers(opts, logger, reg, clients)
 	if err != nil {
-		return fail(fmt.Errorf("listening for ext_proc on %s: %w", opts.Listen, err))
+		return fail(err)
 	}
 	p := &Processor{
+		kgrpc:     workers,
 		Server:    srv,
 		SSE:       ssek,
 		Readiness: readiness,
@@ -297,6 +300,9 @@ func (p *Processor) reload(cfg *config.Config) error {
 	if err := sameKafka(p.cfg, cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
+	if err := sameKafkaGRPC(p.cfg, cfg); err != nil {
+		return fmt.Errorf("reloading the configuration: %w", err)
+	}
 	if err := p.routes.Prepare(cfg); err != nil {
 		return fmt.Errorf("reloading the configuration: %w", err)
 	}
@@ -349,6 +355,9 @@ func (p *Processor) Shutdown(ctx context.Context) {
 			p.grpc.Stop()
 			<-stopped
 		}
+		// In-flight kafka-grpc calls finish and are committed within the
+		// grace period; the rest go to the partitions' next owner.
+		closeKafkaGRPC(ctx, p.kgrpc)
 		closeKafka(p.kafka)
 		p.cfg.Close()
 		if p.admin != nil {

@@ -245,7 +245,7 @@ func (im *importer) unused(name string, b *node) {
 			}
 		}
 		chain(b)
-		im.errorf(b, "binding %s: a kafka-grpc binding (Kafka records calling gRPC services) cannot be translated: kafka-ext-proc maps HTTP and gRPC onto Kafka, not Kafka onto gRPC; run a Kafka consumer that calls the service and answers on the reply-to topic with the correlation id (docs/service-contract.md says what to read and write, and examples/service-responder is such a service), and remove this binding and its grpc/http/tcp client chain", name)
+		im.errorf(b, "binding %s: a kafka-grpc binding (Kafka records calling gRPC services) cannot be translated: import does not translate it and its grpc/http/tcp client chain yet; remove them and write a kafka-grpc binding by hand, its routes naming the service's scheme and authority (docs/configuration.md#kafka-grpc-bindings), or run a Kafka consumer that calls the service (docs/service-contract.md says what to read and write)", name)
 	case typ == "kafka" && (kind == "cache_client" || kind == "cache_server"):
 		im.note(b, "binding %s (kafka %s) dropped: fetch routes read their topics as views (current record per key), which is what Zilla's cache gives", name, kind)
 	case typ == "tcp" && kind == "client", typ == "tls" && kind == "client":

@@ -205,8 +205,12 @@ func (d *decoder) urls(n ast.Node) []string {
 
 // registryTLS reads `tls: { ca-file, cert-file, key-file }`; files are read
 // now, so a missing one is a load error.
-func (d *decoder) registryTLS(n ast.Node) (*tls.Config, bool) {
-	m := d.object(n, "tls", "registry tls", d.shape.registryTLS.names()...)
+func (d *decoder) registryTLS(n ast.Node) (*tls.Config, bool) { return d.tlsFiles(n, "registry tls") }
+
+// tlsFiles reads a `tls: { ca-file, cert-file, key-file }` object of the
+// registryTLS section, named where in errors.
+func (d *decoder) tlsFiles(n ast.Node, where string) (*tls.Config, bool) {
+	m := d.object(n, "tls", where, d.shape.registryTLS.names()...)
 	var ca, cert, key string
 	ok := d.optionString(m, "ca-file", &ca)
 	ok = d.optionString(m, "cert-file", &cert) && ok

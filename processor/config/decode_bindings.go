@@ -19,7 +19,7 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 	if !ok {
 		return
 	}
-	var proxies []pendingBinding
+	var proxies, remotes []pendingBinding
 	// Pass 1: types and kafka clusters, so pass 2 can check every exit.
 	for _, e := range entries {
 		if !nameRe.MatchString(e.key) {
@@ -45,12 +45,21 @@ func (d *decoder) bindings(n ast.Node, cfg *Config) {
 			}
 			continue
 		}
+		if typ == KafkaGRPCType {
+			d.kind(node, m, typ, "remote_server")
+			d.proxyTypes[e.key] = typ
+			remotes = append(remotes, pendingBinding{name: e.key, kn: e.kn, m: m})
+			continue
+		}
 		d.kind(node, m, typ, "proxy")
 		d.proxyTypes[e.key] = typ
 		proxies = append(proxies, pendingBinding{name: e.key, kn: e.kn, typ: BindingType(typ), m: m})
 	}
 	for _, p := range proxies {
 		cfg.Bindings = append(cfg.Bindings, d.proxyBinding(p, cfg))
+	}
+	for _, p := range remotes {
+		cfg.KafkaGRPC = append(cfg.KafkaGRPC, d.kafkaGRPCBinding(p))
 	}
 }
 

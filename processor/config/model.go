@@ -49,9 +49,11 @@ type Config struct {
 	Files    []string
 	Kafka    map[string]*KafkaCluster // `kafka` client bindings by name
 	Bindings []*Binding               // http-kafka, grpc-kafka and sse-kafka bindings, in file order
-	Guards   map[string]*Guard
-	Limits   Limits
-	Catalogs map[string]*Catalog // `catalogs` by name
+	// KafkaGRPC are the kafka-grpc bindings (kind remote_server), in file order.
+	KafkaGRPC []*KafkaGRPCBinding
+	Guards    map[string]*Guard
+	Limits    Limits
+	Catalogs  map[string]*Catalog // `catalogs` by name
 }
 
 // KafkaCluster is a binding of type kafka, kind client: a cluster routes name in `exit`.

@@ -57,8 +57,8 @@ var ruleCases = []ruleCase{
 
 	// ---- bindings
 	{"bad binding name", "bindings:\n  \"kafka 0\": {type: kafka, kind: client, options: {bootstrap.servers: \"k:9092\"}}\n", []string{"c.yaml:2:3: binding name \"kafka 0\" must start with a letter or digit and use only letters, digits, '.', '_' and '-'"}},
-	{"missing binding type", k0 + "  http0: {kind: proxy}\n", []string{"c.yaml:3:10: missing required field \"type\" in binding \"http0\"; allowed values: kafka, http-kafka, grpc-kafka, sse-kafka"}},
-	{"bad binding type", k0 + "  http0: {type: http, kind: proxy}\n", []string{"c.yaml:3:17: unknown binding type \"http\"; allowed: kafka, http-kafka, grpc-kafka, sse-kafka"}},
+	{"missing binding type", k0 + "  http0: {kind: proxy}\n", []string{"c.yaml:3:10: missing required field \"type\" in binding \"http0\"; allowed values: kafka, http-kafka, grpc-kafka, sse-kafka, kafka-grpc"}},
+	{"bad binding type", k0 + "  http0: {type: http, kind: proxy}\n", []string{"c.yaml:3:17: unknown binding type \"http\"; allowed: kafka, http-kafka, grpc-kafka, sse-kafka, kafka-grpc"}},
 	{"missing kind", k0 + "  http0: {type: http-kafka}\n", []string{"c.yaml:3:10: missing required field \"kind\": an http-kafka binding has kind proxy"}},
 	{"bad kind", k0 + "  http0: {type: http-kafka, kind: client}\n", []string{"c.yaml:3:35: kind of an http-kafka binding must be proxy, got \"client\""}},
 	{"unknown binding field", k0 + "  http0: {type: http-kafka, kind: proxy, exit: kafka0}\n", []string{"c.yaml:3:42: unknown field \"exit\" in an http-kafka binding; allowed: type, kind, options, routes"}},

@@ -31,6 +31,8 @@ type shape struct {
 
 	limits *section
 
+	kafkaGRPC *kafkaGRPCShape // the kafka-grpc binding (kafkagrpc.go)
+
 	catalog                              *section
 	catalogTypes                         []variant // the options section of each catalog type
 	inlineOptions, inlineSubject         *section
@@ -72,8 +74,10 @@ func newShape() *shape {
 	s.routeSections()
 	s.guardSections()
 	s.limits = limitsSection()
+	s.kafkaGRPC = newKafkaGRPCShape(s.grpcCorrelationHeaders, s.registryTLS)
 	s.binding = &union{def: "binding", key: "type", required: []string{"type", "kind"}, variants: []variant{
 		{"kafka", s.kafkaBinding}, {"http-kafka", s.httpBinding}, {"grpc-kafka", s.grpcBinding}, {"sse-kafka", s.sseBinding},
+		{KafkaGRPCType, s.kafkaGRPC.binding},
 	}}
 	s.top = &section{
 		doc: "One YAML file: kafka client bindings, http-kafka, grpc-kafka and sse-kafka proxy bindings with their routes, guards and limits. " +
@@ -81,7 +85,7 @@ func newShape() *shape {
 			"what a schema cannot: references between bindings, guards and path parameters.",
 		fields: []field{
 			{name: "bindings", required: true, schema: byName(s.binding), shown: "BINDING",
-				doc: "Bindings by name: kafka clusters (type kafka) and the proxies routing to them (http-kafka, grpc-kafka, sse-kafka)."},
+				doc: "Bindings by name: kafka clusters (type kafka) and the proxies routing to them (http-kafka, grpc-kafka, sse-kafka); kafka-grpc bindings call gRPC services for the records grpc-kafka writes."},
 			{name: "guards", schema: byName(s.guard), shown: "GUARD", doc: "Guards by name, referenced by routes in guarded."},
 			{name: "limits", schema: s.limits, shown: "LIMITS"},
 			{name: "catalogs", schema: byName(s.catalog),
