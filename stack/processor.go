@@ -167,20 +167,29 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	healthpb.RegisterHealthServer(p.grpc, p.health)
 	readiness.Watch(p.setServing)
 
-	if opts.Admin != "" {
-		if err := p.serveAdmin(opts.Admin); err != nil {
+	if err := p.serve(lis, opts.Admin); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+// serve serves ext_proc on lis, and the admin endpoints on adminAddr when
+// one is given.
+func (p *Processor) serve(lis net.Listener, adminAddr string) error {
+	if adminAddr != "" {
+		if err := p.serveAdmin(adminAddr); err != nil {
 			lis.Close()
-			return fail(err)
+			return err
 		}
 	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		if err := p.grpc.Serve(lis); err != nil {
-			logger.Error("ext_proc server stopped", "err", err)
+			p.logger.Error("ext_proc server stopped", "err", err)
 		}
 	}()
-	return p, nil
+	return nil
 }
 
 // guardsOf is the options' guard checker, or one built from the

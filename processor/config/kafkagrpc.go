@@ -52,7 +52,10 @@ type KafkaGRPCRoute struct {
 	Deadline time.Duration
 	// TLS is the client TLS of scheme https (nil for http): the system's
 	// roots unless with.tls names a CA, and a client certificate for mTLS.
-	TLS *tls.Config
+	// Not marshalled (it holds functions): TLSSource says what it came from,
+	// which is what a JSON walk of the configuration (dev's check of unset
+	// variables) must see.
+	TLS *tls.Config `json:"-"`
 	// TLSSource is with.tls as written: what a reload compares (a
 	// tls.Config cannot be compared).
 	TLSSource string
