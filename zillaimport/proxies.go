@@ -146,15 +146,7 @@ func (im *importer) httpKafka(name string, b *node) {
 	corr.set("headers", headers, why...)
 	opts.set("correlation", corr)
 	out.set("options", opts)
-	var routes []any
-	for _, r := range b.get("routes").list() {
-		routes = append(routes, im.httpRoute(name, r))
-	}
-	if len(routes) == 0 {
-		im.errorf(b, "binding %s has no routes", name)
-	}
-	out.set("routes", routes)
-	im.procs.set(name, out, fmt.Sprintf("zilla.yaml line %d: http-kafka %s", b.pos.Line, name))
+	im.setProxy(b, name, "http-kafka", out, func(r *node) *omap { return im.httpRoute(name, r) })
 }
 
 func (im *importer) httpRoute(binding string, r *node) *omap {
@@ -313,15 +305,7 @@ func (im *importer) grpcKafka(name string, b *node) {
 	corr.set("headers", headers, append(why, "status, message: the headers of the reply that ends a call, fixed in Zilla")...)
 	opts.set("correlation", corr)
 	out.set("options", opts)
-	var routes []any
-	for _, r := range b.get("routes").list() {
-		routes = append(routes, im.grpcRoute(r))
-	}
-	if len(routes) == 0 {
-		im.errorf(b, "binding %s has no routes", name)
-	}
-	out.set("routes", routes)
-	im.procs.set(name, out, fmt.Sprintf("zilla.yaml line %d: grpc-kafka %s", b.pos.Line, name))
+	im.setProxy(b, name, "grpc-kafka", out, im.grpcRoute)
 }
 
 func (im *importer) grpcRoute(r *node) *omap {
@@ -409,4 +393,19 @@ func (im *importer) metadata(md *node) *omap {
 		}
 	}
 	return out
+}
+
+// setProxy translates a proxy binding's routes with route, refuses a
+// binding without any, and adds the binding (kind names it in the output's
+// comment).
+func (im *importer) setProxy(b *node, name, kind string, out *omap, route func(*node) *omap) {
+	var routes []any
+	for _, r := range b.get("routes").list() {
+		routes = append(routes, route(r))
+	}
+	if len(routes) == 0 {
+		im.errorf(b, "binding %s has no routes", name)
+	}
+	out.set("routes", routes)
+	im.procs.set(name, out, fmt.Sprintf("zilla.yaml line %d: %s %s", b.pos.Line, kind, name))
 }

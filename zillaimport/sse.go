@@ -20,15 +20,7 @@ func (im *importer) sseKafka(name string, b *node) {
 		o.set("credentials", creds, "from the http server's authorization: EventSource cannot set an authorization header, so a guarded route reads its token here")
 		out.set("options", o)
 	}
-	var routes []any
-	for _, r := range b.get("routes").list() {
-		routes = append(routes, im.sseRoute(r))
-	}
-	if len(routes) == 0 {
-		im.errorf(b, "binding %s has no routes", name)
-	}
-	out.set("routes", routes)
-	im.procs.set(name, out, fmt.Sprintf("zilla.yaml line %d: sse-kafka %s", b.pos.Line, name))
+	im.setProxy(b, name, "sse-kafka", out, im.sseRoute)
 }
 
 func (im *importer) sseRoute(r *node) *omap {
