@@ -30,7 +30,7 @@ import (
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:50052", "address to serve grpc.examples.echo.Echo on (the processor's own ext_proc port is 50051)")
+	listen := flag.String("listen", "127.0.0.1:7152", "address to serve grpc.examples.echo.Echo on")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
