@@ -168,7 +168,7 @@ func (im *importer) serviceChain(exit *node) *service {
 func (im *importer) chainStep(name string, b *node, s *service) (*node, bool) {
 	switch b.get("type").str() {
 	case "grpc":
-		im.known(b, "binding "+name, "type", "kind", "routes", "exit", "options")
+		im.known(b, "binding "+name, "type", "kind", "routes", "exit")
 		exit := b.get("exit")
 		for _, r := range b.get("routes").list() {
 			e := r.get("exit")
