@@ -32,6 +32,7 @@ require (
 	golang.org/x/text v0.42.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260819154853-08b0e4226688
 	google.golang.org/grpc v1.85.0
+	google.golang.org/grpc/examples v0.0.0-20260825154716-030ee8becb20
 	google.golang.org/protobuf v1.36.12
 	sigs.k8s.io/yaml v1.6.0
 )

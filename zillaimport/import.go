@@ -1,6 +1,7 @@
 // Package zillaimport translates a Zilla configuration (zilla.yaml) whose
-// http-kafka and grpc-kafka bindings front Kafka into a kafka-ext-proc
-// configuration and an Envoy bootstrap. Whatever it drops or changes is said
+// http-kafka, grpc-kafka and sse-kafka bindings front Kafka, and whose
+// kafka-grpc bindings call gRPC services for the records, into a
+// kafka-ext-proc configuration and an Envoy bootstrap. Whatever it drops or changes is said
 // in a comment of the output; whatever it cannot translate is an error at its
 // line, never a silent drop. Only the command line uses it.
 package zillaimport
@@ -35,7 +36,7 @@ func Import(file string, src []byte) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	im := &importer{file: file, root: root, bindings: map[string]*node{}, used: map[string]bool{}, urlVars: map[string]bool{}}
+	im := &importer{file: file, root: root, bindings: map[string]*node{}, used: map[string]bool{}, urlVars: map[string]bool{}, hostVars: map[string]string{}}
 	im.run()
 	if len(im.errs) > 0 {
 		slices.SortStableFunc(im.errs, func(a, b *config.Error) int { return cmp.Compare(a.Pos.Line, b.Pos.Line) })
@@ -66,12 +67,15 @@ func Import(file string, src []byte) (*Result, error) {
 // placeholderEnv stands in for the environment when the importer checks its
 // output: the variables are read where the configuration runs. A variable
 // that starts a catalog's url stands for a URL, whatever its name (Zilla's
-// examples call the registry's SCHEMA_REGISTRY_SERVER); one named for
-// servers or a bootstrap elsewhere stands for brokers.
+// examples call the registry's SCHEMA_REGISTRY_SERVER); one in a gRPC
+// service's host or port for a host or a port (Zilla's ECHO_SERVER_HOST);
+// one named for servers or a bootstrap elsewhere stands for brokers.
 func (im *importer) placeholderEnv(name string) (string, bool) {
 	switch {
 	case im.urlVars[name]:
 		return "http://localhost:8081", true
+	case im.hostVars[name] != "":
+		return im.hostVars[name], true
 	case strings.Contains(name, "SERVER"), strings.Contains(name, "BOOTSTRAP"):
 		return "localhost:9092", true
 	}
@@ -96,6 +100,9 @@ type importer struct {
 	listeners []listener
 	// urlVars are the variables a catalog's url starts with.
 	urlVars map[string]bool
+	// hostVars are the variables in a gRPC service's host or port, with
+	// a value of that kind for the check of the output.
+	hostVars map[string]string
 }
 
 func (im *importer) errorf(n *node, format string, args ...any) {
@@ -181,6 +188,8 @@ func (im *importer) translateBindings() {
 			im.grpcKafka(name, b)
 		case typ == "sse-kafka" && kind == "proxy":
 			im.sseKafka(name, b)
+		case typ == "kafka-grpc":
+			im.kafkaGRPC(name, b)
 		case typ == "tcp" && kind == "server":
 			im.tcpServer(name, b)
 		}
@@ -189,15 +198,10 @@ func (im *importer) translateBindings() {
 
 // unusedBindings explains each binding no translation accounted for.
 func (im *importer) unusedBindings() {
-	// kafka-grpc first: its refusal accounts for its client chain.
-	for _, kafkaGRPC := range []bool{true, false} {
-		for _, name := range im.order {
-			b := im.bindings[name]
-			if im.used[name] || (b.get("type").str() == "kafka-grpc") != kafkaGRPC {
-				continue
-			}
+	for _, name := range im.order {
+		if !im.used[name] {
 			im.used[name] = true
-			im.unused(name, b)
+			im.unused(name, im.bindings[name])
 		}
 	}
 }
@@ -233,31 +237,23 @@ func (im *importer) unusedResources() {
 func (im *importer) unused(name string, b *node) {
 	typ, kind := b.get("type").str(), b.get("kind").str()
 	switch {
-	case typ == "kafka-grpc":
-		// Its grpc, http and tcp client chain goes with it: one error.
-		var chain func(*node)
-		chain = func(x *node) {
-			for _, e := range append([]*node{x.get("exit")}, routeExits(x)...) {
-				if e != nil && !im.used[e.str()] && im.bindings[e.str()] != nil {
-					im.used[e.str()] = true
-					chain(im.bindings[e.str()])
-				}
-			}
-		}
-		chain(b)
-		im.errorf(b, "binding %s: a kafka-grpc binding (Kafka records calling gRPC services) cannot be translated: import does not translate it and its grpc/http/tcp client chain yet; remove them and write a kafka-grpc binding by hand, its routes naming the service's scheme and authority (docs/configuration.md#kafka-grpc-bindings), or run a Kafka consumer that calls the service (docs/service-contract.md says what to read and write)", name)
 	case typ == "kafka" && (kind == "cache_client" || kind == "cache_server"):
 		im.note(b, "binding %s (kafka %s) dropped: fetch routes read their topics as views (current record per key), which is what Zilla's cache gives", name, kind)
-	case typ == "tcp" && kind == "client", typ == "tls" && kind == "client":
+	case typ == "tcp" && kind == "client", typ == "tls" && kind == "client", typ == "grpc" && kind == "client", typ == "http" && kind == "client":
 		im.note(b, "binding %s (%s client) dropped: nothing translated uses it", name, typ)
 	case typ == "http" && kind == "server", typ == "grpc" && kind == "server", typ == "tls" && kind == "server", typ == "sse" && kind == "server":
 		im.note(b, "binding %s (%s server) dropped: no tcp server binding leads to it, so no Envoy listener was written for it", name, typ)
 	case typ == "":
 		im.errorf(b, "binding %s has no type", name)
 	default:
-		im.errorf(b, "binding %s: type %s kind %s cannot be translated: kafka-ext-proc covers http-kafka and grpc-kafka proxies over kafka clients, fronted by Envoy", name, typ, kind)
+		im.errorf(b, "binding %s: type %s kind %s cannot be translated: kafka-ext-proc covers http-kafka, grpc-kafka and sse-kafka proxies over kafka clients, fronted by Envoy, and kafka-grpc bindings calling gRPC services", name, typ, kind)
 	}
 }
+
+// kafkaGRPCAlternatives ends the refusal of a kafka-grpc binding's shape
+// the importer cannot translate: what to do instead.
+const kafkaGRPCAlternatives = "write a kafka-grpc binding by hand, its routes naming the service's scheme and authority (docs/configuration.md#kafka-grpc-bindings), " +
+	"or run a Kafka consumer that calls the service (docs/service-contract.md says what to read and write)"
 
 func (im *importer) telemetry(t *node) {
 	msg := "telemetry dropped: metrics are always served in Prometheus format at /metrics on the admin port (serve --admin); traces go to an OTLP collector with serve --otlp-endpoint; logs are JSON on stderr"

@@ -35,6 +35,9 @@ func load(t *testing.T, res *Result) *config.Config {
 		if strings.Contains(name, "REGISTRY") { // a catalog's url
 			return "http://env-" + strings.ToLower(name), true
 		}
+		if strings.HasSuffix(name, "_PORT") { // a gRPC service's port
+			return "50051", true
+		}
 		return "env-" + name, true
 	})
 	if err != nil {
@@ -44,9 +47,9 @@ func load(t *testing.T, res *Result) *config.Config {
 }
 
 // refusedExamples are the inputs the importer refuses (TestRefusedExamples
-// and, for grpc.kafka.proxy, the command's tests say where and why).
+// says where and why).
 var refusedExamples = map[string]bool{
-	"grpc.kafka.proxy.yaml": true, "http.kafka.avro.json.yaml": true, "http.kafka.avro.json.headers.yaml": true,
+	"http.kafka.avro.json.yaml": true, "http.kafka.avro.json.headers.yaml": true,
 }
 
 // The imports of the examples are kept as golden files (docs/from-zilla.md
@@ -195,6 +198,19 @@ func TestEveryFieldImported(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	const head = "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"k:9092\"] } }\n"
 	const route = "  api:\n    type: http-kafka\n    kind: proxy\n    routes:\n      - exit: brokers\n        when: [{ method: POST, path: /items }]\n"
+	// kg is a kafka-grpc binding with its client chain, from changes to
+	// it.
+	kg := func(from, to string) string {
+		src := head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n    entry: brokers\n    routes:\n" +
+			"      - exit: svc_grpc\n        when: [{ topic: q, reply-to: r, method: a.B/* }]\n        with: { scheme: http, authority: \"s:1\" }\n" +
+			"  svc_grpc: { type: grpc, kind: client, exit: svc_http }\n" +
+			"  svc_http: { type: http, kind: client, options: { versions: [h2] }, exit: svc_tcp }\n" +
+			"  svc_tcp: { type: tcp, kind: client, options: { host: s, port: 8443 } }\n"
+		if !strings.Contains(src, from) {
+			panic("no " + from)
+		}
+		return strings.Replace(src, from, to, 1)
+	}
 	cases := []struct {
 		name, src string
 		line      int
@@ -226,10 +242,23 @@ func TestRefusals(t *testing.T) {
 			11, "sasl.oauthbearer.method: oidc, sasl.oauthbearer.token.endpoint.url:"},
 		{"other expression", "bindings:\n  brokers: { type: kafka, kind: client, options: { servers: [\"${{vault.x}}\"] } }\n",
 			2, "${{vault.x}}: only ${{env.NAME}} expressions"},
-		{"kafka-grpc", head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n",
-			4, "a kafka-grpc binding (Kafka records calling gRPC services) cannot be translated"},
-		{"kafka-grpc points at the service contract", head + "  remote:\n    type: kafka-grpc\n    kind: remote_server\n",
-			4, "docs/service-contract.md says what to read and write"},
+		{"kafka-grpc without entry", kg("    entry: brokers\n", ""), 4, "binding remote has no entry: the kafka binding its request topics are read through"},
+		{"kafka-grpc key condition", kg("reply-to: r, method: a.B/* }", "reply-to: r, method: a.B/*, key: k1 }"),
+			9, "when.key cannot be translated: a kafka-grpc route here selects records by topic, reply-to and method only"},
+		{"kafka-grpc without method", kg(", method: a.B/* }", " }"), 9, "a kafka-grpc condition without method cannot be translated"},
+		{"kafka-grpc chain to a kafka binding", kg("exit: svc_grpc", "exit: brokers"), 8,
+			"exit brokers is a kafka client binding: a kafka-grpc route's chain must be a grpc client, an http client, optionally a tls client, then a tcp client; write a kafka-grpc binding by hand"},
+		{"kafka-grpc chain refusal points at the service contract", kg("exit: svc_grpc", "exit: brokers"), 8,
+			"docs/service-contract.md says what to read and write"},
+		{"kafka-grpc grpc client with two exits", kg("  svc_grpc: { type: grpc, kind: client, exit: svc_http }",
+			"  svc_grpc: { type: grpc, kind: client, routes: [{ exit: svc_http }, { exit: other }] }"),
+			11, "grpc client svc_grpc routes methods to different bindings (svc_http, other)"},
+		{"kafka-grpc HTTP/1.1", kg("versions: [h2]", "versions: [http/1.1]"), 12, "http client svc_http: versions [http/1.1]: gRPC needs HTTP/2"},
+		{"kafka-grpc two ports", kg("port: 8443", "port: [8443, 8444]"), 13, "tcp client svc_tcp: a kafka-grpc route needs one host and one port"},
+		{"kafka-grpc TLS trust from a vault", kg("exit: svc_tcp }", "exit: svc_tls }\n  svc_tls: { type: tls, kind: client, vault: v, options: { trust: [ca] }, exit: svc_tcp }"),
+			13, "tls client svc_tls: options.trust from vault v cannot be translated: a kafka-grpc route reads the CA (ca-file; from a PKCS#12 store: openssl pkcs12 -in STORE -nokeys -out ca.pem) from PEM files when the configuration loads"},
+		{"kafka-grpc TLS keys from a vault", kg("exit: svc_tcp }", "exit: svc_tls }\n  svc_tls: { type: tls, kind: client, vault: v, options: { keys: [me] }, exit: svc_tcp }"),
+			13, "options.keys from vault v cannot be translated"},
 		{"sse event id with the key", head + "  events:\n    type: sse-kafka\n    kind: proxy\n    routes:\n      - exit: brokers\n        when: [{ path: /events }]\n        with: { topic: t, event: { id: '[\"${base64(key)}\",\"${etag}\"]' } }\n",
 			9, "with.event.id [\"${base64(key)}\",\"${etag}\"] cannot be translated: the event id here is ${etag}"},
 		{"mqtt", head + "  events:\n    type: mqtt\n    kind: server\n",

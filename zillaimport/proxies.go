@@ -294,6 +294,15 @@ func (im *importer) grpcKafka(name string, b *node) {
 		}
 		opts.set("reliability", r)
 	}
+	opts.set("correlation", im.grpcCorrelation(zo))
+	out.set("options", opts)
+	im.setProxy(b, name, "grpc-kafka", out, im.grpcRoute)
+}
+
+// grpcCorrelation translates the correlation headers of a grpc-kafka or
+// kafka-grpc binding's options zo: both sides of a call must name the same
+// headers, and Zilla's defaults are the same for both.
+func (im *importer) grpcCorrelation(zo *node) *omap {
 	headers := im.stringMap(zo.get("correlation").get("headers"), "correlation.headers")
 	why := correlationDefaults(headers, "service", "method", "correlation-id", "reply-to")
 	// Zilla's names of the reply headers that end a call are fixed, whatever
@@ -303,9 +312,7 @@ func (im *importer) grpcKafka(name string, b *node) {
 	}
 	corr := &omap{}
 	corr.set("headers", headers, append(why, "status, message: the headers of the reply that ends a call, fixed in Zilla")...)
-	opts.set("correlation", corr)
-	out.set("options", opts)
-	im.setProxy(b, name, "grpc-kafka", out, im.grpcRoute)
+	return corr
 }
 
 func (im *importer) grpcRoute(r *node) *omap {

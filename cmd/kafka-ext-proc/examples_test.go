@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/readmetest"
 	_ "github.com/kafka-ext-proc/kafka-ext-proc/proto/example" // the grpcurl steps' services
+	_ "google.golang.org/grpc/examples/features/proto/echo"    // grpc.kafka.proxy's service
 )
 
 // repoRoot is where the READMEs' commands run.
@@ -33,7 +34,7 @@ func TestExamples(t *testing.T) {
 	for _, r := range readmes {
 		names = append(names, filepath.Base(filepath.Dir(r)))
 	}
-	for _, want := range []string{"http.kafka.crud", "http.kafka.async", "http.kafka.cache", "http.kafka.sync", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "http.kafka.avro", "service-responder", "sse.kafka.fanout"} {
+	for _, want := range []string{"http.kafka.crud", "http.kafka.async", "http.kafka.cache", "http.kafka.sync", "http.kafka.oneway", "grpc.kafka.echo", "grpc.kafka.fanout", "grpc.kafka.proxy", "http.kafka.avro", "service-responder", "sse.kafka.fanout"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no examples/%s/README.md", want)
 		}

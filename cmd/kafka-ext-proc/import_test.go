@@ -40,6 +40,9 @@ func importZilla(t *testing.T, file string) (cfgPath, envoyPath string) {
 		if strings.Contains(name, "REGISTRY") { // a catalog's url
 			return "http://value-of-" + strings.ToLower(name), true
 		}
+		if strings.HasSuffix(name, "_PORT") { // a gRPC service's port
+			return "7152", true
+		}
 		return "value-of-" + name, true
 	}
 	cfg, err := config.Parse(cfgPath, stdout.Bytes(), env)
@@ -96,29 +99,25 @@ func TestImportZillaExamples(t *testing.T) {
 		}
 		playExample(t, "http.kafka.crud", cfg, envoyFile, "7114")
 	})
-	// grpc.kafka.proxy: its kafka-grpc binding is refused at its line; without
-	// it (a service answering on Kafka takes its place: here the demo
-	// responder), the rest runs the echo example's steps.
+	// grpc.kafka.proxy: the kafka-grpc binding and its client chain become
+	// our kafka-grpc binding, the service's address from the variables
+	// Zilla's example reads; with them set to the Echo service's address,
+	// our example's steps run on the imported configuration (the service
+	// answering, not a responder).
 	t.Run("grpc.kafka.proxy", func(t *testing.T) {
-		file := filepath.Join(zillaExamples, "grpc.kafka.proxy.yaml")
-		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), []string{"import", "zilla", file}, &stdout, &stderr); code != 1 {
-			t.Fatalf("import of a kafka-grpc binding: exit %d, want 1", code)
-		}
-		if want := "grpc.kafka.proxy.yaml:76:9: binding kafka_to_grpc: a kafka-grpc binding"; !strings.Contains(stderr.String(), want) {
-			t.Fatalf("error %q does not name the kafka-grpc binding's line (%q)", stderr.String(), want)
-		}
-		src, err := os.ReadFile(file)
+		cfg, envoyFile := importZilla(t, filepath.Join(zillaExamples, "grpc.kafka.proxy.yaml"))
+		b, err := os.ReadFile(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cut := filepath.Join(t.TempDir(), "zilla.yaml")
-		before, _, _ := strings.Cut(string(src), "  kafka_to_grpc:\n")
-		if err := os.WriteFile(cut, []byte(before), 0o644); err != nil {
-			t.Fatal(err)
+		for _, want := range []string{"type: kafka-grpc", `authority: "${env:ECHO_SERVER_HOST}:${env:ECHO_SERVER_PORT}"`, "correlation-id: zilla:correlation-id"} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Fatalf("the imported configuration lacks %q:\n%s", want, b)
+			}
 		}
-		cfg, envoyFile := importZilla(t, cut)
-		playExample(t, "grpc.kafka.echo", cfg, envoyFile, "7151")
+		t.Setenv("ECHO_SERVER_HOST", "127.0.0.1")
+		t.Setenv("ECHO_SERVER_PORT", "7152")
+		playExample(t, "grpc.kafka.proxy", cfg, envoyFile, "7151")
 	})
 	// Zilla's examples of topic models: Avro in a registry (Karapace, here
 	// dev's embedded registry), Protobuf from a filesystem catalog.
@@ -167,7 +166,7 @@ func playSteps(t *testing.T, readme, port string, devArgs func(t *testing.T, arg
 	if err != nil {
 		t.Fatal(err)
 	}
-	readmetest.Run(t, steps, readmetest.Env{Root: repoRoot, Start: func(t *testing.T, args []string) (string, string) {
+	readmetest.Run(t, steps, readmetest.Env{Root: repoRoot, Program: exampleProgram, Start: func(t *testing.T, args []string) (string, string) {
 		args = devArgs(t, args)
 		if i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--front") }); i >= 0 {
 			t.Fatalf("%s starts dev with %s: an imported configuration is played on its own listener's port", readme, args[i])

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,7 +164,7 @@ func (g grpcurlCmd) methodDescriptor(root string) (protoreflect.MethodDescriptor
 		if _, err := os.Stat(filepath.Join(root, full)); err != nil {
 			return nil, fmt.Errorf("-proto %s: %v", p, err)
 		}
-		if filepath.ToSlash(full) == declared || strings.HasSuffix(filepath.ToSlash(full), "/"+declared) {
+		if filepath.ToSlash(full) == declared || strings.HasSuffix(filepath.ToSlash(full), "/"+declared) || declares(filepath.Join(root, full), sd, md) {
 			found = true
 		}
 	}
@@ -171,6 +172,27 @@ func (g grpcurlCmd) methodDescriptor(root string) (protoreflect.MethodDescriptor
 		return nil, fmt.Errorf("%s is declared in %s, which no -proto names", g.service, declared)
 	}
 	return md, nil
+}
+
+// declares reports whether the .proto file at path declares the service's
+// package, the service and the method: a service whose generated package
+// comes from another module is registered under that module's path, and
+// its README names a description in this repository.
+func declares(path string, sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, re := range []string{
+		`(?m)^\s*package\s+` + regexp.QuoteMeta(string(sd.ParentFile().Package())) + `\s*;`,
+		`(?m)^\s*service\s+` + regexp.QuoteMeta(string(sd.Name())) + `\s*\{`,
+		`(?m)^\s*rpc\s+` + regexp.QuoteMeta(string(md.Name())) + `\s*\(`,
+	} {
+		if !regexp.MustCompile(re).Match(b) {
+			return false
+		}
+	}
+	return true
 }
 
 // grpcStatusBlock is what grpcurl prints (to stderr) when a call ends with

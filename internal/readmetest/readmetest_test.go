@@ -1,12 +1,15 @@
 package readmetest
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	_ "google.golang.org/grpc/health/grpc_health_v1" // a registered service for the -proto check
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -228,5 +231,32 @@ func TestHTTPCompare(t *testing.T) {
 	}
 	if ok, d := res.compare("{\"a\":1}", false, Vars{}); !ok {
 		t.Errorf("without -i, the body alone: %s", d)
+	}
+}
+
+// A -proto file is the service's when it has the path the generated package
+// registered, or, for a package from another module, when it declares the
+// package, the service and the method; a file declaring another package is
+// not.
+func TestGrpcurlProtoDeclaresTheService(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("health.proto", "syntax = \"proto3\";\npackage grpc.health.v1;\nservice Health {\n  rpc Check(HealthCheckRequest) returns (HealthCheckResponse);\n}\n")
+	write("other.proto", "syntax = \"proto3\";\npackage other.v1;\nservice Health {\n  rpc Check(HealthCheckRequest) returns (HealthCheckResponse);\n}\n")
+	g := grpcurlCmd{service: "grpc.health.v1.Health", method: "Check", protos: []string{"health.proto"}}
+	if md, err := g.methodDescriptor(root); err != nil || md.FullName() != "grpc.health.v1.Health.Check" {
+		t.Fatalf("the declaring file: %v, %v", md, err)
+	}
+	g.protos = []string{"other.proto"}
+	if _, err := g.methodDescriptor(root); err == nil || !strings.Contains(err.Error(), "which no -proto names") {
+		t.Fatalf("a file of another package: %v, want refused", err)
+	}
+	g.method, g.protos = "Watch", []string{"health.proto"}
+	if _, err := g.methodDescriptor(root); err == nil {
+		t.Fatal("a method the file does not declare: accepted")
 	}
 }
