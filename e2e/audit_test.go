@@ -160,6 +160,7 @@ func auditSeen(t *testing.T, e *env, path string) {
 // processor's answers of docs/reliability.md that malformed or hostile
 // input can cause.
 func TestAuditErrorTableHTTP(t *testing.T) {
+	t.Parallel()
 	e := startAudit(t)
 
 	t.Run("no route", func(t *testing.T) {
@@ -281,6 +282,7 @@ func auditFrame(flag byte, msg []byte) []byte {
 // processor's answers of docs/reliability.md that malformed or hostile
 // input can cause.
 func TestAuditErrorTableGRPC(t *testing.T) {
+	t.Parallel()
 	e := startAudit(t)
 	user := func(name string) []string { return []string{"x-user", name} }
 
@@ -435,6 +437,7 @@ limits: { kafka-timeout: 4s }
 // answer comes within the Kafka timeout. (TestProduceBrokerFaults shows that
 // every 2xx was written and no 503.)
 func TestAuditKafkaFaults(t *testing.T) {
+	t.Parallel()
 	var sw *switchedListener
 	var logs auditLog
 	e := startEnv(t, auditFaultsConfig, withAuditUsers, switched(&sw), func(o *stack.DevOptions) {
@@ -551,6 +554,7 @@ func TestAuditKafkaFaults(t *testing.T) {
 // HTTP/1.1 client sends them), from an ext_proc peer that forwards every header
 // (an Envoy that strips nothing), and as gRPC metadata.
 func TestAuditHeaderDenyList(t *testing.T) {
+	t.Parallel()
 	e := startAudit(t)
 	denied := []string{
 		"authorization", "Bearer deny-token", "cookie", "session=deny-cookie", "proxy-authorization", "Basic ZGVueTpkZW55",
@@ -610,6 +614,7 @@ func TestAuditHeaderDenyList(t *testing.T) {
 // in the records written, nor in the answers. The broker requires SASL, so
 // the password is really used.
 func TestAuditSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
 	const (
 		saslPassword = "sasl-S3cret-audit-0001"
 		cookie       = "cookie-S3cret-audit-0002"
@@ -728,6 +733,7 @@ limits: { kafka-timeout: 3s }
 // emulator) refuses a request itself, the same input is also sent straight
 // to the processor by an ext_proc peer.
 func TestAuditHostileRequests(t *testing.T) {
+	t.Parallel()
 	e := startAudit(t)
 	e.put("items", 0, "a/b", []byte("slash"))
 	e.put("items", 0, "..", []byte("dots"))

@@ -9,6 +9,7 @@ import (
 
 // /metrics names the running build.
 func TestBuildInfoMetric(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, fmt.Sprintf(secureConfig, yamlMap(nil)), withAdmin)
 	bi := buildinfo.Read()
 	mfs := e.scrapeNow()

@@ -31,6 +31,7 @@ func demoEnv(t *testing.T, opts ...func(*stack.DevOptions)) *env {
 // preflight on the demo's produce route itself: 200 with the policy's
 // access-control-* headers, and nothing is written to Kafka.
 func TestCORSPreflightAnsweredByEnvoy(t *testing.T) {
+	t.Parallel()
 	e := demoEnv(t, withCORS(t))
 	if resp, body := e.request(e.h1, "PUT", "/items/2", `{"n":2}`, "content-type", "application/json"); resp.StatusCode != 204 {
 		t.Fatalf("PUT: %d %q", resp.StatusCode, body)
@@ -53,6 +54,7 @@ func TestCORSPreflightAnsweredByEnvoy(t *testing.T) {
 // An actual cross-origin PUT and GET through the CORS filter carry
 // access-control-allow-origin and -expose-headers on the processor's answers.
 func TestCORSActualRequestsCarryAllowOrigin(t *testing.T) {
+	t.Parallel()
 	e := demoEnv(t, withCORS(t))
 	const origin = "https://app.example.com"
 	resp, body := e.request(e.h1, "PUT", "/items/5", `{"n":5}`, "content-type", "application/json", "origin", origin)

@@ -53,6 +53,7 @@ limits: { reply-timeout: 60s, max-wait: 60s }
 // stream UNAVAILABLE, lets the sync request finish within the grace period, and
 // returns within it; every acknowledged record is in Kafka.
 func TestDrainEndsEveryKindOfWaitAsDesigned(t *testing.T) {
+	t.Parallel()
 	tr := newTestResponder()
 	e := startEnv(t, drainConfig, withResponder(tr, "orders"))
 	release := tr.hold()

@@ -12,6 +12,7 @@ import (
 // router gives a CONNECT let through (DownstreamProtocolIntegrationTest.
 // ConnectIsBlocked), with a problem saying why.
 func TestConnectIsAnswered404(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, fetchConfig)
 	for name, c := range map[string]*http.Client{"HTTP/1.1": e.h1, "HTTP/2": e.h2c} {
 		t.Run(name, func(t *testing.T) {
@@ -42,6 +43,7 @@ func TestConnectIsAnswered404(t *testing.T) {
 // not an inline header: repeated copies stay separate entries, and either
 // form is read as one list.
 func TestProduceReadsJoinedHeaders(t *testing.T) {
+	t.Parallel()
 	e, _, _ := produceEnv(t)
 	for name, c := range map[string]*http.Client{"HTTP/1.1": e.h1, "HTTP/2": e.h2c} {
 		t.Run(name, func(t *testing.T) {

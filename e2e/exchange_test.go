@@ -114,6 +114,7 @@ func checkEncoding(t *testing.T, h route.Headers, method, path string) {
 }
 
 func TestRequestsReachTheProcessorEncodedAsEnvoyDoes(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	e := startEnv(t, exchangeConfig, recording(rec))
 
@@ -162,6 +163,7 @@ func TestRequestsReachTheProcessorEncodedAsEnvoyDoes(t *testing.T) {
 }
 
 func TestNoRoute(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, exchangeConfig)
 	resp, body := e.request(e.h1, "DELETE", "/nowhere", "")
 	var p handler.Problem
@@ -194,6 +196,7 @@ func (draining) HandleGRPC(ctx context.Context, call *handler.GRPCCall) handler.
 }
 
 func TestBodyOverTheLimit(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, exchangeConfig, func(o *stack.DevOptions) {
 		o.WrapGRPC = func(handler.GRPCHandler) handler.GRPCHandler { return draining{} }
 	})
@@ -217,6 +220,7 @@ func TestBodyOverTheLimit(t *testing.T) {
 // A client that goes away cancels its exchange: every goroutine the request
 // started (emulator exchange, processor exchange, long poll) ends.
 func TestClientDisconnectEndsTheExchange(t *testing.T) {
+	// Serial: it counts the process's request goroutines.
 	e := startEnv(t, exchangeConfig)
 	e.put("items", 0, "k", []byte("v"))
 	resp, _ := e.request(e.h2c, "GET", "/items/k", "", "prefer", "wait=10")

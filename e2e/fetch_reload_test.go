@@ -13,6 +13,7 @@ import (
 // points the same path at another topic answers from the new topic's view,
 // and a reload back answers from the first one's, still following it.
 func TestReloadPointsAFetchRouteAtItsNewTopic(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsConfig, func(o *stack.DevOptions) {
 		o.BrokerOptions.Topics = append(o.BrokerOptions.Topics, embedded.Topic{Name: "items-v2"})
 	})

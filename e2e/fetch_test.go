@@ -59,6 +59,7 @@ func (e *env) changed(path, etag string) (*http.Response, string) {
 }
 
 func TestFetchEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, fetchConfig, twoPartitions)
 	e.put("items", 1, "p1", []byte(`{"n":"one"}`), "content-type", "application/json", "colour", "blue")
 	e.put("items", 0, "p0", []byte(`{"n":"zero"}`), "content-type", "application/json", "colour", "red")
@@ -112,6 +113,7 @@ func TestFetchEndToEnd(t *testing.T) {
 }
 
 func TestFetchETagsAcrossWritesAndReplicas(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, fetchConfig)
 	e.put("items", 0, "a", []byte(`"a"`), "colour", "red")
 	e.put("items", 0, "b", []byte(`"b"`), "colour", "blue")
@@ -143,6 +145,7 @@ func TestFetchETagsAcrossWritesAndReplicas(t *testing.T) {
 }
 
 func TestLongPollEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, fetchConfig)
 	e.put("items", 0, "k", []byte(`"v1"`))
 	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=20")
@@ -177,6 +180,7 @@ func TestLongPollEndToEnd(t *testing.T) {
 }
 
 func TestThousandWaitersEndToEnd(t *testing.T) {
+	// Serial: a thousand held requests need the CPU to itself to be woken within their wait.
 	e := startEnv(t, fetchConfig)
 	e.put("items", 0, "k", []byte(`"v1"`))
 	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=20")
@@ -235,6 +239,7 @@ func (e *env) replica() (*env, *stack.Processor) {
 // A static topic that does not exist: the replica is not ready and says
 // why, requests get 503 + retry-after, and creating the topic heals both.
 func TestFetchWhileTheTopicIsMissing(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, fetchConfig)
 	if err := e.dev.Broker.Cluster().DeleteTopic("ghost"); err != nil {
 		t.Fatal(err)

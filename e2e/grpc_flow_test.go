@@ -72,6 +72,7 @@ func startFlow(t *testing.T) (*env, *grpckafka.Handler) {
 // gRPC route's idle_timeout applies to it), with the options' field number
 // and metadata name; on drain the stream ends UNAVAILABLE.
 func TestGRPCFetchQuietStreamCustomFieldAndDrain(t *testing.T) {
+	t.Parallel()
 	e, _ := startFlow(t)
 	ctx := ctxFor(t, 30*time.Second)
 	st := subscribe(ctx, t, e.grpcConn(), "/example.Fanout/Subscribe")
@@ -129,6 +130,7 @@ func TestGRPCFetchQuietStreamCustomFieldAndDrain(t *testing.T) {
 // is made where the processor can see it: an ext_proc client (Envoy's part)
 // that stops reading, so HTTP/2 flow control blocks the processor's sends.
 func TestGRPCFetchLagBudget(t *testing.T) {
+	// Serial: a lag budget is a time budget: other tests' load would cut the fast stream too.
 	e, h := startFlow(t)
 	cc, err := grpc.NewClient(e.dev.Processor.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))

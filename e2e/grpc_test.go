@@ -101,6 +101,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // shipped Fanout proto reads it as an unknown field; `meta:*` headers of the
 // first history record are the response metadata.
 func TestGRPCFetchReliabilityFieldBytes(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	ev, _ := proto.Marshal(&example.Event{Id: "1", Text: "hello"})
 	e.put("fanout", 0, "k0", ev, "meta:tenant", "acme", "other", "x")
@@ -137,6 +138,7 @@ func TestGRPCFetchReliabilityFieldBytes(t *testing.T) {
 // before it); an id beyond the end of the log (of a deleted generation) is
 // refused OUT_OF_RANGE, and the id it carries reads the whole log again.
 func TestGRPCFetchResumeEveryEncoding(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	var recs []kafka.Message
 	for i := 0; i < 30; i++ {
@@ -180,6 +182,7 @@ func TestGRPCFetchResumeEveryEncoding(t *testing.T) {
 // Resuming while records are produced continuously loses
 // nothing and repeats nothing.
 func TestGRPCFetchResumeUnderContinuousProduction(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	const total = 600
 	done := make(chan struct{})
@@ -232,6 +235,7 @@ func TestGRPCFetchResumeUnderContinuousProduction(t *testing.T) {
 // in partition and offset order, tombstones removing keys) and resume after
 // any message gives exactly the rest of the view, then live updates.
 func TestGRPCFetchCompactedResume(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	e.put("snapshots", 0, "a", []byte("a1"))
 	e.put("snapshots", 1, "b", []byte("b1"))
@@ -263,6 +267,7 @@ func TestGRPCFetchCompactedResume(t *testing.T) {
 
 // Filters select records by key or header (ORed), in history and live.
 func TestGRPCFetchFilters(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	e.put("multi", 0, "k1", []byte("yes-key"))
 	e.put("multi", 1, "k2", []byte("no"))
@@ -281,6 +286,7 @@ func TestGRPCFetchFilters(t *testing.T) {
 // UNIMPLEMENTED without a route or with a metadata mismatch;
 // INVALID_ARGUMENT for a non-empty fetch request and a malformed id.
 func TestGRPCFetchRefusals(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	e.put("fanout", 0, "k", []byte("v"))
 	ctx := ctxFor(t, 20*time.Second)
@@ -318,6 +324,7 @@ func TestGRPCFetchRefusals(t *testing.T) {
 // the correlation id, with the overrides, correlation headers and `meta:*`
 // request metadata (minus transport and credential headers).
 func TestGRPCProduceCallShapes(t *testing.T) {
+	t.Parallel()
 	e, h := startGRPC(t)
 	echo := example.NewEchoClient(e.grpcConn())
 	ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "custom", "v1", "authorization", "Bearer secret", "trace-bin", "\x00\x01")
@@ -441,6 +448,7 @@ func TestGRPCProduceCallShapes(t *testing.T) {
 // client); no reply within limits.reply-timeout is DEADLINE_EXCEEDED, and so
 // is a grpc-timeout that elapses first.
 func TestGRPCProduceStatusAndTimeouts(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	ctx := ctxFor(t, 30*time.Second)
 	call := func(ctx context.Context, method, msg string) error {
@@ -482,6 +490,7 @@ func TestGRPCProduceStatusAndTimeouts(t *testing.T) {
 // A replay (same idempotency key) attaches to the stored reply
 // and produces nothing, whether the reply is complete or still partial.
 func TestGRPCProduceReplayProducesNothing(t *testing.T) {
+	t.Parallel()
 	e, h := startGRPC(t)
 	echo := example.NewEchoClient(e.grpcConn())
 	ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "idempotency-key", "replay-1")
@@ -554,6 +563,7 @@ func TestGRPCProduceReplayProducesNothing(t *testing.T) {
 // no terminal record; after the acknowledgement one empty message and
 // OK.
 func TestGRPCProduceOneway(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	ctx := metadata.AppendToOutgoingContext(ctxFor(t, 20*time.Second), "idempotency-key", "ow-1", "custom", "c")
 	st, err := e.grpcConn().NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/example.Oneway/Send", grpc.ForceCodecV2(rawCodec{}))
@@ -604,6 +614,7 @@ func TestGRPCProduceOneway(t *testing.T) {
 // emulator, processor and clients; the processor's own path is measured in
 // kafkaio's TestFanoutAllocationsPerRecordPerStream).
 func TestGRPCThousandStreamsBurst(t *testing.T) {
+	// Serial: it measures the process's allocations and needs the CPU to itself for its no-lag check.
 	if testing.Short() {
 		t.Skip("load")
 	}

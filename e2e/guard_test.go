@@ -117,6 +117,7 @@ func auth(token string) []string {
 }
 
 func TestGuardsHTTP(t *testing.T) {
+	t.Parallel()
 	spy := &guardSpy{}
 	e, is := startGuarded(t, spy)
 	e.put("items", 0, "1", []byte(`{"n":"one"}`), "content-type", "application/json", "owner", "alice")
@@ -240,6 +241,7 @@ func TestGuardsHTTP(t *testing.T) {
 }
 
 func TestGuardsGRPC(t *testing.T) {
+	t.Parallel()
 	spy := &guardSpy{}
 	e, is := startGuarded(t, spy)
 	conn := e.grpcConn()
@@ -326,6 +328,7 @@ func TestGuardsGRPC(t *testing.T) {
 // payload; here a stand-in for jwt_authn does that in front of the real
 // processor, and removes the authorization header as jwt_authn does.
 func TestEnvoyJWTGuard(t *testing.T) {
+	t.Parallel()
 	const cfg = `
 bindings:
   kafka0: { type: kafka, kind: client, options: { bootstrap.servers: "localhost:9092" } }
@@ -378,6 +381,7 @@ guards:
 // checks), sits before ext_proc, and writes the payload where the envoy-jwt
 // guard of the docs reads it.
 func TestShippedJWTAuthnBlock(t *testing.T) {
+	t.Parallel()
 	lines := strings.Split(string(envoy.DefaultYAML()), "\n")
 	start := -1
 	for i, l := range lines {

@@ -190,6 +190,7 @@ func (l *faultLoad) report(fault string, n int, lost, dups, maxDups int, took ti
 // another replica. Every key is acknowledged, none is lost, and none is in
 // the log twice.
 func TestIdempotencyKeyFaults(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("KAFKA_EXT_PROC_FAULT_CHILD") != "" {
 		t.Skip("the child process runs TestIdempotencyKeyFaultsChild")
 	}
@@ -359,6 +360,7 @@ func startFaultChild(t *testing.T, e *env) *faultChild {
 // a processor and an emulator on the broker named by the environment,
 // until killed.
 func TestIdempotencyKeyFaultsChild(t *testing.T) {
+	t.Parallel()
 	broker := os.Getenv("KAFKA_EXT_PROC_FAULT_CHILD")
 	if broker == "" {
 		t.Skip("run by TestIdempotencyKeyFaults")

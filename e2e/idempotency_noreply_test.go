@@ -30,6 +30,7 @@ var noReplyConfig = strings.Replace(idemConfig, "reply-timeout: 10s", "reply-tim
 // cannot catch these retries (there is no reply to find), so this is the
 // key index's work alone.
 func TestIdempotencyKeyBeforeAnyReply(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, noReplyConfig)
 	a := &replica{base: e.base, h1: e.h1, grpcc: e.grpcConn()}
 	b := startReplica(t, e)

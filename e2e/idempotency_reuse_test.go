@@ -112,6 +112,7 @@ func reuseShapes(host string) []reuseShape {
 // nothing is written and the service is not called; the first request
 // repeated still gets its answer from either replica.
 func TestIdempotencyKeyReusedForAnotherRequest(t *testing.T) {
+	t.Parallel()
 	var httpCalls, grpcCalls calls
 	e := startEnv(t, idemConfig, withResponders(
 		responder.Options{Topic: "idem-sync", Handler: httpCalls.wrap(responder.HTTPEcho())},
@@ -190,6 +191,7 @@ func TestIdempotencyKeyReusedForAnotherRequest(t *testing.T) {
 // log: one that waits for a reply first ends after limits.reply-timeout
 // with a status saying why, and writes nothing.
 func TestIdempotencyKeyBidiReplayWaitsForTheMessages(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, strings.Replace(idemConfig, "reply-timeout: 10s", "reply-timeout: 2s", 1), withResponders(
 		responder.Options{Topic: "idem-grpc", Handler: responder.GRPCEcho(), DedupKey: responder.GRPCDedupKey},
 	))

@@ -163,6 +163,7 @@ func idemShapes(host string) []idemShape {
 // after its restart writes one request's records, and every answer is the
 // first one.
 func TestIdempotencyKeyEveryShape(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, idemConfig, withResponders(
 		responder.Options{Topic: "idem-sync", Handler: responder.HTTPEcho()},
 		responder.Options{Topic: "idem-async", Handler: responder.HTTPEcho()},
@@ -288,6 +289,7 @@ func counter(t *testing.T, p *stack.Processor, name string) float64 {
 // with it is new. The replicas that see the window pass run their key
 // index's clock ahead instead of the test waiting.
 func TestIdempotencyWindowExpiry(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, idemConfig)
 	a := &replica{base: e.base, h1: e.h1, grpcc: e.grpcConn()}
 	host := strings.TrimPrefix(e.base, "http://")
@@ -358,6 +360,7 @@ func TestIdempotencyWindowExpiry(t *testing.T) {
 // The key index remembers at most limits.idempotency-keys ids;
 // the oldest go first, counted, and a retry of an evicted key writes again.
 func TestIdempotencyKeysBound(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, strings.Replace(idemConfig, "idempotency-window: 10m", "idempotency-window: 10m, idempotency-keys: 3", 1))
 	a := &replica{base: e.base, h1: e.h1, grpcc: e.grpcConn()}
 	oneway := idemShapes(strings.TrimPrefix(e.base, "http://"))[0]
@@ -385,6 +388,7 @@ func TestIdempotencyKeysBound(t *testing.T) {
 // messages the log already holds: the first call wrote m1 only, its retry
 // sends m1 and m2 and writes m2 alone.
 func TestIdempotencyGRPCStreamResumes(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, idemConfig)
 	a := &replica{base: e.base, h1: e.h1, grpcc: e.grpcConn()}
 	b := startReplica(t, e)

@@ -44,6 +44,7 @@ func (s *firstHangs) Say(ctx context.Context, m *example.EchoMessage) (*example.
 // documented), the caller gets one answer, and the reply topic holds that
 // call's reply once.
 func TestKafkaGRPCWorkerKilledMidCall(t *testing.T) {
+	// Serial: it runs a child process of this binary and kills it.
 	e := startEnv(t, proxyOnly)
 	svc := &firstHangs{entered: make(chan struct{}, 2)}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -130,6 +131,7 @@ func startWorkerChild(t *testing.T, broker, service string) *exec.Cmd {
 // until killed. Its session timeout is short, so that the group notices
 // a killed worker within seconds.
 func TestKafkaGRPCWorkerChild(t *testing.T) {
+	t.Parallel()
 	broker, service, ok := strings.Cut(os.Getenv("KAFKA_EXT_PROC_KGRPC_CHILD"), " ")
 	if !ok {
 		t.Skip("run by TestKafkaGRPCWorkerKilledMidCall")

@@ -170,6 +170,7 @@ limits: { reply-timeout: 20s }
 // service's status, response metadata and trailers, and the reply records
 // as they are in the reply topic.
 func TestKafkaGRPCCallsTheService(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, kafkaGRPCConfig(startEchoService(t), closedAddr(t)))
 	ctx := ctxFor(t, 60*time.Second)
 	echo := example.NewEchoClient(e.grpcConn())
@@ -280,6 +281,7 @@ func TestKafkaGRPCCallsTheService(t *testing.T) {
 // UNIMPLEMENTED; a service nothing listens on is retried, then answered
 // UNAVAILABLE: the caller gets a status, not a hang.
 func TestKafkaGRPCFaults(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, kafkaGRPCConfig(startEchoService(t), closedAddr(t)))
 	ctx := ctxFor(t, 60*time.Second)
 	call := func(method string) error {
@@ -377,6 +379,7 @@ func workerStarter(t *testing.T, e *env, echo string, maxCalls ...int) func() *k
 // consumer group); when one stops, its partitions move to the other and no
 // request goes unanswered.
 func TestKafkaGRPCReplicasSharePartitions(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, proxyOnly, withTopics(embedded.Topic{Name: "svc-requests", Partitions: 4}))
 	start := workerStarter(t, e, startEchoService(t))
 	a, b := start(), start()
@@ -421,6 +424,7 @@ func TestKafkaGRPCReplicasSharePartitions(t *testing.T) {
 // end record never comes is answered DEADLINE_EXCEEDED after
 // limits.reply-timeout of silence, and then committed.
 func TestKafkaGRPCSkipsDeduplicatesAndEndsSilentCalls(t *testing.T) {
+	t.Parallel()
 	cfg := strings.Replace(kafkaGRPCConfig(startEchoService(t), closedAddr(t)), "reply-timeout: 20s", "reply-timeout: 2s", 1)
 	// elsewhere exists, so that a reply written there would be found.
 	e := startEnv(t, cfg, withTopics(embedded.Topic{Name: "elsewhere", Partitions: 1}))
@@ -486,6 +490,7 @@ func TestKafkaGRPCSkipsDeduplicatesAndEndsSilentCalls(t *testing.T) {
 // A worker that stops drains: the call in flight is answered and committed
 // before it leaves the group.
 func TestKafkaGRPCDrainAnswersTheCallInFlight(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, proxyOnly)
 	svc := echoService{entered: make(chan struct{}), release: make(chan struct{})}
 	w := workerStarter(t, e, serveEcho(t, svc))()
@@ -528,6 +533,7 @@ func TestKafkaGRPCDrainAnswersTheCallInFlight(t *testing.T) {
 // A call read again (after a crash or a rebalance) whose end record is
 // already in the reply topic is not made again: the reply index knows.
 func TestKafkaGRPCDoesNotCallAgainWhatWasAnswered(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, kafkaGRPCConfig(startEchoService(t), closedAddr(t)))
 	say, err := proto.Marshal(&example.EchoMessage{Message: "answered before"})
 	if err != nil {
@@ -557,6 +563,7 @@ func TestKafkaGRPCDoesNotCallAgainWhatWasAnswered(t *testing.T) {
 // The calls made to the service at a time are bounded: with MaxCalls 1 a
 // second call waits for the first to finish, and both are answered.
 func TestKafkaGRPCBoundsTheCallsInFlight(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, proxyOnly)
 	svc := echoService{entered: make(chan struct{}, 2), release: make(chan struct{}), active: new(atomic.Int32), most: new(atomic.Int32)}
 	w := workerStarter(t, e, serveEcho(t, svc), 1)()
@@ -588,6 +595,7 @@ func TestKafkaGRPCBoundsTheCallsInFlight(t *testing.T) {
 // A route's deadline reaches the service as grpc-timeout and ends a call
 // that outlasts it DEADLINE_EXCEEDED, on its end record.
 func TestKafkaGRPCRouteDeadline(t *testing.T) {
+	t.Parallel()
 	svc := echoService{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	echo := serveEcho(t, svc)
 	t.Cleanup(func() { close(svc.release) })
@@ -614,6 +622,7 @@ func TestKafkaGRPCRouteDeadline(t *testing.T) {
 // certificate the service refuses the handshake, and the caller gets
 // UNAVAILABLE.
 func TestKafkaGRPCCallsTheServiceOverMTLS(t *testing.T) {
+	t.Parallel()
 	ca, err := testpki.NewCA("kafka-grpc test CA")
 	if err != nil {
 		t.Fatal(err)
@@ -676,6 +685,7 @@ func TestKafkaGRPCCallsTheServiceOverMTLS(t *testing.T) {
 // worker alone: the halves of request-reply can run as two serve
 // processes, each with its own file.
 func TestKafkaGRPCRunsWithoutAProxy(t *testing.T) {
+	t.Parallel()
 	echo := startEchoService(t)
 	e := startEnv(t, `
 bindings:

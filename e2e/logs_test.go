@@ -39,6 +39,7 @@ limits: { kafka-timeout: 1s, max-body: 1KiB }
 // holds the request's body, its credentials or its query; a successful one
 // logs nothing at info.
 func TestOneLogLinePerFailedExchange(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	var logs logbuf.Buffer
 	e := startEnv(t, strings.ReplaceAll(logsConfig, "'JWKS'", "'"+is.jwks()+"'"), withGuards(t), func(o *stack.DevOptions) {

@@ -39,6 +39,7 @@ const (
 )
 
 func TestMethodMatrix(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, methodsConfig)
 	kinds := []struct{ prefix, topic, title string }{
 		{"/p/", "m-produce", "path-only produce `{ path: /p/{id} }`"},

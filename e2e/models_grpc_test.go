@@ -109,6 +109,7 @@ func framedAnswerer(_ context.Context, req *responder.Request) ([]responder.Repl
 }
 
 func TestModelsGRPC(t *testing.T) {
+	t.Parallel()
 	e, reg := startModelsGRPC(t)
 
 	t.Run("fetch: a framed protobuf topic streamed as plain messages; records that do not match left out and counted", func(t *testing.T) {

@@ -169,6 +169,7 @@ func wantProblem(t *testing.T, what string, resp *http.Response, body string, st
 }
 
 func TestModels(t *testing.T) {
+	t.Parallel()
 	e, reg := startModels(t)
 	post := func(path, body, ct string) (*http.Response, string) {
 		return e.request(e.h1, "POST", path, body, "content-type", ct)

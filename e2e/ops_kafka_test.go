@@ -68,6 +68,7 @@ func has(mfs map[string]*dto.MetricFamily, name string, want map[string]string) 
 // acknowledged, or the cause. (A keyless produce to a missing topic fails
 // before any record, when the topic's compaction is looked up.)
 func TestProduceResultsCountedByCause(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsKafkaConfig, withAdmin)
 	if err := e.dev.Broker.Cluster().CreateTopic("p-tiny", 1, map[string]string{"max.message.bytes": "200"}); err != nil {
 		t.Fatal(err)
@@ -103,6 +104,7 @@ func TestProduceResultsCountedByCause(t *testing.T) {
 // long-lived client, queue depth, and lag per topic where templated topics
 // are summed under their route's topic-pattern.
 func TestRdkafkaStatisticsAndLag(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsKafkaConfig, withAdmin)
 	for _, topic := range []string{"t-a", "t-b"} {
 		if err := e.dev.Broker.Cluster().CreateTopic(topic, 2, map[string]string{"cleanup.policy": "compact"}); err != nil {

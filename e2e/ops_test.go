@@ -128,6 +128,7 @@ func series(mfs map[string]*dto.MetricFamily) map[string]bool {
 var answerLabels = map[string]bool{"outcome": true, "code": true, "grpc_code": true}
 
 func TestMetricsCountExactly(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsConfig, withAdmin)
 	e.put("items", 0, "k", []byte("v"))
 	if r, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=10"); r.StatusCode != 200 {
@@ -196,6 +197,7 @@ func TestMetricsCountExactly(t *testing.T) {
 // 10,000, which took a quarter of this package's time (each request for a
 // templated topic that does not exist asks Kafka about it).
 func TestMetricSeriesStayBounded(t *testing.T) {
+	// Serial: it drives 2,000 requests and counts every series the process exports.
 	e := startEnv(t, strings.Replace(opsConfig, `"localhost:9092"`, `"localhost:9092", statistics.interval.ms: "100"`, 1), withAdmin)
 	e.request(e.h2c, "GET", "/items/warm", "")
 	e.request(e.h2c, "GET", "/t/t-warm/x", "")
@@ -273,6 +275,7 @@ func (e *env) waitReadiness(p *stack.Processor, want bool, reason string) {
 
 // Readiness is false while a view catches up, and when the brokers go away.
 func TestReadinessFollowsCatchUpAndBrokers(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsConfig, func(o *stack.DevOptions) {
 		o.BrokerOptions.Topics = []embedded.Topic{{Name: "items", Partitions: 2, Compact: true}}
 	})
@@ -296,6 +299,7 @@ func TestReadinessFollowsCatchUpAndBrokers(t *testing.T) {
 // Reload: routes change while long polls stay open and are answered; an
 // invalid configuration keeps the old routes serving and is reported.
 func TestReloadKeepsWaitersAndRefusesBadConfigs(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsConfig)
 	e.put("items", 0, "k", []byte("v1"))
 	resp, _ := e.request(e.h1, "GET", "/items/k", "", "prefer", "wait=10")

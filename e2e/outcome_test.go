@@ -104,6 +104,7 @@ func (p *cutProxy) cutAll() {
 // clients get UNAVAILABLE with no message. 503 would tell them the
 // records were not written, which is false here.
 func TestProcessorCutMidExchangeIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	tr := newTestResponder()
 	e := startEnv(t, cutConfig, withResponder(tr, "cut-requests"))
 	release := tr.hold()

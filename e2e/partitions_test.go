@@ -42,6 +42,7 @@ bindings:
 // id of its last message delivers the records of the old and the new
 // partitions, each once.
 func TestTopicsGainingPartitions(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, partitionsConfig,
 		withTopics(embedded.Topic{Name: "grow-items", Compact: true}, embedded.Topic{Name: "grow-log"}),
 		func(o *stack.DevOptions) { o.PartitionCheck = 100 * time.Millisecond })

@@ -45,6 +45,7 @@ limits: { kafka-timeout: 5s }
 // request timeout and then writes it is the case where a re-sent batch would be
 // written twice: see heldProduce.
 func TestProduceBrokerFaults(t *testing.T) {
+	t.Parallel()
 	var ln *switchedListener
 	logs := newLogEvents(t)
 	e := startEnv(t, faultsConfig, switched(&ln), func(o *stack.DevOptions) { o.Logger = slog.New(logs) })

@@ -32,6 +32,7 @@ bindings:
 // idempotency header, and the reply-to and correlation-id record headers
 // (which the reply index reads and the response never shows).
 func TestProduceHeaderNamesFromOptions(t *testing.T) {
+	t.Parallel()
 	tr := newTestResponder()
 	e := startEnv(t, namedConfig, withResponder(tr, "named-requests", "x-cid", "x-reply-to"))
 

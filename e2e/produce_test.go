@@ -130,6 +130,7 @@ func cidOf(t *testing.T, location string) string {
 }
 
 func TestProduce(t *testing.T) {
+	t.Parallel()
 	e, tr, h := produceEnv(t)
 
 	t.Run("oneway records", func(t *testing.T) {

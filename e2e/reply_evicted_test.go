@@ -123,6 +123,7 @@ func evShapes(host string) []evShape {
 // once, without writing the request again, on the replica that evicted it
 // and on a second replica that evicted it while catching up.
 func TestEvictedReplyIsTheAnswer(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, evictConfig, withResponders(
 		responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()},
 		responder.Options{Topic: "ev-async", Handler: responder.HTTPEcho()},
@@ -233,6 +234,7 @@ func labelled(t *testing.T, p *stack.Processor, name, label, value string) float
 // below its offset) is answered as expired, saying why: 410 for HTTP,
 // FAILED_PRECONDITION for gRPC; nothing is written again.
 func TestEvictedReplyRemovedFromItsTopicIsExpired(t *testing.T) {
+	t.Parallel()
 	e, a, sync, say, _ := evictedSyncAndSay(t, "gone")
 	for _, topic := range []string{"ev-replies", "ev-grpc-replies"} {
 		deleteAll(t, e, topic)
@@ -312,6 +314,7 @@ func deleteAll(t *testing.T, e *env, topic string) {
 // nothing is written twice, most replies are read back from Kafka, and the
 // index's bytes stay within the bound throughout.
 func TestEvictedRepliesEveryReplayAnswered(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, evictConfig, withResponders(responder.Options{Topic: "ev-sync", Handler: responder.HTTPEcho()}))
 	a := &replica{proc: e.dev.Processor, base: e.base, h1: e.h1, grpcc: e.grpcConn()}
 	host := strings.TrimPrefix(e.base, "http://")
@@ -388,6 +391,7 @@ func inParallel(n, k int, f func(i int)) {
 // once Kafka answers, the same retry gets the stored reply. Nothing is
 // written again either time.
 func TestEvictedReplyUnreadableIsUnavailable(t *testing.T) {
+	t.Parallel()
 	e, a, sync, say, firsts := evictedSyncAndSay(t, "unreadable")
 
 	refuse := refuseFetches(t, e, "ev-replies", "ev-grpc-replies")

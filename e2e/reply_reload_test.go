@@ -12,6 +12,7 @@ import (
 // with the first reply topic): a reload that adds the first request-reply
 // route must still index its replies and answer with them.
 func TestReloadAddsTheFirstRequestReplyRoute(t *testing.T) {
+	t.Parallel()
 	tr := newTestResponder()
 	e := startEnv(t, opsConfig, withResponder(tr, "orders-requests"), func(o *stack.DevOptions) {
 		o.BrokerOptions.Topics = append(o.BrokerOptions.Topics,

@@ -16,6 +16,7 @@ import (
 // route ids, never positions, so dashboards and alerts survive an edit. A
 // positional label would put the same route under "0" before and "1" after.
 func TestReorderedConfigurationKeepsRouteLabels(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, opsConfig, withAdmin)
 	e.put("items", 0, "k", []byte("v"))
 	ask := func() {
@@ -73,6 +74,7 @@ limits:`, 1)
 // their gRPC code (code is none) and outcome; a fetch stream's duration is
 // mode stream, a unary call's mode request.
 func TestGRPCExchangeLabels(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t, withAdmin)
 	e.put("fanout", 0, "k", []byte("v"))
 	if r, err := example.NewEchoClient(e.grpcConn()).Say(ctxFor(t, 30*time.Second), &example.EchoMessage{Message: "hi"}); err != nil || r.GetMessage() != "hi" {

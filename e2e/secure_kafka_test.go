@@ -175,6 +175,7 @@ func secureBroker(p *pki, c secureCase) func(*stack.DevOptions) {
 // every secured broker: TLS with client certificates, SASL PLAIN, and TLS
 // with SCRAM-SHA-256 and SCRAM-SHA-512.
 func TestSecureKafkaEndToEnd(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	for _, c := range secureCases(p) {
 		t.Run(c.name, func(t *testing.T) {
@@ -237,6 +238,7 @@ func (l *syncLog) String() string {
 // CA each give a named startup error in the log and a failing /readyz whose
 // reason names the cause.
 func TestSecureKafkaRefusedAtStartup(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	scram := []embedded.User{{Mechanism: "SCRAM-SHA-256", Name: "gw", Password: "right"}}
 	for _, c := range []struct {

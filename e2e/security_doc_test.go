@@ -17,6 +17,7 @@ import (
 // table; the fuzz table lists exactly the fuzz targets there are. It also
 // checks the defaults the trust model states.
 func TestSecurityDocNamesExistingTests(t *testing.T) {
+	t.Parallel()
 	root := ".."
 	doc, err := os.ReadFile(filepath.Join(root, "SECURITY.md"))
 	if err != nil {

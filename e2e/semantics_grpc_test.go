@@ -78,6 +78,7 @@ func startZillaGRPC(t *testing.T) *env {
 // zilla:message: with the correlation headers named zilla:*, those are the
 // call's status; a terminal reply without a status header ends the call OK.
 func TestZillaResponderStatusHeaders(t *testing.T) {
+	t.Parallel()
 	e := startZillaGRPC(t)
 	ctx := ctxFor(t, 30*time.Second)
 	for _, tc := range []struct {
@@ -108,6 +109,7 @@ func TestZillaResponderStatusHeaders(t *testing.T) {
 // Zilla's metadata condition `custom-binary: {base64: AQID}` matches the
 // binary metadata custom-binary-bin, as Zilla's does.
 func TestZillaBinaryMetadataCondition(t *testing.T) {
+	t.Parallel()
 	e := startZillaGRPC(t)
 	ctx := ctxFor(t, 30*time.Second)
 	call := func(ctx context.Context) error {
@@ -128,6 +130,7 @@ func TestZillaBinaryMetadataCondition(t *testing.T) {
 // records as meta:* (documented), and the demo echo responder does not send
 // them back as response metadata.
 func TestEnvoyAddedHeadersNotEchoed(t *testing.T) {
+	t.Parallel()
 	e := startZillaGRPC(t)
 	ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "custom", "c")
 	var hdr metadata.MD
@@ -156,6 +159,7 @@ func TestEnvoyAddedHeadersNotEchoed(t *testing.T) {
 // unary: 2 messages on a unary method are 2 records (and 2 echoes); none is
 // the end record alone, answered as the responder decides. Documented in docs/from-zilla.md.
 func TestUnaryCardinalityIsTheClientsAndResponders(t *testing.T) {
+	t.Parallel()
 	e := startZillaGRPC(t)
 	ctx := ctxFor(t, 30*time.Second)
 	bidi := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
@@ -211,6 +215,7 @@ func TestUnaryCardinalityIsTheClientsAndResponders(t *testing.T) {
 // response's (headers and trailers), but not what only a request means:
 // Envoy's x-request-id, the browser's origin, the idempotency key.
 func TestMirrorRepliesLeaveRequestOnlyMetadataOut(t *testing.T) {
+	t.Parallel()
 	e := startZillaGRPC(t)
 	ctx := metadata.AppendToOutgoingContext(ctxFor(t, 30*time.Second), "custom", "c", "origin", "http://app.example", "idempotency-key", "mirror-1")
 	var hdr, trl metadata.MD

@@ -59,6 +59,7 @@ func (e *env) itemsWritten(topic string) map[string][]string {
 // nothing: the route writes for GET, POST, PUT, PATCH and DELETE only, so
 // the preflight is 405 with allow, and the item is intact.
 func TestPreflightOnDemoProduceRouteWritesNothing(t *testing.T) {
+	t.Parallel()
 	demo, err := os.ReadFile("../cmd/kafka-ext-proc/demo.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +86,7 @@ func TestPreflightOnDemoProduceRouteWritesNothing(t *testing.T) {
 // A method other than GET or HEAD on a path only fetch routes match is 405
 // with allow, as problem+json; its body is not silently dropped into a 200.
 func TestWriteOnFetchOnlyPathIs405(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, semanticsConfig)
 	e.put("items", 0, "2", []byte("stored"))
 	resp, body := e.request(e.h1, "PUT", "/any/2", "new body", "content-type", "text/plain")
@@ -103,6 +105,7 @@ func TestWriteOnFetchOnlyPathIs405(t *testing.T) {
 // A DELETE wakes a long poll on the item at once, with 404; before, the
 // waiter learnt it only when its wait ran out.
 func TestLongPollWokenByDelete(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, semanticsConfig)
 	e.request(e.h1, "PUT", "/items/3", "three")
 	resp, _ := e.request(e.h1, "GET", "/items/3", "", "prefer", "wait=10")
@@ -145,6 +148,7 @@ func TestLongPollWokenByDelete(t *testing.T) {
 // A stale tag on an item already deleted is answered 404 at once: the
 // answer differs from what the client has.
 func TestStaleTagOnDeletedItemAnswersAtOnce(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, semanticsConfig)
 	e.request(e.h1, "PUT", "/items/4", "four")
 	resp, _ := e.request(e.h1, "GET", "/items/4", "", "prefer", "wait=10")
@@ -169,6 +173,7 @@ func TestStaleTagOnDeletedItemAnswersAtOnce(t *testing.T) {
 // acknowledgement to the last answer, target 1 s) and measured in
 // BENCHMARKS.md; a bound on it here made the test fail on a loaded machine.
 func TestThousandWaitersWokenByDelete(t *testing.T) {
+	// Serial: a thousand held requests need the CPU to itself to be woken within their wait.
 	e := startEnv(t, semanticsConfig)
 	e.request(e.h1, "PUT", "/items/many", "x")
 	resp, _ := e.request(e.h1, "GET", "/items/many", "", "prefer", "wait=10")
@@ -211,6 +216,7 @@ func TestThousandWaitersWokenByDelete(t *testing.T) {
 
 // preference-applied is sent only on an answer that waited.
 func TestPreferenceAppliedOnlyWhenWaited(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, semanticsConfig)
 	e.request(e.h1, "PUT", "/items/5", "five")
 	resp, _ := e.request(e.h1, "GET", "/items/5", "", "prefer", "wait=10")
@@ -231,6 +237,7 @@ func TestPreferenceAppliedOnlyWhenWaited(t *testing.T) {
 // content-length on either codec: the processor's ImmediateResponse has no
 // body, and Envoy sends a bodyless local reply without them.
 func TestNotModifiedThroughEnvoy(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, semanticsConfig)
 	e.put("items", 0, "6", []byte(`{"n":6}`), "content-type", "application/json")
 	for _, p := range []string{"/items", "/items/6"} {
@@ -254,6 +261,7 @@ func TestNotModifiedThroughEnvoy(t *testing.T) {
 // application/octet-stream, said by the processor (Envoy's local replies
 // would call them text/plain).
 func TestBodiesWithoutContentTypeAreOctetStream(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, semanticsConfig, withResponders(responder.Options{Topic: "sync-requests",
 		Handler: func(_ context.Context, req *responder.Request) ([]responder.Reply, error) {
 			return []responder.Reply{responder.HTTPReply(200, []byte("raw reply"))}, nil

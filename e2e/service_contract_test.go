@@ -36,6 +36,7 @@ limits: { reply-timeout: 8s, kafka-timeout: 5s }
 // correlation header identifies a reply, not the record key; a zero-length
 // reply value is an empty gRPC message, a null one ends the call.
 func TestServiceContractReplies(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, contractConfig)
 
 	// A reply keyed by the correlation id but without the header is not

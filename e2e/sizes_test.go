@@ -41,6 +41,7 @@ bindings:
 // librdkafka itself refuses for its size (headers from a peer with larger
 // limits than Envoy's) is 413 naming message.max.bytes, never 502.
 func TestMaxBodySizesAgree(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, sizesConfig)
 	maxBody := int(config.DefaultLimits().MaxBody)
 	if maxBody != 1<<20 {

@@ -59,6 +59,7 @@ type pageRecord struct {
 // checks would not send it to a stopped processor; the emulator keeps its
 // turn), so that the browser's retry meets the new processor, not a 503.
 func TestSSEBrowserResumesAcrossRestart(t *testing.T) {
+	// Serial: a browser and a restart are heavy; sharing the CPU only slows both.
 	chromium := findChromium(t)
 	e := startSSE(t, func(o *stack.DevOptions) { o.Config.Limits.SSERetry = 100 * time.Millisecond })
 	front, err := url.Parse(e.base)

@@ -29,6 +29,7 @@ import (
 // is made where the processor can see it: an ext_proc client (Envoy's part)
 // that stops reading, so HTTP/2 flow control blocks the processor's sends.
 func TestSSELagBudget(t *testing.T) {
+	// Serial: a lag budget is a time budget: other tests' load would cut the fast stream too.
 	e := startSSE(t, func(o *stack.DevOptions) { o.Config.Limits.StreamLagBudget = 50 })
 	cc, err := grpc.NewClient(e.dev.Processor.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
@@ -112,6 +113,7 @@ func TestSSELagBudget(t *testing.T) {
 // On drain every stream says why in a comment and ends (HTTP/1.1 and
 // HTTP/2).
 func TestSSEDrainEndsStreams(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t)
 	e.put("events", 0, "k", []byte("before"))
 	var streams []*sseStream
@@ -140,6 +142,7 @@ func TestSSEDrainEndsStreams(t *testing.T) {
 // reconnects with its last event id, reaches the other replica, and
 // resumes there with nothing missed of what was written meanwhile.
 func TestSSEResumeOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t, func(o *stack.DevOptions) { o.Replicas = 2 })
 	e.put("events", 0, "k", []byte("before"))
 	a, b := e.openSSE(e.h1, "/events"), e.openSSE(e.h1, "/events")
@@ -192,6 +195,7 @@ func (e *env) clients() []*http.Client { return []*http.Client{e.h1, e.h2c} }
 // wide (20 heartbeats per timeout) so that a loaded machine's late timer
 // does not look like a missing heartbeat.
 func TestSSEHeartbeatOutlivesIdleTimeout(t *testing.T) {
+	// Serial: it checks heartbeats against an idle timeout, a time budget.
 	y := string(envoy.DefaultYAML())
 	if !strings.Contains(y, "stream_idle_timeout: 300s") {
 		t.Fatal("envoy.yaml changed: the test's edit no longer applies")

@@ -65,6 +65,7 @@ func startSSE(t *testing.T, opts ...func(*stack.DevOptions)) *env {
 // breaks is one data line per line, joined back by the reader), an id,
 // the retry hint first.
 func TestSSERecordsAsEvents(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t)
 	e.put("events", 0, "k1", []byte(`{"n":1}`))
 	e.put("events", 0, "k2", []byte("line one\nline two\r\nline three"))
@@ -117,6 +118,7 @@ func TestSSERecordsAsEvents(t *testing.T) {
 // (none missing, none twice), then what is written afterwards; the id of
 // one stream resumes another (HTTP/1.1 then HTTP/2 here).
 func TestSSEResumeAcrossPartitions(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t)
 	for _, c := range []struct {
 		path, topic string
@@ -190,6 +192,7 @@ func datas(evs []sseEvent) []string {
 // a key deleted before the stream opened is not there at all), then the
 // changes, deletes among them.
 func TestSSETombstonesAndCompactedHistory(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t)
 	e.put("events", 0, "gone", []byte("v1"))
 	e.put("events", 0, "gone", nil)
@@ -240,6 +243,7 @@ func (e *env) waitView(topic string, n int64) {
 // What an sse-kafka route refuses, and why: each a problem+json with a
 // detail saying what to send instead; nothing is streamed.
 func TestSSERefusals(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t)
 	e.put("events", 0, "k", []byte("v"))
 	e.put("multi", 0, "k", []byte("v"))
@@ -299,6 +303,7 @@ func TestSSERefusals(t *testing.T) {
 // deleted records after it) is refused with 410 and the offsets, not
 // resumed past the gap.
 func TestSSEResumeBelowLogStart(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t)
 	for i := 0; i < 6; i++ {
 		e.put("events", 0, "k", []byte(fmt.Sprintf("v%d", i)))
@@ -355,6 +360,7 @@ guards:
 // filters the stream; a missing, forged or unprivileged token is refused
 // before anything streams; the token is in no log line.
 func TestSSEGuardedQueryToken(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	var logs logbuf.Buffer
 	e := startEnv(t, strings.ReplaceAll(sseGuardedConfig, "'JWKS'", "'"+is.jwks()+"'"),
@@ -415,6 +421,7 @@ func TestSSEGuardedQueryToken(t *testing.T) {
 // goes to the sse-kafka binding whose routes match its path, any other to
 // the http-kafka binding.
 func TestSSEBesideHTTPKafka(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, `
 bindings:
   kafka0: { type: kafka, kind: client, options: { bootstrap.servers: localhost:9092 } }
@@ -451,6 +458,7 @@ bindings:
 // access-control-allow-origin, and Envoy answers a preflight naming
 // last-event-id (a client that sets the header itself sends one).
 func TestSSECrossOrigin(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t, withCORS(t))
 	e.put("events", 0, "k", []byte("v"))
 	const origin = "https://app.example.com"

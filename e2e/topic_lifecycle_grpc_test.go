@@ -74,6 +74,7 @@ func gapEnd(t *testing.T, st grpc.ClientStream, want ...string) string {
 // the log start, with the id to continue from; resumed with that id it
 // sends offsets 3 and 4, then what is written next.
 func TestGRPCStreamResumedBelowTheLogStart(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	ctx := ctxFor(t, 60*time.Second)
 	for i := range 5 {
@@ -110,6 +111,7 @@ func TestGRPCStreamResumedBelowTheLogStart(t *testing.T) {
 // and created again at once ends OUT_OF_RANGE too. No message of the new
 // generation is sent as if it followed the old one.
 func TestGRPCStreamOfADeletedOrRecreatedTopic(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t, func(o *stack.DevOptions) { o.PartitionCheck = 100 * time.Millisecond })
 	ctx := ctxFor(t, 90*time.Second)
 	for i := range 6 {
@@ -228,6 +230,7 @@ func sendOneway(ctx context.Context, t *testing.T, cc *grpc.ClientConn, msg stri
 // written, and nothing of it is in the log; its retry, through the
 // replacement producer, is written.
 func TestGRPCWriteToRecreatedTopic(t *testing.T) {
+	t.Parallel()
 	e, _ := startGRPC(t)
 	ctx := ctxFor(t, 60*time.Second)
 	if s := sendOneway(ctx, t, e.grpcConn(), "old"); s.Code() != codes.OK {

@@ -123,6 +123,7 @@ const (
 // the new generation. Records removed below the index's position
 // (DeleteRecords) leave the replies it holds answered.
 func TestReplyIndexAcrossTopicLifecycle(t *testing.T) {
+	t.Parallel()
 	var logs *logWatch
 	e := startEnv(t, lifecycleIndexesConfig,
 		withTopics(embedded.Topic{Name: "life-requests", Partitions: 1}, embedded.Topic{Name: "life-replies", Partitions: 2}),
@@ -211,6 +212,7 @@ func TestReplyIndexAcrossTopicLifecycle(t *testing.T) {
 // went with the topic), and every 204 is a record in the log. Records
 // removed below the index's position leave the key answered as written.
 func TestKeyIndexAcrossTopicLifecycle(t *testing.T) {
+	t.Parallel()
 	var logs *logWatch
 	e := startEnv(t, lifecycleIndexesConfig,
 		withTopics(embedded.Topic{Name: "life-keys", Partitions: 2}),

@@ -113,6 +113,7 @@ func (l *lifecycleLoad) waitAcked(t *testing.T, ctx context.Context, n int64) {
 // again (the time from the creation to the first such read is logged, for
 // BENCHMARKS.md: it is not asserted).
 func TestTopicRecreatedUnderLoad(t *testing.T) {
+	// Serial: it makes its own load.
 	topic := embedded.Topic{Name: "life-items", Compact: true}
 	var logs *logWatch
 	e := startEnv(t, lifecycleConfig, withTopics(topic), withLogWatch(&logs),

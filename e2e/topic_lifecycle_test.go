@@ -62,6 +62,7 @@ func (e *env) deleteTopic(ctx context.Context, topic string) {
 // generation alone: the deleted records are not found, the new ones are.
 // The process stays ready meanwhile.
 func TestDeletedTopicIsNotServed(t *testing.T) {
+	t.Parallel()
 	topic := embedded.Topic{Name: "life-items", Compact: true}
 	e := startEnv(t, lifecycleConfig, withTopics(topic),
 		func(o *stack.DevOptions) { o.PartitionCheck = 100 * time.Millisecond })
@@ -136,6 +137,7 @@ func TestDeletedTopicIsNotServed(t *testing.T) {
 // new records and none of the six deleted ones, and the deleted records'
 // tags do not match (no 304 for a record that no longer exists).
 func TestRecreatedTopicIsNotMerged(t *testing.T) {
+	t.Parallel()
 	topic := embedded.Topic{Name: "life-items", Compact: true}
 	// The partition check is left at its default (30s): the recreation is
 	// noticed by what the live consumer reads.
@@ -182,6 +184,7 @@ func TestRecreatedTopicIsNotMerged(t *testing.T) {
 // the answer says "not written" (503, retry), not "may or may not" (504),
 // and the retry, through the replacement producer, is written.
 func TestWriteToRecreatedTopic(t *testing.T) {
+	t.Parallel()
 	topic := embedded.Topic{Name: "life-items", Compact: true}
 	e := startEnv(t, lifecycleConfig, withTopics(topic))
 	for _, k := range []string{"old1", "old2", "old3"} {
@@ -219,6 +222,7 @@ func TestWriteToRecreatedTopic(t *testing.T) {
 // The topic deleted and created again with fewer partitions, then with
 // more: the view is the new generation alone each time.
 func TestViewAcrossTopicLifecycle(t *testing.T) {
+	t.Parallel()
 	topic := embedded.Topic{Name: "life-items", Compact: true, Partitions: 2}
 	e := startEnv(t, lifecycleConfig, withTopics(topic),
 		func(o *stack.DevOptions) { o.PartitionCheck = 100 * time.Millisecond })

@@ -66,6 +66,7 @@ func extProcWithMetadata(t *testing.T, e *env, md metadata.MD, headers ...string
 // ext_proc stream's metadata) rather than the client's, its url.path has
 // no query, and the exchange's log line names the trace and the span.
 func TestSpanJoinsTheTraceEnvoyStarted(t *testing.T) {
+	t.Parallel()
 	exp, tracing := inMemoryTracing(t)
 	var logs logbuf.Buffer
 	e := startEnv(t, fetchConfig, tracing, func(o *stack.DevOptions) {
@@ -125,6 +126,7 @@ func TestSpanJoinsTheTraceEnvoyStarted(t *testing.T) {
 // span (not of the client's span, which the request headers carry); a
 // request without trace context still gets a parent, Envoy's new trace.
 func TestSpanJoinsTheTraceThroughTheEmulator(t *testing.T) {
+	t.Parallel()
 	exp, tracing := inMemoryTracing(t)
 	yaml, err := envoy.Uncommented(envoy.DefaultYAML(), "tracing", "tracing-cluster")
 	if err != nil {

@@ -21,6 +21,7 @@ func inMemoryTracing(t *testing.T) (*tracetest.InMemoryExporter, func(*stack.Dev
 
 // Each exchange is a span that continues the request's W3C trace context.
 func TestExchangeSpanContinuesTheRequestTrace(t *testing.T) {
+	t.Parallel()
 	exp, tracing := inMemoryTracing(t)
 	e := startEnv(t, fetchConfig, tracing)
 	resp, _ := e.request(e.h1, "GET", "/items/nope", "", "traceparent", traceParent)
@@ -53,6 +54,7 @@ func TestExchangeSpanContinuesTheRequestTrace(t *testing.T) {
 // A produced record carries the trace context of the exchange's span, so a
 // consumer continues the request's trace through the processor.
 func TestRecordsCarryTheTraceContext(t *testing.T) {
+	t.Parallel()
 	exp, tracing := inMemoryTracing(t)
 	e := startEnv(t, exchangeConfig, tracing)
 	resp, _ := e.request(e.h1, "POST", "/things/1", `{"a":1}`, "traceparent", traceParent, "content-type", "application/json")
