@@ -209,7 +209,7 @@ func (w *Worker) settleLater(c *call, acked bool) {
 // removed by the topic's retention, leaves the call to be made again.
 func (w *Worker) answered(c *call) bool {
 	x := w.opts.Replies
-	if x == nil {
+	if x == nil || c.ctx.Err() != nil { // ended while waiting: it fails at once with its cause
 		return false
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, w.opts.KafkaTimeout)

@@ -26,7 +26,7 @@ import (
 // read first. A key index that cannot be read in time leaves the call to
 // be made (at least once).
 func (w *Worker) keyReused(c *call) *status.Status {
-	if c.keyUse == "" || w.opts.Keys == nil {
+	if c.keyUse == "" || w.opts.Keys == nil || c.ctx.Err() != nil {
 		return nil
 	}
 	keys, err := w.opts.Keys()
