@@ -9,8 +9,12 @@
 // Delivery: a record's offset is committed only once every reply record of
 // its call, the end record included, is acknowledged by Kafka. A worker
 // that stops before that leaves the call to the partition's next owner,
-// which calls the service again: at least once towards the service
-// (docs/reliability.md).
+// which calls the service again: at least once towards the service. A call
+// whose end record is in the reply topic (the reply index holds it, or read
+// it back after evicting it) is not made again, nor one whose idempotency
+// key names another request (answered FAILED_PRECONDITION). Calls are
+// bounded per worker and per partition, and made in record order per
+// record key (admit.go; docs/reliability.md).
 package kafkagrpc
 
 import (
@@ -72,8 +76,9 @@ type Options struct {
 	MaxCallsPerPartition int
 	Logger               *slog.Logger
 	// Replies, when set, is the cluster's reply index: a call whose end
-	// record it already holds (a request read again after a crash or a
-	// rebalance, answered by the previous owner) is not made again.
+	// record it already holds, in memory or evicted and read back (a
+	// request read again after a crash or a rebalance, answered by the
+	// previous owner), is not made again.
 	Replies *replies.Index
 	// Keys, when set, gives the cluster's key index: a call whose
 	// idempotency key already names another request is refused, as the
