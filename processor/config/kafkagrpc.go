@@ -118,9 +118,9 @@ func newKafkaGRPCShape(grpcCorrelationHeaders, tlsFiles *section) *kafkaGRPCShap
 		{name: "correlation", schema: k.correlation, hidden: hiddenRemote,
 			doc: "The headers the grpc-kafka binding writes and reads; the same names and defaults."},
 		{name: "idempotency", schema: k.idempotency, hidden: hiddenRemote},
-		{name: "max-calls", schema: `{"type": "integer", "minimum": 1}`, hidden: hiddenRemote,
+		{name: "max-calls", schema: `{"type": "integer", "minimum": 1, "maximum": 1048576}`, hidden: hiddenRemote,
 			doc: "Calls a worker makes to the services at a time; default 256. A call beyond it waits, its records read and held."},
-		{name: "max-calls-per-partition", schema: `{"type": "integer", "minimum": 1}`, hidden: hiddenRemote,
+		{name: "max-calls-per-partition", schema: `{"type": "integer", "minimum": 1, "maximum": 1048576}`, hidden: hiddenRemote,
 			doc: "Calls of one request partition in flight at a time; default 32, at most max-calls."},
 	}}
 	k.condition = &section{def: "kafkaGrpcCondition", fields: []field{
