@@ -83,7 +83,11 @@ type call struct {
 	in      *inbox
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	silence *time.Timer // the call's watchdog: no request and no reply for Silence
+	silence *time.Timer   // the call's watchdog: no request and no reply for Silence
+	key     string        // the record key of its first record
+	keyUse  string        // its idempotency key's use (fingerprint header), "" without one
+	keyName string        // its idempotency key as the caller sent it, for the refusal
+	admit   chan struct{} // closed by the loop when the call may go ahead (admit.go)
 
 	// Loop-owned.
 	recs         []int64         // offsets of its records on part
@@ -91,6 +95,8 @@ type call struct {
 	ended        bool            // answered: later records are done at once
 	sawEnd       bool
 	endedAt      time.Time
+	admitted     bool  // holds a place of its partition (admit.go)
+	after        *call // the call of the same key before it, until admitted
 }
 
 // errSilent ends a call no request record or reply kept alive.
@@ -113,24 +119,13 @@ type outcome struct {
 func (w *Worker) run(c *call) {
 	defer c.cancel(nil)
 	defer c.silence.Stop()
-	var st *status.Status
-	var trailer metadata.MD
-	var sent []produce.Sending
-	var err error
+	w.await(c)
 	if w.answered(c) {
 		w.counts.replayed.Add(1)
 		w.settleLater(c, true)
 		return
 	}
-	if c.route == nil {
-		st = status.Newf(codes.Unimplemented, "kafka-grpc binding %q has no route for %s/%s on topic %s",
-			w.opts.Binding.Name, c.service, c.method, c.part.topic)
-		w.counts.unimplemented.Add(1)
-	} else {
-		release := w.slot(c)
-		st, trailer, sent, err = w.invoke(c)
-		release()
-	}
+	st, trailer, sent, err := w.answer(c)
 	if err == nil && !errors.Is(context.Cause(c.ctx), errAbandoned) {
 		err = w.end(c, st, trailer, sent)
 	}
@@ -146,6 +141,40 @@ func (w *Worker) run(c *call) {
 		w.counts.answered.Add(1)
 	}
 	w.settleLater(c, err == nil && !errors.Is(context.Cause(c.ctx), errAbandoned))
+}
+
+// answer answers a call not answered before: refused when its idempotency
+// key names another request, UNIMPLEMENTED without a route, else by the
+// service.
+func (w *Worker) answer(c *call) (*status.Status, metadata.MD, []produce.Sending, error) {
+	if st := w.keyReused(c); st != nil {
+		w.counts.keyReused.Add(1)
+		return st, nil, nil, nil
+	}
+	if c.route == nil {
+		w.counts.unimplemented.Add(1)
+		return status.Newf(codes.Unimplemented, "kafka-grpc binding %q has no route for %s/%s on topic %s",
+			w.opts.Binding.Name, c.service, c.method, c.part.topic), nil, nil, nil
+	}
+	release := w.slot(c)
+	defer release()
+	return w.invoke(c)
+}
+
+// await waits until the loop admits the call (admit.go); a call whose
+// context ends meanwhile goes on, to end at once with its cause.
+func (w *Worker) await(c *call) {
+	select {
+	case <-c.admit:
+		return
+	default:
+	}
+	w.waiting.Add(1)
+	defer w.waiting.Add(-1)
+	select {
+	case <-c.admit:
+	case <-c.ctx.Done():
+	}
 }
 
 // slot waits for one of the Options.MaxCalls slots; a call whose context
@@ -174,10 +203,13 @@ func (w *Worker) settleLater(c *call, acked bool) {
 // request records are read again. The index is caught up with the reply
 // topic as it was when indexing began; an end record written just before
 // the records were read again may not be in it yet, and then the call is
-// made again (at least once).
+// made again (at least once). A reply the index evicted for its memory
+// bound is read back from the reply topic first (the index keeps where it
+// lies), within the Kafka timeout; a read that fails, or finds the reply
+// removed by the topic's retention, leaves the call to be made again.
 func (w *Worker) answered(c *call) bool {
 	x := w.opts.Replies
-	if x == nil {
+	if x == nil || c.ctx.Err() != nil { // ended while waiting: it fails at once with its cause
 		return false
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, w.opts.KafkaTimeout)
@@ -187,8 +219,24 @@ func (w *Worker) answered(c *call) bool {
 			"correlation_id", c.cid, "err", err)
 		return false
 	}
-	watch := x.Watch(c.replyTo, c.cid)
+	watch := x.Watch(c.replyTo, c.cid) // starts reading back an evicted reply
 	defer watch.Close()
+	for watch.Evicted() && watch.Err() == nil {
+		changed := watch.Changed()
+		if !watch.Evicted() || watch.Err() != nil {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			w.log.Warn("evicted reply not read back in time: the call is made again", "correlation_id", c.cid, "err", context.Cause(ctx))
+			return false
+		}
+	}
+	if err := watch.Err(); err != nil {
+		w.log.Warn("evicted reply not read back: the call is made again", "correlation_id", c.cid, "err", err)
+		return false
+	}
 	return watch.Terminal()
 }
 

@@ -9,8 +9,12 @@
 // Delivery: a record's offset is committed only once every reply record of
 // its call, the end record included, is acknowledged by Kafka. A worker
 // that stops before that leaves the call to the partition's next owner,
-// which calls the service again: at least once towards the service
-// (docs/reliability.md).
+// which calls the service again: at least once towards the service. A call
+// whose end record is in the reply topic (the reply index holds it, or read
+// it back after evicting it) is not made again, nor one whose idempotency
+// key names another request (answered FAILED_PRECONDITION). Calls are
+// bounded per worker and per partition, and made in record order per
+// record key (admit.go; docs/reliability.md).
 package kafkagrpc
 
 import (
@@ -19,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,11 +38,16 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/produce"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/replies"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/writtenids"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 )
 
-// DefaultMaxCalls is Options.MaxCalls when not set.
-const DefaultMaxCalls = 256
+// DefaultMaxCalls and DefaultMaxCallsPerPartition are Options.MaxCalls and
+// MaxCallsPerPartition when not set.
+const (
+	DefaultMaxCalls             = config.DefaultKafkaGRPCMaxCalls
+	DefaultMaxCallsPerPartition = config.DefaultKafkaGRPCMaxCallsPerPartition
+)
 
 // Retry bounds the attempts at a service that is unavailable.
 type Retry struct {
@@ -61,11 +71,19 @@ type Options struct {
 	// MaxCalls bounds the calls made to the services at a time (default
 	// 256); a call beyond it waits for a slot, its records read and held.
 	MaxCalls int
-	Logger   *slog.Logger
+	// MaxCallsPerPartition bounds the calls of one request partition in
+	// flight (default 32, at most MaxCalls); see admit.go.
+	MaxCallsPerPartition int
+	Logger               *slog.Logger
 	// Replies, when set, is the cluster's reply index: a call whose end
-	// record it already holds (a request read again after a crash or a
-	// rebalance, answered by the previous owner) is not made again.
+	// record it already holds, in memory or evicted and read back (a
+	// request read again after a crash or a rebalance, answered by the
+	// previous owner), is not made again.
 	Replies *replies.Index
+	// Keys, when set, gives the cluster's key index: a call whose
+	// idempotency key already names another request is refused, as the
+	// grpc-kafka binding refuses it, without calling the service.
+	Keys func() (*writtenids.Index, error)
 }
 
 // Counts are what a worker did, for metrics and tests. Answered calls
@@ -75,12 +93,15 @@ type Options struct {
 type Counts struct {
 	Answered, Unimplemented, Unavailable, Malformed, Failed uint64
 	// Replayed are calls read again whose end record the reply index
-	// held: not made again.
+	// held (in memory, or evicted and read back): not made again.
 	Replayed uint64
+	// KeyReused are calls answered FAILED_PRECONDITION because their
+	// idempotency key names another request: not made.
+	KeyReused uint64
 }
 
 type counters struct {
-	answered, unimplemented, unavailable, malformed, failed, replayed atomic.Uint64
+	answered, unimplemented, unavailable, malformed, failed, replayed, keyReused atomic.Uint64
 }
 
 // Worker is a running kafka-grpc consumer for one kafka binding.
@@ -99,6 +120,7 @@ type Worker struct {
 	// Loop-owned.
 	calls map[string]*call // by correlation id
 	offs  *offsets
+	parts map[part]*partCalls // admission (admit.go)
 
 	ctx       context.Context // the calls' parent: ends when Close gives up on them
 	cancel    context.CancelFunc
@@ -125,6 +147,10 @@ func Start(opts Options) (*Worker, error) {
 	if opts.MaxCalls <= 0 {
 		opts.MaxCalls = DefaultMaxCalls
 	}
+	if opts.MaxCallsPerPartition <= 0 {
+		opts.MaxCallsPerPartition = DefaultMaxCallsPerPartition
+	}
+	opts.MaxCallsPerPartition = min(opts.MaxCallsPerPartition, opts.MaxCalls)
 	if opts.Silence <= 0 {
 		opts.Silence = 30 * time.Second
 	}
@@ -133,7 +159,7 @@ func Start(opts Options) (*Worker, error) {
 		log = slog.Default()
 	}
 	w := &Worker{opts: opts, log: log.With("binding", opts.Binding.Name, "kafka", opts.Cluster.Name),
-		conns: map[*config.KafkaGRPCRoute]*grpc.ClientConn{}, outcomes: make(chan outcome, 64), slots: make(chan struct{}, opts.MaxCalls), calls: map[string]*call{}, offs: newOffsets(),
+		conns: map[*config.KafkaGRPCRoute]*grpc.ClientConn{}, outcomes: make(chan outcome, 64), slots: make(chan struct{}, opts.MaxCalls), calls: map[string]*call{}, offs: newOffsets(), parts: map[part]*partCalls{},
 		stop: make(chan struct{}), done: make(chan struct{}), logsDone: make(chan struct{})}
 	var topics []string
 	for _, r := range opts.Binding.Routes {
@@ -233,13 +259,14 @@ func (w *Worker) clients(topics []string) error {
 func (w *Worker) Counts() Counts {
 	return Counts{Answered: w.counts.answered.Load(), Unimplemented: w.counts.unimplemented.Load(),
 		Unavailable: w.counts.unavailable.Load(), Malformed: w.counts.malformed.Load(), Failed: w.counts.failed.Load(),
-		Replayed: w.counts.replayed.Load()}
+		Replayed: w.counts.replayed.Load(), KeyReused: w.counts.keyReused.Load()}
 }
 
 // Names are the worker's kafka-grpc binding and kafka binding.
 func (w *Worker) Names() (binding, kafka string) { return w.opts.Binding.Name, w.opts.Cluster.Name }
 
-// Waiting is how many calls wait for a slot (Options.MaxCalls).
+// Waiting is how many calls wait to be admitted (their partition's bound,
+// the call before them of their key) or for a slot (Options.MaxCalls).
 func (w *Worker) Waiting() int { return int(w.waiting.Load()) }
 
 // Partitions is how many request partitions the group gave this worker.
@@ -322,7 +349,7 @@ func (w *Worker) record(m *kafka.Message) {
 			w.offs.finish(p, off)
 			return
 		}
-		if c = w.newCall(p, cid, get(h.ReplyTo), get(h.Service), get(h.Method), headers); c == nil {
+		if c = w.newCall(p, cid, string(m.Key), headers, get); c == nil {
 			w.offs.finish(p, off)
 			return
 		}
@@ -347,7 +374,9 @@ func (w *Worker) record(m *kafka.Message) {
 }
 
 // newCall starts the call a record opens; nil when it cannot be answered.
-func (w *Worker) newCall(p part, cid, replyTo, service, method string, headers []client.Header) *call {
+func (w *Worker) newCall(p part, cid, key string, headers []client.Header, get func(string) string) *call {
+	h := w.opts.Binding.Correlation
+	replyTo, service, method := get(h.ReplyTo), get(h.Service), get(h.Method)
 	var route *config.KafkaGRPCRoute
 	answers := false // some route answers on replyTo: an UNIMPLEMENTED can go there
 	for _, r := range w.routes {
@@ -367,13 +396,18 @@ func (w *Worker) newCall(p part, cid, replyTo, service, method string, headers [
 	ctx, cancel := context.WithCancelCause(w.ctx)
 	c := &call{cid: cid, part: p, service: service, method: method, replyTo: replyTo, route: route,
 		meta: requestMeta(headers), in: newInbox(), ctx: ctx, cancel: cancel,
-		fingerprints: map[string]bool{}}
+		fingerprints: map[string]bool{}, key: key, admit: make(chan struct{})}
+	// The key's use is the fingerprint header's part before the '.': the
+	// idempotency key and the caller, hashed by the grpc-kafka binding.
+	c.keyUse, _, _ = strings.Cut(get(h.Fingerprint()), ".")
+	c.keyName = get("meta:" + w.opts.Binding.IdempotencyMetadata)
 	if c.meta == nil {
 		c.meta = metadata.MD{}
 	}
 	c.silence = time.AfterFunc(w.opts.Silence, func() { cancel(errSilent) })
 	w.calls[cid] = c
 	go w.run(c)
+	w.enqueue(c)
 	return c
 }
 
@@ -398,6 +432,7 @@ func (w *Worker) settle(o outcome) {
 	// rebalance; it stays known here, so that its later records do not
 	// start a second call.
 	c.ended, c.endedAt = true, time.Now()
+	w.release(c)
 	if c.sawEnd {
 		delete(w.calls, c.cid)
 	}
@@ -493,8 +528,10 @@ func (w *Worker) drain(ctx context.Context, parts []part) {
 	}
 	if parts == nil {
 		parts = w.offs.partitions()
+		clear(w.parts)
 	}
 	for _, p := range parts {
 		w.offs.drop(p)
+		delete(w.parts, p)
 	}
 }

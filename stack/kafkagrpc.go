@@ -35,7 +35,8 @@ func startKafkaGRPC(cfg *config.Config, logger *slog.Logger, clusters map[string
 		for _, exit := range exits {
 			w, err := kafkagrpc.Start(kafkagrpc.Options{Binding: b, Cluster: cfg.Kafka[exit], KafkaTimeout: cfg.Limits.KafkaTimeout,
 				Silence: cfg.Limits.ReplyTimeout, MaxRecordBytes: int(cfg.Limits.RecordBytes()), Logger: logger,
-				Replies: clusters[exit].Replies})
+				MaxCalls: b.MaxCalls, MaxCallsPerPartition: b.MaxCallsPerPartition,
+				Replies: clusters[exit].Replies, Keys: clusters[exit].WrittenIDs})
 			if err != nil {
 				closeKafkaGRPC(context.Background(), workers)
 				return nil, fmt.Errorf("starting kafka-grpc binding %q: %w", b.Name, err)
@@ -68,12 +69,12 @@ var (
 		"kafka-grpc calls by result: answered (the end record acknowledged, whatever its status), failed (a reply not acknowledged: left uncommitted).",
 		[]string{"binding", "kafka", "result"}, nil)
 	kgStatus = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_answered_by_worker_total",
-		"kafka-grpc calls the worker answered itself: unimplemented (no route for the method), unavailable (the service could not be reached).",
+		"kafka-grpc calls the worker answered itself: unimplemented (no route for the method), unavailable (the service could not be reached), key_reused (FAILED_PRECONDITION: the idempotency key names another request).",
 		[]string{"binding", "kafka", "status"}, nil)
 	kgSkipped = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_skipped_records_total",
 		"Request records skipped: no correlation id, or a reply-to no route answers on.", []string{"binding", "kafka"}, nil)
 	kgReplayed = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_replayed_calls_total",
-		"kafka-grpc calls read again (after a crash or a rebalance) whose end record the reply index held: not made again.",
+		"kafka-grpc calls read again (after a crash or a rebalance) whose end record the reply index held, in memory or evicted and read back: not made again.",
 		[]string{"binding", "kafka"}, nil)
 	kgPartitions = prometheus.NewDesc("kafka_ext_proc_kafka_grpc_partitions",
 		"Request partitions the consumer group gave this replica's worker.", []string{"binding", "kafka"}, nil)
@@ -96,6 +97,7 @@ func (c kafkaGRPCCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(kgCalls, prometheus.CounterValue, float64(n.Failed), b, k, "failed")
 		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.Unimplemented), b, k, "unimplemented")
 		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.Unavailable), b, k, "unavailable")
+		ch <- prometheus.MustNewConstMetric(kgStatus, prometheus.CounterValue, float64(n.KeyReused), b, k, "key_reused")
 		ch <- prometheus.MustNewConstMetric(kgSkipped, prometheus.CounterValue, float64(n.Malformed), b, k)
 		ch <- prometheus.MustNewConstMetric(kgReplayed, prometheus.CounterValue, float64(n.Replayed), b, k)
 		ch <- prometheus.MustNewConstMetric(kgPartitions, prometheus.GaugeValue, float64(w.Partitions()), b, k)

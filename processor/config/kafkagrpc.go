@@ -31,9 +31,24 @@ type KafkaGRPCBinding struct {
 	// the defaults are the grpc-kafka binding's, so its records are the
 	// contract (docs/service-contract.md).
 	Correlation CorrelationHeaders
-	Routes      []*KafkaGRPCRoute
-	Pos         Pos
+	// MaxCalls bounds the calls a worker of the binding has in flight
+	// (default 256); MaxCallsPerPartition those of one request partition
+	// (default 32), so that one busy partition cannot take every slot.
+	MaxCalls, MaxCallsPerPartition int
+	// IdempotencyMetadata is the metadata the grpc-kafka binding reads the
+	// idempotency key from (its options.idempotency.metadata, default
+	// idempotency-key): a call refused for a key used by another request
+	// names the key it finds there.
+	IdempotencyMetadata string
+	Routes              []*KafkaGRPCRoute
+	Pos                 Pos
 }
+
+// Defaults of a kafka-grpc binding's bounds of calls in flight.
+const (
+	DefaultKafkaGRPCMaxCalls             = 256
+	DefaultKafkaGRPCMaxCallsPerPartition = 32
+)
 
 // GroupID is the consumer group of the binding's request readers: every
 // replica running the same binding shares the request topics' partitions.
@@ -83,8 +98,8 @@ func (c KafkaGRPCCondition) Matches(topic, replyTo, service, method string) bool
 
 // kafkaGRPCShape is the kafka-grpc binding's part of the file's shape.
 type kafkaGRPCShape struct {
-	binding, options, correlation *section
-	route, condition, with        *section
+	binding, options, correlation, idempotency *section
+	route, condition, with                     *section
 }
 
 // hiddenRemote is why Describe leaves out the kafka-grpc binding: it
@@ -94,10 +109,19 @@ const hiddenRemote = "a kafka-grpc binding answers records read from Kafka, not 
 func newKafkaGRPCShape(grpcCorrelationHeaders, tlsFiles *section) *kafkaGRPCShape {
 	k := &kafkaGRPCShape{}
 	k.correlation = &section{fields: []field{{name: "headers", schema: grpcCorrelationHeaders, hidden: hiddenRemote}}}
+	k.idempotency = &section{fields: []field{
+		{name: "metadata", schema: ref("nonEmpty"), hidden: hiddenRemote,
+			doc: "The grpc-kafka binding's idempotency metadata (default idempotency-key): a call refused because its key names another request says which key."},
+	}}
 	k.options = &section{def: "kafkaGrpcOptions", fields: []field{
 		{name: "acks", schema: ref("acks"), hidden: hiddenRemote, doc: "Acknowledgement mode of the reply records; default in_sync_replicas."},
 		{name: "correlation", schema: k.correlation, hidden: hiddenRemote,
 			doc: "The headers the grpc-kafka binding writes and reads; the same names and defaults."},
+		{name: "idempotency", schema: k.idempotency, hidden: hiddenRemote},
+		{name: "max-calls", schema: `{"type": "integer", "minimum": 1, "maximum": 1048576}`, hidden: hiddenRemote,
+			doc: "Calls a worker makes to the services at a time; default 256. A call beyond it waits, its records read and held."},
+		{name: "max-calls-per-partition", schema: `{"type": "integer", "minimum": 1, "maximum": 1048576}`, hidden: hiddenRemote,
+			doc: "Calls of one request partition in flight at a time; default 32, at most max-calls."},
 	}}
 	k.condition = &section{def: "kafkaGrpcCondition", fields: []field{
 		{name: "topic", required: true, schema: ref("topicName"), hidden: hiddenRemote, doc: "The request topic read."},
@@ -141,9 +165,20 @@ func (d *decoder) kafkaGRPCBinding(p pendingBinding) *KafkaGRPCBinding {
 		Correlation: CorrelationHeaders{
 			ReplyTo: DefaultReplyToHeader, CorrelationID: DefaultCorrelationIDHeader,
 			Service: DefaultServiceHeader, Method: DefaultMethodHeader,
-		}}
+		},
+		MaxCalls: DefaultKafkaGRPCMaxCalls, MaxCallsPerPartition: DefaultKafkaGRPCMaxCallsPerPartition,
+		IdempotencyMetadata: "idempotency-key"}
 	if e := p.m["options"]; e != nil {
 		m := d.object(e.v, "options", "kafka-grpc options", k.options.names()...)
+		d.kafkaGRPCBounds(m, b)
+		if i := m["idempotency"]; i != nil {
+			im := d.object(i.v, "idempotency", "kafka-grpc options.idempotency", k.idempotency.names()...)
+			if md := im["metadata"]; md != nil {
+				if s, ok := d.nonEmpty(md.v, "metadata"); ok {
+					b.IdempotencyMetadata = strings.ToLower(s)
+				}
+			}
+		}
 		if a := m["acks"]; a != nil {
 			if s, ok := d.str(a.v, "acks"); ok {
 				switch x := Acks(s); x {
@@ -178,6 +213,31 @@ func (d *decoder) kafkaGRPCBinding(p pendingBinding) *KafkaGRPCBinding {
 		}
 	}
 	return b
+}
+
+// kafkaGRPCBounds decodes options.max-calls and max-calls-per-partition.
+func (d *decoder) kafkaGRPCBounds(m map[string]*entry, b *KafkaGRPCBinding) {
+	bound := func(key string, dst *int) {
+		e := m[key]
+		if e == nil {
+			return
+		}
+		n, ok := d.integer(e.v, key)
+		if !ok {
+			return
+		}
+		if n < 1 || n > 1<<20 {
+			d.errorf(e.v, "%s must be 1 to 1048576 calls (got %d)", key, n)
+			return
+		}
+		*dst = int(n)
+	}
+	bound("max-calls", &b.MaxCalls)
+	bound("max-calls-per-partition", &b.MaxCallsPerPartition)
+	if e := m["max-calls-per-partition"]; e != nil && b.MaxCallsPerPartition > b.MaxCalls {
+		d.errorf(e.v, "max-calls-per-partition (%d) must not exceed max-calls (%d): a partition cannot have more calls in flight than the worker",
+			b.MaxCallsPerPartition, b.MaxCalls)
+	}
 }
 
 func (d *decoder) kafkaGRPCRoute(idx int, n ast.Node) *KafkaGRPCRoute {

@@ -71,6 +71,24 @@ func TestKafkaGRPCBindingLoads(t *testing.T) {
 	if b.GroupID() != "kafka-ext-proc.kafka-grpc.echo-service" {
 		t.Errorf("group id %q", b.GroupID())
 	}
+	if b.MaxCalls != 256 || b.MaxCallsPerPartition != 32 || b.IdempotencyMetadata != "idempotency-key" {
+		t.Errorf("defaults: max-calls %d, max-calls-per-partition %d, idempotency metadata %q; want 256, 32, idempotency-key",
+			b.MaxCalls, b.MaxCallsPerPartition, b.IdempotencyMetadata)
+	}
+}
+
+func TestKafkaGRPCBindingBoundsAndIdempotencyMetadata(t *testing.T) {
+	file := strings.Replace(kafkaGRPCFile, "      acks: leader_only\n",
+		"      acks: leader_only\n      max-calls: 10\n      max-calls-per-partition: 4\n      idempotency: { metadata: X-Request-Key }\n", 1)
+	cfg, err := Parse("c.yaml", []byte(file), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.KafkaGRPC[0]
+	if b.MaxCalls != 10 || b.MaxCallsPerPartition != 4 || b.IdempotencyMetadata != "x-request-key" {
+		t.Fatalf("max-calls %d, max-calls-per-partition %d, idempotency metadata %q; want 10, 4, x-request-key",
+			b.MaxCalls, b.MaxCallsPerPartition, b.IdempotencyMetadata)
+	}
 }
 
 func TestKafkaGRPCBindingErrors(t *testing.T) {
@@ -86,6 +104,10 @@ func TestKafkaGRPCBindingErrors(t *testing.T) {
 		{"acks: leader_only", "acks: some", `c.yaml:11:13: unknown acks "some"`},
 		{"            reply-to: echo-responses\n", "", `c.yaml:17:13: missing required field "reply-to" in a kafka-grpc condition`},
 		{"deadline: 5s", "deadline: soon", `c.yaml:24:21: deadline`},
+		{"acks: leader_only", "max-calls: 0", `c.yaml:11:18: max-calls must be 1 to 1048576 calls (got 0)`},
+		{"acks: leader_only", "max-calls: many", `c.yaml:11:18: max-calls`},
+		{"acks: leader_only", "max-calls: 4\n      max-calls-per-partition: 8", `c.yaml:12:32: max-calls-per-partition (8) must not exceed max-calls (4)`},
+		{"acks: leader_only", "idempotency: { metadata: \"\" }", `c.yaml:11:32: metadata`},
 		{"        exit: kafka", "        exits: kafka", `c.yaml:20:9: unknown field "exits" in a kafka-grpc route (did you mean "exit"?); allowed: when, exit, with`},
 	} {
 		t.Run(tc.new, func(t *testing.T) {
