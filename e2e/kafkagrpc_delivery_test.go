@@ -120,6 +120,7 @@ func sayRecords(t *testing.T, cid, key string, partition int32, text string, mor
 // sent to the service again: the worker reads the reply back from Kafka
 // (the index kept where it lies) and finds its end record.
 func TestKafkaGRPCDoesNotCallAgainAnEvictedReply(t *testing.T) {
+	t.Parallel()
 	svc := newGate(0)
 	cfg := strings.Replace(kafkaGRPCConfig(serveGate(t, svc), closedAddr(t)), "limits: { reply-timeout: 20s }",
 		"limits: { reply-timeout: 20s, reply-index-bytes: 16KiB }", 1)
@@ -190,6 +191,7 @@ func serveGate(t *testing.T, g *gate) string {
 // same key (another correlation id: here other overrides) is refused
 // FAILED_PRECONDITION naming the key, and not sent to the service either.
 func TestKafkaGRPCAnswersARepeatedIdempotencyKeyWithoutTheService(t *testing.T) {
+	t.Parallel()
 	svc := newGate(0)
 	e := startEnv(t, kafkaGRPCConfig(serveGate(t, svc), closedAddr(t)))
 	ctx := ctxFor(t, 60*time.Second)
@@ -293,6 +295,7 @@ func boundedWorker(t *testing.T, e *env, addr string, maxCalls, perPartition int
 // partition's calls go on; then all are answered, and the service never had
 // more than two of a partition at once.
 func TestKafkaGRPCBoundsTheCallsOfAPartition(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, proxyOnly, withTopics(embedded.Topic{Name: "svc-requests", Partitions: 2}))
 	svc := newGate(6)
 	w := boundedWorker(t, e, serveGate(t, svc), 10, 2)
@@ -334,6 +337,7 @@ func TestKafkaGRPCBoundsTheCallsOfAPartition(t *testing.T) {
 // their records: k/1 is held by the service, k/2 and k/3 wait for it though
 // there is room, while the call of another key written after them is made.
 func TestKafkaGRPCCallsOfOneKeyInRecordOrder(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, proxyOnly)
 	svc := newGate(4)
 	w := boundedWorker(t, e, serveGate(t, svc), 10, 10)
