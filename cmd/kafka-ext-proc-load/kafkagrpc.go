@@ -131,6 +131,17 @@ func startEcho() (*grpc.Server, *echoServer, string, error) {
 	return srv, svc, lis.Addr().String(), nil
 }
 
+// echoText is the length of the text that makes an EchoMessage of size
+// bytes (its tag and length take the rest; one byte short where the
+// length's own size changes).
+func echoText(size int) int {
+	n := size - 2
+	for n > 0 && 1+uvarintLen(uint64(n))+n > size {
+		n--
+	}
+	return max(n, 1)
+}
+
 // kgLeg is one leg's processor and the callers' connections to it.
 type kgLeg struct {
 	proc *stack.Processor
@@ -202,7 +213,7 @@ func runKafkaGRPC(ctx context.Context, e *env, o *options) (*Result, error) {
 	}
 	defer raw.close()
 
-	msg, err := proto.Marshal(&example.EchoMessage{Message: strings.Repeat("x", max(o.valueSize-3, 1))})
+	msg, err := proto.Marshal(&example.EchoMessage{Message: strings.Repeat("x", echoText(o.valueSize))})
 	if err != nil {
 		return nil, err
 	}
