@@ -224,21 +224,22 @@ func runKafkaGRPC(ctx context.Context, e *env, o *options) (*Result, error) {
 			return nil, err
 		}
 	}
-	figs, err := e.measureLevels(ctx, o, scenarioKafkaGRPC, sides, kgLevels())
+	figs, rdk, err := e.measureLevels(ctx, o, scenarioKafkaGRPC, sides, kgLevels())
 	if err != nil {
 		return nil, err
 	}
 	if err := raw.failure(); err != nil {
 		return nil, err
 	}
-	res := kgResult(e, o, figs, len(msg), load)
+	res := kgResult(e, o, figs, rdk, len(msg), load)
 	res.figure("echo_calls", echo.calls.Load())
 	return res, nil
 }
 
 // kgResult reports each leg at each level (worker_1, raw_1, worker_16, …)
-// and the ratios of the two.
-func kgResult(e *env, o *options, figs [][]rrFigures, msgBytes int, load string) *Result {
+// and the ratios of the two; rdk is nil where librdkafka's threads could
+// not be sampled.
+func kgResult(e *env, o *options, figs [][]rrFigures, rdk [][]time.Duration, msgBytes int, load string) *Result {
 	res := newResult(scenarioKafkaGRPC, e.split)
 	res.param("conns", o.conns)
 	res.param("rounds", o.rounds)
@@ -250,6 +251,13 @@ func kgResult(e *env, o *options, figs [][]rrFigures, msgBytes int, load string)
 	for li, n := range kgLevels() {
 		res.figures(fmt.Sprintf("worker_%d", n), figs[li][0])
 		res.figures(fmt.Sprintf("raw_%d", n), figs[li][1])
+	}
+	for li, n := range kgLevels() {
+		for si, leg := range []string{"worker", "raw"} {
+			if rdk != nil {
+				res.figure(fmt.Sprintf("%s_%d_librdkafka_cpu_us_per_req", leg, n), float64(rdk[li][si].Microseconds())/float64(figs[li][si].Requests))
+			}
+		}
 	}
 	for li, n := range kgLevels() {
 		w, r := figs[li][0], figs[li][1]
@@ -266,44 +274,59 @@ func kgResult(e *env, o *options, figs [][]rrFigures, msgBytes int, load string)
 	last := len(kgLevels()) - 1
 	res.ratio("cpu_ratio", ratio(figs[last][0].All.CPUus, figs[last][1].All.CPUus),
 		fmt.Sprintf("CPU per round trip with %d in flight over the whole process, kafka-grpc worker ÷ raw loop", kgLevels()[last]), "")
+	if rdk != nil {
+		w := float64(rdk[last][0].Microseconds()) / float64(figs[last][0].Requests)
+		r := float64(rdk[last][1].Microseconds()) / float64(figs[last][1].Requests)
+		res.ratio("librdkafka_cpu_ratio", ratio(w, r),
+			fmt.Sprintf("CPU per round trip of the process's librdkafka threads with %d in flight, kafka-grpc worker ÷ raw loop", kgLevels()[last]), "")
+	}
 	return res
 }
 
 // measureLevels is measureRR for any levels of calls in flight: a warm-up
 // of each side, then o.rounds rounds of each side at each level, the first
-// side rotating every round. It returns figs[level][side].
-func (e *env) measureLevels(ctx context.Context, o *options, scenario string, sides []rrSide, levels []int) ([][]rrFigures, error) {
+// side rotating every round. It returns figs[level][side], and rdk[level][side]
+// the CPU time of the process's librdkafka threads in those windows (nil
+// where they cannot be sampled): the C side of every Kafka client, which
+// the Go profiler does not see.
+func (e *env) measureLevels(ctx context.Context, o *options, scenario string, sides []rrSide, levels []int) (figs [][]rrFigures, rdk [][]time.Duration, err error) {
 	for _, s := range sides {
 		if o.warmup <= 0 {
 			break
 		}
 		w, err := e.runRR(ctx, s, levels[len(levels)-1], o.warmup, o.maxReqs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if w.errors > 0 {
-			return nil, fmt.Errorf("%s (warm-up): %d failed; first: %w", s.name, w.errors, w.firstErr)
+			return nil, nil, fmt.Errorf("%s (warm-up): %d failed; first: %w", s.name, w.errors, w.firstErr)
 		}
 	}
+	_, rdkOK := rdkCPU()
+	rdk = make([][]time.Duration, len(levels))
 	totals := make([][]rrWindow, len(levels))
 	perRound := make([][][]float64, len(levels))
 	for li := range levels {
 		totals[li] = make([]rrWindow, len(sides))
+		rdk[li] = make([]time.Duration, len(sides))
 		perRound[li] = make([][]float64, len(sides))
 	}
 	for r := range o.rounds {
 		for li, workers := range levels {
 			for k := range sides {
 				si := (r + k) % len(sides)
+				rdk0, _ := rdkCPU()
 				w, err := e.runRR(ctx, sides[si], workers, o.duration, o.maxReqs)
+				rdk1, _ := rdkCPU()
+				rdk[li][si] += rdk1 - rdk0
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				if ctx.Err() != nil {
-					return nil, ctx.Err()
+					return nil, nil, ctx.Err()
 				}
 				if w.errors > 0 || w.requests == 0 {
-					return nil, fmt.Errorf("%s, %d in flight: %d answered, %d failed; first failure: %v", sides[si].name, workers, w.requests, w.errors, w.firstErr)
+					return nil, nil, fmt.Errorf("%s, %d in flight: %d answered, %d failed; first failure: %v", sides[si].name, workers, w.requests, w.errors, w.firstErr)
 				}
 				e.log.Info("window", "scenario", scenario, "side", sides[si].name, "in_flight", workers, "round", r, "requests", w.requests, "elapsed", w.elapsed)
 				t := &totals[li][si]
@@ -316,7 +339,7 @@ func (e *env) measureLevels(ctx context.Context, o *options, scenario string, si
 			}
 		}
 	}
-	figs := make([][]rrFigures, len(levels))
+	figs = make([][]rrFigures, len(levels))
 	for li := range levels {
 		figs[li] = make([]rrFigures, len(sides))
 		for si := range sides {
@@ -328,7 +351,10 @@ func (e *env) measureLevels(ctx context.Context, o *options, scenario string, si
 			}
 		}
 	}
-	return figs, nil
+	if !rdkOK {
+		rdk = nil
+	}
+	return figs, rdk, nil
 }
 
 // kgCaller is a leg's callers: worker i calls example.Echo/Say through the
@@ -567,6 +593,19 @@ func (r *kgRaw) close() {
 	_ = r.cons.Close()
 	r.prod.Close()
 	_ = r.conn.Close()
+}
+
+// rdkCPU is the CPU time so far of this process's librdkafka threads (those
+// named rdk:…, every client's); ok is false where /proc cannot tell.
+func rdkCPU() (d time.Duration, ok bool) {
+	ts, err := threadsCPUByName("rdk:", nil)
+	if err != nil {
+		return 0, false
+	}
+	for _, t := range ts.cpu {
+		d += t
+	}
+	return d, true
 }
 
 // loadAverage is the machine's load average over 1, 5 and 15 minutes at

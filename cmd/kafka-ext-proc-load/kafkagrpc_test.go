@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,19 @@ func TestKafkaGRPCScenario(t *testing.T) {
 	}
 	if r.num(t, "cpu_ratio") <= 0 {
 		t.Errorf("cpu_ratio: %v", r)
+	}
+	// Where /proc tells, the C side of the Kafka clients: every leg's
+	// windows with 64 in flight kept librdkafka's threads busy (at 1 in
+	// flight they may stay under the 10 ms clock tick).
+	if _, err := os.Stat("/proc/self/task"); err == nil {
+		for _, leg := range []string{"worker", "raw"} {
+			if c := r.num(t, leg+"_64_librdkafka_cpu_us_per_req"); c <= 0 || c > r.num(t, leg+"_64_all_cpu_us_per_req") {
+				t.Errorf("%s: librdkafka CPU per round trip %v µs, want > 0 and within the process's %v", leg, c, r[leg+"_64_all_cpu_us_per_req"])
+			}
+		}
+		if r.num(t, "librdkafka_cpu_ratio") <= 0 {
+			t.Errorf("librdkafka_cpu_ratio: %v", r)
+		}
 	}
 	errOut.Reset()
 	if code := run(ctx, append(args, "-split"), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "leave -split out") {
