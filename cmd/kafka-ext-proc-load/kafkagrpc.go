@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -33,9 +34,10 @@ import (
 // against the loop a service team would write instead: a consumer group on
 // the request topic, a gRPC call per request, a producer writing the reply
 // records the service contract asks for. Both legs have the same callers
-// (unary example.Echo/Say through the emulator and a processor's grpc-kafka
-// request-reply route), the same echo service, the same message; they
-// differ only in what answers the request records:
+// (example.Echo/Say, unary, and example.Echo/Expand, server streaming,
+// through the emulator and a processor's grpc-kafka request-reply route),
+// the same echo service, the same messages; they differ only in what
+// answers the request records:
 //
 //   - worker: a processor whose configuration also has a kafka-grpc binding
 //     for the route's topics, started as serve starts it (stack.StartProcessor
@@ -45,10 +47,15 @@ import (
 // Two processors rather than one with two routes, so that the raw leg's
 // processor holds no kafka-grpc worker at all. Both run in this process,
 // with their own broker, the echo service and the callers; the rounds
-// alternate the legs, at 1, 16 and 64 calls in flight.
+// alternate the legs, at 1, 16 and 64 calls of Say in flight, then at 1
+// and 64 calls of Expand.
 
 const (
 	kgMethod = "/example.Echo/Say"
+	// kgStream is the streaming shape: one request message, the service
+	// answers each of its kgWords words as a message of its own.
+	kgStream = "/example.Echo/Expand"
+	kgWords  = 4
 	// The worker leg's topics, and the raw leg's.
 	kgRequests    = "bench-kg-requests"
 	kgReplies     = "bench-kg-replies"
@@ -69,7 +76,7 @@ const (
 func kgLevels() []int { return []int{1, 16, replyConcurrency} }
 
 // kgConfig is a processor's configuration: the grpc-kafka request-reply
-// route of example.Echo/Say on topic, answered on replyTo, and with echo
+// route of example.Echo on topic, answered on replyTo, and with echo
 // set a kafka-grpc binding calling the echo service at echo for the same
 // topics. Both write with acks leader_only (the raw loop's producer has the
 // processor's settings for it, see newRawProducer).
@@ -87,7 +94,7 @@ bindings:
     type: grpc-kafka
     kind: proxy
     routes:
-      - when: [{ method: example.Echo/Say }]
+      - when: [{ service: example.Echo }]
         exit: kafka0
         with: { capability: produce, topic: ` + topic + `, reply-to: ` + replyTo + `, acks: leader_only }
 `
@@ -97,7 +104,7 @@ bindings:
     kind: remote_server
     options: { acks: leader_only }
     routes:
-      - when: [{ topic: ` + topic + `, reply-to: ` + replyTo + `, method: example.Echo/Say }]
+      - when: [{ topic: ` + topic + `, reply-to: ` + replyTo + `, method: example.Echo/* }]
         exit: kafka0
         with: { scheme: http, authority: "` + echo + `" }
 `
@@ -115,6 +122,17 @@ type echoServer struct {
 func (s *echoServer) Say(_ context.Context, m *example.EchoMessage) (*example.EchoMessage, error) {
 	s.calls.Add(1)
 	return &example.EchoMessage{Message: m.GetMessage()}, nil
+}
+
+// Expand answers each word of the message as a message of its own.
+func (s *echoServer) Expand(m *example.EchoMessage, st grpc.ServerStreamingServer[example.EchoMessage]) error {
+	s.calls.Add(1)
+	for _, w := range strings.Fields(m.GetMessage()) {
+		if err := st.Send(&example.EchoMessage{Message: w}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startEcho serves the echo service on a free loopback port, with grpc-go's
@@ -217,7 +235,8 @@ func runKafkaGRPC(ctx context.Context, e *env, o *options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	sides := []rrSide{kgCaller("kafka-grpc worker", worker.side, msg), kgCaller("raw consumer → gRPC → producer loop", rawLeg.side, msg)}
+	sides := []rrSide{kgCaller("kafka-grpc worker", worker.side, kgMethod, msg, grpcFrames(msg)),
+		kgCaller("raw consumer → gRPC → producer loop", rawLeg.side, kgMethod, msg, grpcFrames(msg))}
 	for _, s := range sides {
 		// The first answer needs the consumer group's assignment.
 		if err := awaitRR(ctx, s); err != nil {
@@ -228,12 +247,64 @@ func runKafkaGRPC(ctx context.Context, e *env, o *options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	streamMsg, streamWant, err := expandMessage(o.valueSize)
+	if err != nil {
+		return nil, err
+	}
+	streams := []rrSide{kgCaller("kafka-grpc worker, Expand", worker.side, kgStream, streamMsg, streamWant),
+		kgCaller("raw loop, Expand", rawLeg.side, kgStream, streamMsg, streamWant)}
+	streamFigs, _, err := e.measureLevels(ctx, o, scenarioKafkaGRPC, streams, kgStreamLevels())
+	if err != nil {
+		return nil, err
+	}
 	if err := raw.failure(); err != nil {
 		return nil, err
 	}
 	res := kgResult(e, o, figs, rdk, len(msg), load)
+	kgStreamResult(res, streamFigs)
 	res.figure("echo_calls", echo.calls.Load())
 	return res, nil
+}
+
+// kgStreamLevels are the calls in flight of the streaming shape's rounds.
+func kgStreamLevels() []int { return []int{1, replyConcurrency} }
+
+// expandMessage is the streaming shape's request, kgWords words in about
+// size bytes, and the answer it wants: each word as a framed message.
+func expandMessage(size int) (msg, want []byte, err error) {
+	n := max((size-3)/kgWords-1, 1)
+	words := make([]string, kgWords)
+	for i := range words {
+		words[i] = strings.Repeat(string(rune('a'+i)), n)
+	}
+	if msg, err = proto.Marshal(&example.EchoMessage{Message: strings.Join(words, " ")}); err != nil {
+		return nil, nil, err
+	}
+	for _, w := range words {
+		b, err := proto.Marshal(&example.EchoMessage{Message: w})
+		if err != nil {
+			return nil, nil, err
+		}
+		want = append(want, grpcFrames(b)...)
+	}
+	return msg, want, nil
+}
+
+// kgStreamResult adds the streaming shape's figures (expand_worker_1, …)
+// and ratios.
+func kgStreamResult(res *Result, figs [][]rrFigures) {
+	res.param("expand_messages", kgWords)
+	for li, n := range kgStreamLevels() {
+		w, r := figs[li][0], figs[li][1]
+		res.figures(fmt.Sprintf("expand_worker_%d", n), w)
+		res.figures(fmt.Sprintf("expand_raw_%d", n), r)
+		res.figure(fmt.Sprintf("expand_added_p50_ms_%d", n), w.Latency.P50Ms-r.Latency.P50Ms)
+	}
+	for li, n := range kgStreamLevels() {
+		w, r := figs[li][0], figs[li][1]
+		res.ratio(fmt.Sprintf("expand_rate_ratio_%d", n), ratio(w.PerSecond, r.PerSecond),
+			fmt.Sprintf("Expand calls per second with %d in flight, kafka-grpc worker ÷ raw loop", n), "")
+	}
 }
 
 // kgResult reports each leg at each level (worker_1, raw_1, worker_16, …)
@@ -357,34 +428,41 @@ func (e *env) measureLevels(ctx context.Context, o *options, scenario string, si
 	return figs, rdk, nil
 }
 
-// kgCaller is a leg's callers: worker i calls example.Echo/Say through the
-// emulator on connection i mod conns, and wants the message echoed with
-// grpc-status 0.
-func kgCaller(name string, s *side, msg []byte) rrSide {
-	frame := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(frame[1:5], uint32(len(msg)))
-	copy(frame[5:], msg)
+// kgCaller is a leg's callers: worker i calls path with msg through the
+// emulator on connection i mod conns, and wants the framed response
+// messages want with grpc-status 0.
+func kgCaller(name string, s *side, path string, msg, want []byte) rrSide {
+	frame := grpcFrames(msg)
 	// Built once per connection, as the other scenarios' requests are.
 	reqs := make([]emulator.Request, len(s.clients))
 	for i, c := range s.clients {
-		reqs[i] = newRequestWith(c, "POST", kgMethod, false, "content-type", "application/grpc", "te", "trailers")
+		reqs[i] = newRequestWith(c, "POST", path, false, "content-type", "application/grpc", "te", "trailers")
 	}
 	return rrSide{name: name, do: func(ctx context.Context, i int) error {
-		body, err := grpcUnary(ctx, s.client(i), reqs[i%len(reqs)], frame)
+		body, err := grpcCall(ctx, s.client(i), reqs[i%len(reqs)], path, frame)
 		if err != nil {
 			return err
 		}
-		if !bytes.Equal(body, frame) {
-			return fmt.Errorf("%s: answered %d bytes, want the %d-byte message echoed", kgMethod, len(body), len(frame))
+		if !bytes.Equal(body, want) {
+			return fmt.Errorf("%s: answered %q, want %q", path, body, want)
 		}
 		return nil
 	}}
 }
 
-// grpcUnary runs one unary call through the ext_proc filter: the framed
-// request message, then the answer's headers, body and trailers. It
-// returns the response body (framed) once grpc-status is 0.
-func grpcUnary(ctx context.Context, c *emulator.Client, req emulator.Request, frame []byte) ([]byte, error) {
+// grpcFrames is msg with gRPC's 5-byte prefix (uncompressed).
+func grpcFrames(msg []byte) []byte {
+	frame := make([]byte, 5+len(msg))
+	binary.BigEndian.PutUint32(frame[1:5], uint32(len(msg)))
+	copy(frame[5:], msg)
+	return frame
+}
+
+// grpcCall runs one call of path with one request message through the
+// ext_proc filter: the framed message, then the answer's headers, body
+// and trailers. It returns the response body (the framed messages) once
+// grpc-status is 0.
+func grpcCall(ctx context.Context, c *emulator.Client, req emulator.Request, path string, frame []byte) ([]byte, error) {
 	x := c.Start(ctx, req)
 	defer x.Close()
 	if err := x.Body(frame, true); err != nil {
@@ -399,35 +477,35 @@ func grpcUnary(ctx context.Context, c *emulator.Client, req emulator.Request, fr
 		switch a.Kind {
 		case emulator.ActionHeaders:
 			if a.Status != 200 {
-				return nil, fmt.Errorf("%s: response headers %d", kgMethod, a.Status)
+				return nil, fmt.Errorf("%s: response headers %d", path, a.Status)
 			}
 			if a.EndOfStream { // trailers-only: an error status
-				return nil, grpcStatusError(a.Headers)
+				return nil, grpcStatusError(path, a.Headers)
 			}
 		case emulator.ActionBody:
 			body = append(body, a.Body...)
 			if a.EndOfStream {
-				return nil, fmt.Errorf("%s: the response ended without trailers", kgMethod)
+				return nil, fmt.Errorf("%s: the response ended without trailers", path)
 			}
 		case emulator.ActionTrailers:
-			if err := grpcStatusError(a.Headers); err != nil {
+			if err := grpcStatusError(path, a.Headers); err != nil {
 				return nil, err
 			}
 			return body, nil
 		default:
-			return nil, fmt.Errorf("%s: %s %d %s %s", kgMethod, a.Kind, a.Reply.Status, a.Reply.Body, a.Details)
+			return nil, fmt.Errorf("%s: %s %d %s %s", path, a.Kind, a.Reply.Status, a.Reply.Body, a.Details)
 		}
 	}
 }
 
 // grpcStatusError is nil for grpc-status 0, else the status as an error.
-func grpcStatusError(h emulator.Headers) error {
+func grpcStatusError(path string, h emulator.Headers) error {
 	st, _ := h.Get("grpc-status")
 	if st == "0" {
 		return nil
 	}
 	msg, _ := h.Get("grpc-message")
-	return fmt.Errorf("%s: grpc-status %q %s", kgMethod, st, msg)
+	return fmt.Errorf("%s: grpc-status %q %s", path, st, msg)
 }
 
 // kgRaw is the raw leg's service side, written as a team would write it
@@ -435,11 +513,12 @@ func grpcStatusError(h emulator.Headers) error {
 // the request topic (librdkafka's defaults: offsets committed automatically
 // every 5 s, fetch.wait.max.ms the processor's 100), and for each request
 // message, on a goroutine of its own (at most kgRawSlots at a time), the
-// unary call of the service the record names, then the reply record (the
-// response message, keyed and headed by the correlation id) and the end
-// record (null value, status 0), written with the processor's producer
-// settings for acks leader_only. The request's own end record is skipped:
-// a unary call is answered at its message.
+// call of the service the record names (Say, or Expand, server streaming),
+// a reply record per response message as it arrives (keyed and headed by
+// the correlation id) and the end record (null value, status 0), written
+// with the processor's producer settings for acks leader_only. The
+// request's own end record is skipped: a call that takes one request
+// message is made at that message.
 //
 // Its delivery is weaker than the binding's, which commits a record only
 // once the replies of its call are acknowledged: this loop may lose the
@@ -520,8 +599,8 @@ func (r *kgRaw) consume() {
 	}
 }
 
-// answer makes the call one request record asks for and writes its reply
-// and end records.
+// answer makes the call one request record asks for and writes a reply
+// record per response message as it arrives, then the end record.
 func (r *kgRaw) answer(m *kafka.Message) error {
 	var cid, replyTo, service, method string
 	md := metadata.MD{}
@@ -541,8 +620,9 @@ func (r *kgRaw) answer(m *kafka.Message) error {
 			}
 		}
 	}
-	if cid == "" || replyTo == "" || "/"+service+"/"+method != kgMethod {
-		return fmt.Errorf("request record %v: correlation id %q, reply-to %q, method %s/%s", m.TopicPartition, cid, replyTo, service, method)
+	path := "/" + service + "/" + method
+	if cid == "" || replyTo == "" || path != kgMethod && path != kgStream {
+		return fmt.Errorf("request record %v: correlation id %q, reply-to %q, method %s", m.TopicPartition, cid, replyTo, path)
 	}
 	in := &example.EchoMessage{}
 	if err := proto.Unmarshal(m.Value, in); err != nil {
@@ -550,29 +630,82 @@ func (r *kgRaw) answer(m *kafka.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 30*time.Second)
 	defer cancel()
-	out, err := r.echo.Say(ctx, in)
+	w := r.replyWriter(cid, replyTo)
+	if path == kgMethod {
+		out, err := r.echo.Say(ctx, in)
+		if err != nil {
+			return fmt.Errorf("calling the echo service for %s: %w", cid, err)
+		}
+		if err := w.reply(out); err != nil {
+			return err
+		}
+		return w.end()
+	}
+	st, err := r.echo.Expand(ctx, in)
 	if err != nil {
 		return fmt.Errorf("calling the echo service for %s: %w", cid, err)
 	}
+	for {
+		out, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return w.end()
+		}
+		if err != nil {
+			return fmt.Errorf("the echo service's answer to %s: %w", cid, err)
+		}
+		if err := w.reply(out); err != nil {
+			return err
+		}
+	}
+}
+
+// kgReplyWriter writes one call's reply records: the response messages, then
+// the end record (status 0), all handed over as they come; end waits for
+// every acknowledgement.
+type kgReplyWriter struct {
+	prod      *kafka.Producer
+	topic     string
+	key       []byte
+	delivered chan kafka.Event
+	sent      int
+}
+
+// kgMaxReplies bounds the records of one call: the delivery channel must
+// hold every report, or the client's event loop would block on it.
+const kgMaxReplies = 64
+
+func (r *kgRaw) replyWriter(cid, replyTo string) *kgReplyWriter {
+	return &kgReplyWriter{prod: r.prod, topic: replyTo, key: []byte(cid), delivered: make(chan kafka.Event, kgMaxReplies)}
+}
+
+func (w *kgReplyWriter) send(value []byte, headers []kafka.Header) error {
+	if w.sent == kgMaxReplies {
+		return fmt.Errorf("call %s: more than %d reply records", w.key, kgMaxReplies)
+	}
+	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: kafka.PartitionAny},
+		Key: w.key, Value: value, Headers: headers}
+	if err := w.prod.Produce(m, w.delivered); err != nil {
+		return fmt.Errorf("writing a reply to %s: %w", w.key, err)
+	}
+	w.sent++
+	return nil
+}
+
+func (w *kgReplyWriter) reply(out *example.EchoMessage) error {
 	value, err := proto.Marshal(out)
 	if err != nil {
 		return err
 	}
-	delivered := make(chan kafka.Event, 2)
-	key := []byte(cid)
-	for _, rec := range []*kafka.Message{
-		{TopicPartition: kafka.TopicPartition{Topic: &replyTo, Partition: kafka.PartitionAny}, Key: key, Value: value,
-			Headers: []kafka.Header{{Key: correlationHeader, Value: key}}},
-		{TopicPartition: kafka.TopicPartition{Topic: &replyTo, Partition: kafka.PartitionAny}, Key: key,
-			Headers: []kafka.Header{{Key: correlationHeader, Value: key}, {Key: statusHeader, Value: []byte("0")}}},
-	} {
-		if err := r.prod.Produce(rec, delivered); err != nil {
-			return fmt.Errorf("writing the reply to %s: %w", cid, err)
-		}
+	return w.send(value, []kafka.Header{{Key: correlationHeader, Value: w.key}})
+}
+
+func (w *kgReplyWriter) end() error {
+	if err := w.send(nil, []kafka.Header{{Key: correlationHeader, Value: w.key}, {Key: statusHeader, Value: []byte("0")}}); err != nil {
+		return err
 	}
-	for range 2 {
-		if dm, ok := (<-delivered).(*kafka.Message); !ok || dm.TopicPartition.Error != nil {
-			return fmt.Errorf("writing the reply to %s: %v", cid, dm)
+	for range w.sent {
+		if dm, ok := (<-w.delivered).(*kafka.Message); !ok || dm.TopicPartition.Error != nil {
+			return fmt.Errorf("writing the replies to %s: %v", w.key, dm)
 		}
 	}
 	return nil

@@ -12,8 +12,9 @@ import (
 
 // TestKafkaGRPCScenario runs the kafka-grpc scenario briefly, as a user
 // would: every call of both legs at every level was answered with its
-// message echoed (the scenario fails otherwise), the echo service saw
-// every one of them, and the ratios are computed; -split is refused.
+// message echoed, or for Expand its words (the scenario fails otherwise),
+// the echo service saw every one of them, and the ratios are computed;
+// -split is refused.
 func TestKafkaGRPCScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -41,6 +42,23 @@ func TestKafkaGRPCScenario(t *testing.T) {
 		}
 		if r.num(t, fmt.Sprintf("rate_ratio_%d", n)) <= 0 || r.num(t, fmt.Sprintf("latency_ratio_%d", n)) <= 0 || !r.has(fmt.Sprintf("added_p50_ms_%d", n)) {
 			t.Errorf("ratios at %d in flight: %v", n, r)
+		}
+	}
+	// Expand: four words answered as four messages (the scenario fails
+	// otherwise), at 1 and 64 in flight.
+	if r.num(t, "expand_messages") != 4 {
+		t.Errorf("expand_messages %v, want 4", r["expand_messages"])
+	}
+	for _, n := range kgStreamLevels() {
+		for _, leg := range []string{"worker", "raw"} {
+			f := fmt.Sprintf("expand_%s_%d_", leg, n)
+			if r.num(t, f+"requests") <= 0 || r.num(t, f+"errors") != 0 || r.num(t, f+"latency_p50_ms") <= 0 {
+				t.Errorf("expand %s %d: %v", leg, n, r)
+			}
+			answered += r.num(t, f+"requests")
+		}
+		if r.num(t, fmt.Sprintf("expand_rate_ratio_%d", n)) <= 0 || !r.has(fmt.Sprintf("expand_added_p50_ms_%d", n)) {
+			t.Errorf("expand ratios at %d in flight: %v", n, r)
 		}
 	}
 	// The service answered every measured call, and those of the warm-ups
