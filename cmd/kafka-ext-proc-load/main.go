@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|models|reply-soak|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|models|reply-soak|kafka-grpc|all [-split] [flags]
 package main
 
 import (
@@ -52,6 +52,7 @@ const (
 	scenarioIdleRoutes   = "idle-routes"
 	scenarioModels       = "models"
 	scenarioReplySoak    = "reply-soak"
+	scenarioKafkaGRPC    = "kafka-grpc"
 	scenarioAll          = "all"
 )
 
@@ -81,6 +82,7 @@ func scenarios() []scenario {
 		{scenarioIdleRoutes, false, runIdleRoutes},
 		{scenarioModels, false, runModels},
 		{scenarioReplySoak, false, runReplySoak},
+		{scenarioKafkaGRPC, false, runKafkaGRPC},
 	}
 }
 
