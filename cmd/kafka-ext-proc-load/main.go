@@ -129,6 +129,7 @@ type options struct {
 	// streams, and resumes resumes of one more client of each.
 	sseClients  int
 	resumes     int
+	sseFirst    bool          // run the SSE leg before the gRPC one
 	timeout     time.Duration // bound on the whole run
 	json        bool
 	split       bool // servers in a child process
@@ -195,6 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.recordSize, "record-size", 100, "bytes per fan-out record value")
 	fs.IntVar(&o.sseClients, "sse-clients", 10000, "sse-fanout: SSE clients, and gRPC fan-out streams beside them (at most 20000)")
 	fs.IntVar(&o.resumes, "resumes", 20, "sse-fanout: resumes of one more client of each kind, with the others open")
+	fs.BoolVar(&o.sseFirst, "sse-first", false, "sse-fanout: run the SSE leg first (the first leg's resident-set figure is the one not lowered by pages the other left)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
 	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")

@@ -380,16 +380,24 @@ func runSSEFanout(ctx context.Context, e *env, o *options) (*Result, error) {
 	if err := e.srv.moreRoutes(ctx); err != nil {
 		return nil, err
 	}
-	var legs [2]legFigures
-	for i, lg := range []fanLeg{grpcLeg(o), sseLeg()} {
+	// The first leg's resident set grows; the second reuses the pages the
+	// first left (Go returns them to the system slowly), so only the first
+	// leg's RSS figure is the whole cost: -sse-first swaps them.
+	order := []fanLeg{grpcLeg(o), sseLeg()}
+	if o.sseFirst {
+		order[0], order[1] = order[1], order[0]
+	}
+	res.param("first_leg", order[0].name)
+	legs := map[string]legFigures{}
+	for _, lg := range order {
 		f, err := runLeg(ctx, e, o, lg, n)
 		if err != nil {
 			return nil, fmt.Errorf("the %s leg: %w", lg.name, err)
 		}
-		legs[i] = f
+		legs[lg.name] = f
 		res.figures(lg.name, f)
 	}
-	g, s := legs[0], legs[1]
+	g, s := legs["grpc"], legs["sse"]
 	res.ratio("lag_p99_ratio", ratio(s.Lag.P99Ms, g.Lag.P99Ms), "p99 fan-out lag, SSE ÷ gRPC", "")
 	res.ratio("lag_p50_ratio", ratio(s.Lag.P50Ms, g.Lag.P50Ms), "median fan-out lag, SSE ÷ gRPC", "")
 	mem, gmem, smem := "this process", g.Mem, s.Mem
