@@ -112,3 +112,11 @@ func TestLastEventID(t *testing.T) {
 		}
 	}
 }
+
+func TestLineEnd(t *testing.T) {
+	for in, want := range map[string]int{"": -1, "abc": -1, "a\nb": 1, "a\rb": 1, "a\r\nb": 1, "ab\n\r": 2, "ab\r\n\n": 2, "\n": 0, "x\ry\nz": 1} {
+		if got := lineEnd([]byte(in)); got != want {
+			t.Errorf("lineEnd(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
