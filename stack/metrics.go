@@ -12,6 +12,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/grpckafka"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/httpkafka"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/ssekafka"
 )
 
 // registerCapabilityMetrics exposes what the capabilities hold now: long
@@ -40,6 +41,32 @@ func registerCapabilityMetrics(reg prometheus.Registerer, h *httpkafka.Handler, 
 			func() float64 { return float64(g.Stats().Calls) }),
 		counter("kafka_ext_proc_grpc_produce_replays_total", "gRPC produce calls that repeated a keyed call: answered from stored replies, or writing only the messages the log did not hold.",
 			func() float64 { return float64(g.Stats().Replays) }),
+	)
+}
+
+// registerSSEMetrics exposes the sse-kafka binding's event streams, as the
+// gRPC fetch stream's series are (no labels: streams come and go too fast
+// to be worth a series each, and their routes are in the request metrics).
+func registerSSEMetrics(reg prometheus.Registerer, e *ssekafka.Handler) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	reg.MustRegister(
+		gauge("kafka_ext_proc_sse_streams", "Server-Sent Events streams open now.",
+			func() float64 { return float64(e.Stats().Streams) }),
+		counter("kafka_ext_proc_sse_events_total", "Events sent on Server-Sent Events streams (records and tombstones, not comments).",
+			func() float64 { return float64(e.Stats().Events) }),
+		counter("kafka_ext_proc_sse_resumes_total", "Server-Sent Events streams opened with a last-event-id.",
+			func() float64 { return float64(e.Stats().Resumes) }),
+		counter("kafka_ext_proc_sse_gaps_total", "Resumes refused (410, 400) because the log cannot continue from their last-event-id.",
+			func() float64 { return float64(e.Stats().Gaps) }),
+		counter("kafka_ext_proc_sse_lagged_total", "Server-Sent Events streams ended for their lag budget.",
+			func() float64 { return float64(e.Stats().Lagged) }),
+		counter("kafka_ext_proc_sse_drained_total", "Server-Sent Events streams ended by the processor's shutdown.",
+			func() float64 { return float64(e.Stats().Drained) }),
 	)
 }
 

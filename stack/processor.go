@@ -130,6 +130,7 @@ func StartProcessor(opts ProcessorOptions) (*Processor, error) {
 	httpk := httpkafka.New(logger, routes)
 	httpH, grpcH := bindingHandlers(opts, reg, logger, httpk, routes)
 	ssek := ssekafka.New(logger, routes)
+	registerSSEMetrics(reg, ssek)
 	srv, err := processor.New(processor.Options{Config: opts.Config, Logger: logger, Registerer: reg, Drain: drainCtx,
 		Guards: guards, TracerProvider: opts.TracerProvider, HTTP: httpH, GRPC: grpcH, SSE: ssek})
 	if err != nil {

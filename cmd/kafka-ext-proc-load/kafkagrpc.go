@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -739,18 +738,4 @@ func rdkCPU() (d time.Duration, ok bool) {
 		d += t
 	}
 	return d, true
-}
-
-// loadAverage is the machine's load average over 1, 5 and 15 minutes at
-// the start (Linux; "" elsewhere): the figures of a shared machine need it.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }

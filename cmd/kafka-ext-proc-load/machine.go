@@ -45,3 +45,17 @@ func machineTicks() (busy, total uint64, ok bool) {
 	}
 	return busy, total, true
 }
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes
+// (Linux; "" elsewhere): the figures of a run on a shared machine need it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

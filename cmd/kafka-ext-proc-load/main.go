@@ -12,7 +12,7 @@
 // runs in a child process (this binary again) and is also measured alone;
 // both processes still share the machine's cores (see BENCHMARKS.md).
 //
-//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|view-scale|idle-routes|models|reply-soak|kafka-grpc|all [-split] [flags]
+//	kafka-ext-proc-load -scenario fetch-single|fetch-merged|longpoll|request-reply|produce-oneway|grpc-fanout|sse-fanout|view-scale|idle-routes|models|reply-soak|kafka-grpc|all [-split] [flags]
 package main
 
 import (
@@ -48,6 +48,7 @@ const (
 	scenarioRequestReply = "request-reply"
 	scenarioOneway       = "produce-oneway"
 	scenarioFanout       = "grpc-fanout"
+	scenarioSSEFanout    = "sse-fanout"
 	scenarioViewScale    = "view-scale"
 	scenarioIdleRoutes   = "idle-routes"
 	scenarioModels       = "models"
@@ -78,6 +79,7 @@ func scenarios() []scenario {
 		{scenarioRequestReply, true, runRequestReply},
 		{scenarioOneway, true, runProduceOneway},
 		{scenarioFanout, true, runFanout},
+		{scenarioSSEFanout, false, runSSEFanout},
 		{scenarioViewScale, false, runViewScale},
 		{scenarioIdleRoutes, false, runIdleRoutes},
 		{scenarioModels, false, runModels},
@@ -125,6 +127,11 @@ type options struct {
 	fanRate     int
 	fanDuration time.Duration
 	recordSize  int
+	// The sse-fanout scenario: sseClients SSE clients and as many gRPC
+	// streams, and resumes resumes of one more client of each.
+	sseClients  int
+	resumes     int
+	sseFirst    bool          // run the SSE leg before the gRPC one
 	timeout     time.Duration // bound on the whole run
 	json        bool
 	split       bool // servers in a child process
@@ -189,6 +196,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.fanRate, "rate", 1000, "records/s written to the fan-out topic")
 	fs.DurationVar(&o.fanDuration, "fanout-duration", 10*time.Second, "how long the fan-out writes")
 	fs.IntVar(&o.recordSize, "record-size", 100, "bytes per fan-out record value")
+	fs.IntVar(&o.sseClients, "sse-clients", 10000, "sse-fanout: SSE clients, and gRPC fan-out streams beside them (at most 20000)")
+	fs.IntVar(&o.resumes, "resumes", 20, "sse-fanout: resumes of one more client of each kind, with the others open")
+	fs.BoolVar(&o.sseFirst, "sse-first", false, "sse-fanout: run the SSE leg first (the first leg's resident-set figure is the one not lowered by pages the other left)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
 	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")
@@ -267,6 +277,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"value-size", int64(o.valueSize), minValue, maxValue},
 		{"waiters", int64(o.waiters), 1, maxWaiters},
 		{"streams", int64(o.streams), 1, maxStreams},
+		{"sse-clients", int64(o.sseClients), 1, maxStreams},
+		{"resumes", int64(o.resumes), 1, 1000},
 		{"rate", int64(o.fanRate), 1, maxRate},
 		{"record-size", int64(o.recordSize), minRecord, maxValue},
 		{"soak-body", int64(o.soakBody), minValue, maxValue},

@@ -84,6 +84,13 @@ const moreRoutesYAML = `      - when: [{ method: POST, path: "/orders/{id}" }]
       - when: [{ service: bench.Fanout }]
         exit: kafka0
         with: { capability: fetch, topic: bench-fanout }
+  sse0:
+    type: sse-kafka
+    kind: proxy
+    routes:
+      - when: [{ path: /bench/events }]
+        exit: kafka0
+        with: { topic: bench-sse }
 `
 
 const (

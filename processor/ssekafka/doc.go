@@ -18,6 +18,10 @@
 //	event: delete                        before the id, for a tombstone (data: the key)
 //	: <comment>                          heartbeats, and why the stream ends
 //
+// A busy stream's sends are paced as a gRPC fetch stream's are
+// (limits.stream-send-interval, stream-send-rate, over the open event
+// streams): events that arrive close together go out in one message.
+//
 // The stream ends with the drain, when it falls more than
 // limits.stream-lag-budget records behind, and when its topic gains
 // partitions; each end says why in a comment, and the browser reconnects

@@ -54,22 +54,22 @@ func appendFrame(dst []byte, kind byte, b []byte, next []int64) []byte {
 
 var errBadFrame = errors.New("malformed stream frame")
 
-// appendEvents renders the frames of chunk as events. The id is the
+// appendEvents renders the frames of chunk as events and counts them. The id is the
 // message id in padded standard base64, as the reference implementation
 // writes it, so an id issued by either resumes on the other.
-func appendEvents(dst, chunk []byte) ([]byte, error) {
-	for len(chunk) > 0 {
+func appendEvents(dst, chunk []byte) (_ []byte, events int, _ error) {
+	for ; len(chunk) > 0; events++ {
 		if len(chunk) < framePrefix {
-			return dst, fmt.Errorf("%w: %d bytes left", errBadFrame, len(chunk))
+			return dst, events, fmt.Errorf("%w: %d bytes left", errBadFrame, len(chunk))
 		}
 		kind, n := chunk[0], int(binary.BigEndian.Uint32(chunk[1:framePrefix]))
 		if len(chunk) < framePrefix+n {
-			return dst, fmt.Errorf("%w: value of %d bytes, %d left", errBadFrame, n, len(chunk)-framePrefix)
+			return dst, events, fmt.Errorf("%w: value of %d bytes, %d left", errBadFrame, n, len(chunk)-framePrefix)
 		}
 		body, rest := chunk[framePrefix:framePrefix+n], chunk[framePrefix+n:]
 		idLen, k := binary.Uvarint(rest)
 		if k <= 0 || uint64(len(rest)-k) < idLen {
-			return dst, fmt.Errorf("%w: truncated id", errBadFrame)
+			return dst, events, fmt.Errorf("%w: truncated id", errBadFrame)
 		}
 		id := rest[k : k+int(idLen)]
 		chunk = rest[k+int(idLen):]
@@ -82,7 +82,7 @@ func appendEvents(dst, chunk []byte) ([]byte, error) {
 		dst = appendData(dst, body)
 		dst = append(dst, '\n')
 	}
-	return dst, nil
+	return dst, events, nil
 }
 
 // appendData writes b as data lines: the format ends a field at CR, LF or
@@ -91,7 +91,7 @@ func appendEvents(dst, chunk []byte) ([]byte, error) {
 // without data is never dispatched.
 func appendData(dst, b []byte) []byte {
 	for {
-		i := bytes.IndexAny(b, "\r\n")
+		i := lineEnd(b)
 		if i < 0 {
 			dst = append(append(dst, "data: "...), b...)
 			return append(dst, '\n')
@@ -103,6 +103,21 @@ func appendData(dst, b []byte) []byte {
 		}
 		b = b[i+1:]
 	}
+}
+
+// lineEnd is the index of the first CR or LF in b, or -1. Two IndexByte
+// scans (vectorised) rather than IndexAny (a byte at a time): every event
+// of every stream goes through it, and most values hold no line break.
+func lineEnd(b []byte) int {
+	lf := bytes.IndexByte(b, '\n')
+	before := b
+	if lf >= 0 {
+		before = b[:lf]
+	}
+	if cr := bytes.IndexByte(before, '\r'); cr >= 0 {
+		return cr
+	}
+	return lf
 }
 
 // appendComment writes a comment line, which EventSource ignores: the

@@ -18,9 +18,9 @@ func TestAppendEvents(t *testing.T) {
 	chunk = f.AppendFrame(chunk, []byte("one\ntwo\r\nthree\rfour\n"), []int64{2})
 	chunk = f.AppendFrame(chunk, nil, []int64{3})
 	chunk = f.AppendTombstone(chunk, []byte("k1"), []int64{4})
-	got, err := appendEvents(nil, chunk)
-	if err != nil {
-		t.Fatal(err)
+	got, n, err := appendEvents(nil, chunk)
+	if err != nil || n != 4 {
+		t.Fatalf("%d events, %v; want 4", n, err)
 	}
 	id := func(next int64) string {
 		return base64.StdEncoding.EncodeToString(grpcwire.AppendMessageID(nil, []int64{next}))
@@ -41,7 +41,7 @@ func TestAppendEvents(t *testing.T) {
 		t.Fatalf("frame % x", one)
 	}
 	for _, bad := range [][]byte{{0, 0, 0}, {0, 0, 0, 0, 9, 'x'}, {0, 0, 0, 0, 1, 'x', 5, 1}} {
-		if _, err := appendEvents(nil, bad); err == nil {
+		if _, _, err := appendEvents(nil, bad); err == nil {
 			t.Errorf("% x: no error", bad)
 		}
 	}
@@ -109,6 +109,14 @@ func TestLastEventID(t *testing.T) {
 			if start[p] != off {
 				t.Errorf("start %v, want %v", start, c.start)
 			}
+		}
+	}
+}
+
+func TestLineEnd(t *testing.T) {
+	for in, want := range map[string]int{"": -1, "abc": -1, "a\nb": 1, "a\rb": 1, "a\r\nb": 1, "ab\n\r": 2, "ab\r\n\n": 2, "\n": 0, "x\ry\nz": 1} {
+		if got := lineEnd([]byte(in)); got != want {
+			t.Errorf("lineEnd(%q) = %d, want %d", in, got, want)
 		}
 	}
 }

@@ -26,7 +26,11 @@ type Handler struct {
 	kafka *kafkaroute.Kafka
 
 	streams atomic.Int64 // event streams open
+	events  atomic.Int64 // events sent
+	resumes atomic.Int64 // streams opened with a last-event-id
+	gaps    atomic.Int64 // resumes refused: the log cannot continue from the id
 	lagged  atomic.Int64 // event streams ended for their lag budget
+	drained atomic.Int64 // event streams ended by the processor's shutdown
 }
 
 var _ handler.SSEHandler = (*Handler)(nil)
@@ -46,11 +50,18 @@ func New(log *slog.Logger, kafka *kafkaroute.Kafka) *Handler {
 // Stats are the handler's counters.
 type Stats struct {
 	Streams int64 // event streams open
+	Events  int64 // events sent (records and tombstones; not comments)
+	Resumes int64 // streams opened with a last-event-id
+	Gaps    int64 // resumes refused (410, 400): the log cannot continue from the id
 	Lagged  int64 // event streams ended for their lag budget
+	Drained int64 // event streams ended by the processor's shutdown
 }
 
 // Stats reports the handler's counters.
-func (h *Handler) Stats() Stats { return Stats{Streams: h.streams.Load(), Lagged: h.lagged.Load()} }
+func (h *Handler) Stats() Stats {
+	return Stats{Streams: h.streams.Load(), Events: h.events.Load(), Resumes: h.resumes.Load(),
+		Gaps: h.gaps.Load(), Lagged: h.lagged.Load(), Drained: h.drained.Load()}
+}
 
 // HandleSSE answers one matched request: a problem before the stream
 // starts, or the stream.
@@ -92,6 +103,9 @@ func (h *Handler) HandleSSE(ctx context.Context, req *handler.HTTPRequest, out h
 	s, problem := h.open(ctx, kr, req, start)
 	if problem != nil {
 		return problem
+	}
+	if start != nil {
+		h.resumes.Add(1)
 	}
 	h.streams.Add(1)
 	defer h.streams.Add(-1)
@@ -136,6 +150,7 @@ func (h *Handler) open(ctx context.Context, kr *kafkaroute.Route, req *handler.H
 	})
 	var gap *logtails.GapError
 	if errors.As(err, &gap) {
+		h.gaps.Add(1)
 		return nil, gapProblem(gap)
 	}
 	if err != nil {
@@ -178,7 +193,8 @@ func (h *Handler) serve(ctx context.Context, req *handler.HTTPRequest, out handl
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var last atomic.Int64 // unix nanoseconds of the last send
-	snd := &sender{out: out, last: &last}
+	snd := &sender{out: out, last: &last, events: &h.events,
+		pace: newPacer(spacing(req.Limits.StreamSendInterval, req.Limits.StreamSendRate, &h.streams))}
 	snd.touch()
 	ended := make(chan error, 1)
 	go func() {
@@ -205,6 +221,7 @@ func (h *Handler) serve(ctx context.Context, req *handler.HTTPRequest, out handl
 			return
 		case <-req.Drain.Done():
 			stop()
+			h.drained.Add(1)
 			h.end(ctx, out, snd, "the processor is shutting down; reconnect (last-event-id resumes)")
 			return
 		case <-ctx.Done():
@@ -247,6 +264,7 @@ func (h *Handler) reason(err error, ctx context.Context, s *stream, limits confi
 		return fmt.Sprintf("the stream fell more than limits.stream-lag-budget (%d records) behind topic %q; reconnect (last-event-id resumes)",
 			limits.StreamLagBudget, s.topic)
 	case errors.Is(err, logtails.ErrClosed):
+		h.drained.Add(1)
 		return "the processor is shutting down; reconnect (last-event-id resumes)"
 	case errors.Is(err, logtails.ErrPartitionsChanged):
 		return fmt.Sprintf("topic %q gained partitions; reconnect (last-event-id resumes)", s.topic)

@@ -13,27 +13,37 @@ import (
 type sender struct {
 	out  handler.EventWriter
 	last *atomic.Int64 // unix nanoseconds of the last send, read by the heartbeat
-	buf  []byte
+	pace *pacer
+	// events counts the events sent, for the handler's metrics.
+	events *atomic.Int64
+	buf    []byte
 }
 
 func (s *sender) touch() { s.last.Store(time.Now().UnixNano()) }
 
 func (s *sender) idle() time.Duration { return time.Duration(time.Now().UnixNano() - s.last.Load()) }
 
-// loop sends until a read or a send fails.
+// loop sends, paced, until a read or a send fails.
 func (s *sender) loop(ctx context.Context, ls *logtails.Stream) error {
+	defer s.pace.stop()
 	for {
+		if err := s.pace.wait(ctx); err != nil {
+			return err
+		}
 		chunk, err := ls.Next(ctx)
 		if err != nil {
 			return err
 		}
-		s.buf, err = appendEvents(s.buf[:0], chunk)
+		var n int
+		s.buf, n, err = appendEvents(s.buf[:0], chunk)
 		if err != nil {
 			return err
 		}
 		if err := s.out.Send(ctx, s.buf); err != nil {
 			return err
 		}
+		s.events.Add(int64(n))
+		s.pace.sent(ls.Behind())
 		s.touch()
 	}
 }
