@@ -19,6 +19,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/streampace"
 )
 
 // fetch answers one call of a fetch route.
@@ -133,16 +134,16 @@ func (h *Handler) send(ctx context.Context, call *handler.GRPCCall, fs *fetchStr
 
 // sendLoop sends the stream's chunks, paced, until a send or a read fails.
 func (h *Handler) sendLoop(ctx context.Context, call *handler.GRPCCall, ls *logtails.Stream) error {
-	pace := newPacer(spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
-	defer pace.stop()
+	pace := streampace.New(streampace.Spacing(call.Limits.StreamSendInterval, call.Limits.StreamSendRate, &h.streams))
+	defer pace.Stop()
 	for {
-		if err := pace.wait(ctx); err != nil {
+		if err := pace.Wait(ctx); err != nil {
 			return err
 		}
 		chunk, err := ls.Next(ctx)
 		if err == nil {
 			err = call.Out.SendFramed(ctx, chunk)
-			pace.sent(ls.Behind())
+			pace.Sent(ls.Behind())
 		}
 		if err != nil {
 			return err

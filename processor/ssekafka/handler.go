@@ -16,6 +16,7 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/kafkaroute"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/route"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/streampace"
 )
 
 // Handler answers every request the exchange matched to an sse-kafka
@@ -194,7 +195,7 @@ func (h *Handler) serve(ctx context.Context, req *handler.HTTPRequest, out handl
 	defer stop()
 	var last atomic.Int64 // unix nanoseconds of the last send
 	snd := &sender{out: out, last: &last, events: &h.events,
-		pace: newPacer(spacing(req.Limits.StreamSendInterval, req.Limits.StreamSendRate, &h.streams))}
+		pace: streampace.New(streampace.Spacing(req.Limits.StreamSendInterval, req.Limits.StreamSendRate, &h.streams))}
 	snd.touch()
 	ended := make(chan error, 1)
 	go func() {

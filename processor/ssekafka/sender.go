@@ -7,13 +7,14 @@ import (
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/logtails"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/handler"
+	"github.com/kafka-ext-proc/kafka-ext-proc/processor/streampace"
 )
 
 // sender renders the log stream's chunks as events and sends them.
 type sender struct {
 	out  handler.EventWriter
 	last *atomic.Int64 // unix nanoseconds of the last send, read by the heartbeat
-	pace *pacer
+	pace *streampace.Pacer
 	// events counts the events sent, for the handler's metrics.
 	events *atomic.Int64
 	buf    []byte
@@ -25,9 +26,9 @@ func (s *sender) idle() time.Duration { return time.Duration(time.Now().UnixNano
 
 // loop sends, paced, until a read or a send fails.
 func (s *sender) loop(ctx context.Context, ls *logtails.Stream) error {
-	defer s.pace.stop()
+	defer s.pace.Stop()
 	for {
-		if err := s.pace.wait(ctx); err != nil {
+		if err := s.pace.Wait(ctx); err != nil {
 			return err
 		}
 		chunk, err := ls.Next(ctx)
@@ -43,7 +44,7 @@ func (s *sender) loop(ctx context.Context, ls *logtails.Stream) error {
 			return err
 		}
 		s.events.Add(int64(n))
-		s.pace.sent(ls.Behind())
+		s.pace.Sent(ls.Behind())
 		s.touch()
 	}
 }

@@ -1,4 +1,4 @@
-package ssekafka
+package streampace
 
 import (
 	"context"
@@ -14,22 +14,22 @@ func TestPacer(t *testing.T) {
 		// A pacer that waited would hit this deadline and fail, not hang.
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := newPacer(every(time.Hour)).wait(cctx); err != nil { // nothing sent yet
+		if err := New(every(time.Hour)).Wait(cctx); err != nil { // nothing sent yet
 			t.Fatalf("first send: %v", err)
 		}
-		p := newPacer(every(0))
-		p.sent(false)
-		if err := p.wait(cctx); err != nil {
+		p := New(every(0))
+		p.Sent(false)
+		if err := p.Wait(cctx); err != nil {
 			t.Fatalf("no interval: %v", err)
 		}
 	})
 	t.Run("the next send waits for the interval", func(t *testing.T) {
-		p := newPacer(every(50 * time.Millisecond))
-		defer p.stop()
+		p := New(every(50 * time.Millisecond))
+		defer p.Stop()
 		for range 2 { // the second round reuses the timer
-			p.sent(false)
+			p.Sent(false)
 			start := time.Now()
-			if err := p.wait(ctx); err != nil {
+			if err := p.Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if waited := time.Since(start); waited < 40*time.Millisecond {
@@ -38,23 +38,23 @@ func TestPacer(t *testing.T) {
 		}
 	})
 	t.Run("a stream that is behind does not wait", func(t *testing.T) {
-		p := newPacer(every(time.Hour))
-		defer p.stop()
-		p.sent(false)
-		p.sent(true)                                             // the next batch was waiting already
+		p := New(every(time.Hour))
+		defer p.Stop()
+		p.Sent(false)
+		p.Sent(true)                                             // the next batch was waiting already
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second) // fails, not hangs, if it waits
 		defer cancel()
-		if err := p.wait(cctx); err != nil {
+		if err := p.Wait(cctx); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("the call ending stops the wait", func(t *testing.T) {
-		p := newPacer(every(time.Hour))
-		defer p.stop()
-		p.sent(false)
+		p := New(every(time.Hour))
+		defer p.Stop()
+		p.Sent(false)
 		cctx, cancel := context.WithCancel(ctx)
 		go cancel()
-		if err := p.wait(cctx); !errors.Is(err, context.Canceled) {
+		if err := p.Wait(cctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("wait = %v, want context.Canceled", err)
 		}
 	})
@@ -79,13 +79,13 @@ func TestSpacing(t *testing.T) {
 		{20 * time.Millisecond, 0, 10, 20 * time.Millisecond}, // no rate: the interval
 	} {
 		streams.Store(c.streams)
-		if got := spacing(c.interval, c.rate, &streams)(); got != c.want {
-			t.Errorf("spacing(%v, %d) with %d streams = %v, want %v", c.interval, c.rate, c.streams, got, c.want)
+		if got := Spacing(c.interval, c.rate, &streams)(); got != c.want {
+			t.Errorf("Spacing(%v, %d) with %d streams = %v, want %v", c.interval, c.rate, c.streams, got, c.want)
 		}
 	}
 	// The spacing follows the streams open now, not when it was made.
 	streams.Store(10)
-	f := spacing(time.Second, 1000, &streams)
+	f := Spacing(time.Second, 1000, &streams)
 	streams.Store(20)
 	if got := f(); got != 20*time.Millisecond {
 		t.Errorf("after streams opened: %v, want 20ms", got)
