@@ -14,6 +14,7 @@ import (
 // The event streams' series on /metrics: streams open, events sent,
 // resumes, resumes refused for a gap, and streams ended by the shutdown.
 func TestSSEMetrics(t *testing.T) {
+	t.Parallel()
 	e := startSSE(t, withAdmin)
 	for _, v := range []string{"v0", "v1", "v2"} {
 		e.put("events", 0, "k", []byte(v))
