@@ -35,6 +35,30 @@ func newConsumer(cm *kafka.ConfigMap, binding, what string) (*kafka.Consumer, *k
 	return cons, admin, nil
 }
 
+// NewLookupClient creates a client that only looks things up (metadata,
+// offsets; LookupConfig) and its admin handle. A consumer's admin handle
+// shares the consumer's connections, where a ListOffsets waits behind the
+// fetch the broker holds open (fetch.wait.max.ms): look-ups someone waits
+// for go through a client of their own. what names its user in errors.
+func NewLookupClient(binding string, props map[string]string, kafkaTimeout time.Duration, what string) (*kafka.Producer, *kafka.AdminClient, error) {
+	p, err := kafka.NewProducer(LookupConfig(props, kafkaTimeout))
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the look-up client of the %s of kafka binding %q: %w", what, binding, err)
+	}
+	admin, err := kafka.NewAdminClientFromProducer(p)
+	if err != nil {
+		p.Close()
+		return nil, nil, fmt.Errorf("creating the look-up client of the %s of kafka binding %q: %w", what, binding, err)
+	}
+	// Its events are errors its logs also say; unread, they would fill the
+	// channel. The range ends when Close closes it.
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	return p, admin, nil
+}
+
 // Logger is the logger of a kafka binding's clients (slog's default
 // when nil), naming the binding on every line.
 func Logger(logger *slog.Logger, binding string) *slog.Logger {

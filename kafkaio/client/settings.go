@@ -82,10 +82,15 @@ func ConsumerConfig(props map[string]string, kafkaTimeout time.Duration, groupID
 }
 
 // LookupConfig is the configuration of a client that only looks things up
-// (metadata, offsets): a producer that never produces.
+// (metadata, offsets): a producer that never produces. Nobody reads its
+// statistics (its look-ups are a request each), and its channels are
+// allocated small, as a producer's are: its events are only errors, which
+// NewLookupClient discards (its log lines say them).
 func LookupConfig(props map[string]string, kafkaTimeout time.Duration) *kafka.ConfigMap {
-	cm := Config(props, kafkaTimeout)
+	cm := WithoutStatistics(Config(props, kafkaTimeout))
 	(*cm)["go.delivery.reports"] = false
+	(*cm)["go.events.channel.size"] = 4096
+	(*cm)["go.produce.channel.size"] = 1
 	return cm
 }
 

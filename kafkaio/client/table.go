@@ -27,7 +27,7 @@ const (
 	// history (HistoryReaderConfig).
 	HistoryReaders
 	// LookupClients look up metadata and offsets only: the written-id
-	// index's (LookupConfig).
+	// index's and the log tails' (LookupConfig).
 	LookupClients
 	// ConnectionChecks are the short-lived clients that check a binding
 	// can connect (CheckConfig).
@@ -46,9 +46,9 @@ const (
 	// ShortLived are the clients that live for one task.
 	ShortLived = CatchUpConsumers | HistoryReaders | ConnectionChecks
 	// Unwatched are the clients nobody reads statistics of: the
-	// short-lived ones and the reply read-back consumer, whose few reads
-	// the read-back metrics describe.
-	Unwatched = ShortLived | ReplyReadBacks
+	// short-lived ones, the look-up clients (a request each) and the reply
+	// read-back consumer, whose few reads the read-back metrics describe.
+	Unwatched = ShortLived | LookupClients | ReplyReadBacks
 	// EveryClient is every kind.
 	EveryClient = Producers | Consumers | LookupClients | ConnectionChecks
 )
@@ -60,7 +60,7 @@ var clientNames = []struct {
 	{EveryClient, "every client"},
 	{Producers, "producers"},
 	{Consumers, "consumers"},
-	{Unwatched, "short-lived clients and the reply read-back consumer"},
+	{Unwatched, "short-lived clients, the look-up clients and the reply read-back consumer"},
 	{ShortLived, "short-lived clients"},
 	{ProducerAcksNone | ProducerAcksLeader, "producers with acks none or leader_only"},
 	{ProducerAcksNone, "producers with acks none"},
@@ -71,7 +71,7 @@ var clientNames = []struct {
 	{LogTailConsumer, "the log tail consumer"},
 	{CatchUpConsumers, "the views' catch-up consumers"},
 	{HistoryReaders, "the log tails' history readers"},
-	{LookupClients, "the written-id index's look-up client"},
+	{LookupClients, "the written-id index's and the log tails' look-up clients"},
 	{ConnectionChecks, "the connection checks"},
 	{ReplyReadBacks, "the reply read-back consumer"},
 }
@@ -155,7 +155,7 @@ var Properties = []Property{
 	{"statistics.interval.ms", "15000", Default, EveryClient &^ Unwatched,
 		"librdkafka's statistics feed the metrics (broker round trips, queues, lag)"},
 	{"statistics.interval.ms", "0", Set, Unwatched,
-		"nobody reads the statistics of a client that lives for one task, nor of the read-back consumer (the read-back metrics describe its reads)"},
+		"nobody reads the statistics of a client that lives for one task, nor of a look-up client, nor of the read-back consumer (the read-back metrics describe its reads)"},
 
 	{"group.id", "a group of the replica's own", Set, Consumers,
 		"the client needs a group id, but every consumer is assigned its partitions: the group is never joined"},
@@ -237,9 +237,9 @@ var Properties = []Property{
 		"every record's report is waited for"},
 	{"go.batch.producer", "", Dropped, Producers,
 		"records are produced one by one"},
-	{"go.events.channel.size", "4096", Set, Producers,
+	{"go.events.channel.size", "4096", Set, Producers | LookupClients,
 		"the Go client allocates the channel at its full size (1,000,000 by default); it carries only errors and statistics"},
-	{"go.produce.channel.size", "1", Set, Producers,
+	{"go.produce.channel.size", "1", Set, Producers | LookupClients,
 		"as go.events.channel.size; the produce channel is unused"},
 }
 

@@ -207,16 +207,10 @@ func newIndex(opts Options, now func() time.Time) (*Index, error) {
 		ctx:    ctx, cancel: cancel,
 		stopLogs: make(chan struct{}), logsDone: make(chan struct{}),
 	}
-	lookups, err := kafka.NewProducer(client.LookupConfig(opts.Properties, opts.KafkaTimeout))
+	lookups, lookupAdmin, err := client.NewLookupClient(opts.Name, opts.Properties, opts.KafkaTimeout, "key index")
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("creating the look-up client of the key index of kafka binding %q: %w", opts.Name, err)
-	}
-	lookupAdmin, err := kafka.NewAdminClientFromProducer(lookups)
-	if err != nil {
-		cancel()
-		lookups.Close()
-		return nil, fmt.Errorf("creating the look-up client of the key index of kafka binding %q: %w", opts.Name, err)
+		return nil, err
 	}
 	f, err := follow.New(follow.Options{
 		Name: opts.Name, Properties: opts.Properties, KafkaTimeout: opts.KafkaTimeout,
