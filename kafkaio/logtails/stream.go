@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/follow"
@@ -169,13 +170,20 @@ func (l *Tails) checkPosition(ctx context.Context, t *logTopic, start map[int32]
 }
 
 // logBounds reads the log start and end of every partition of t's ring.
+// The two requests go together: one after the other they were most of a
+// resume's wall time.
 func (l *Tails) logBounds(ctx context.Context, t *logTopic) (lo, hi []int64, err error) {
 	n := t.ring.partitions
-	lo, err = follow.ListOffsets(ctx, l.admin, t.name, n, kafka.EarliestOffsetSpec, l.opts.KafkaTimeout)
-	if err == nil {
-		hi, err = follow.ListOffsets(ctx, l.admin, t.name, n, kafka.LatestOffsetSpec, l.opts.KafkaTimeout)
-	}
-	if err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		lo, err = follow.ListOffsets(gctx, l.admin, t.name, n, kafka.EarliestOffsetSpec, l.opts.KafkaTimeout)
+		return err
+	})
+	g.Go(func() (err error) {
+		hi, err = follow.ListOffsets(gctx, l.admin, t.name, n, kafka.LatestOffsetSpec, l.opts.KafkaTimeout)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, nil, fmt.Errorf("%w: reading the log bounds of %s to check a stream's position: %v", client.ErrNotReady, t.name, err)
 	}
 	return lo, hi, nil

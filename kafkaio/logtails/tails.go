@@ -150,9 +150,13 @@ type Tails struct {
 	opts   Options
 	logger *slog.Logger
 	tail   *kafka.Consumer
-	admin  *kafka.AdminClient // the tail's handle, for partition checks
-	pool   *readerPool
-	bufs   sync.Pool // *[]byte batch buffers of streams that copy or encode
+	// admin looks up partitions and log bounds on connections of its own
+	// (lookups): on the tail's, a ListOffsets waits behind the fetch the
+	// broker holds open (fetch.wait.max.ms), which made a resume 200 ms.
+	admin   *kafka.AdminClient
+	lookups *kafka.Producer
+	pool    *readerPool
+	bufs    sync.Pool // *[]byte batch buffers of streams that copy or encode
 
 	// assignMu orders assignments of the tail consumer: a topic's tail is
 	// unassigned before a new tail of the same topic is registered and
@@ -239,20 +243,27 @@ func New(c *views.Views, opts Options) (*Tails, error) {
 	if c.Closed() {
 		return nil, fmt.Errorf("creating the log readers of kafka binding %q: %w", opts.Name, ErrClosed)
 	}
-	tail, admin, err := client.NewLogTailConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs")
+	tail, tailAdmin, err := client.NewLogTailConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs")
 	if err != nil {
+		return nil, err
+	}
+	tailAdmin.Close() // the look-ups go through their own client
+	lookups, admin, err := client.NewLookupClient(opts.Name, opts.Properties, opts.KafkaTimeout, "log tails")
+	if err != nil {
+		_ = tail.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Tails{
-		c: c, opts: opts, logger: logger, tail: tail, admin: admin,
+		c: c, opts: opts, logger: logger, tail: tail, admin: admin, lookups: lookups,
 		topics: map[string]*logTopic{},
 		ctx:    ctx, cancel: cancel,
 	}
 	l.pool = newReaderPool(l)
 	l.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
-	l.wg.Add(3)
+	l.wg.Add(4)
 	go func() { defer l.wg.Done(); client.ForwardLogs(logger, tail.Logs(), "log-tail", ctx.Done()) }()
+	go func() { defer l.wg.Done(); client.ForwardLogs(logger, lookups.Logs(), "log-tail-lookups", ctx.Done()) }()
 	go l.poll()
 	go l.watchPartitions()
 	return l, nil
@@ -274,6 +285,7 @@ func (l *Tails) Close() {
 		l.pool.close() // before the wait: the readers' log forwarders end with them
 		l.wg.Wait()
 		l.admin.Close()
+		l.lookups.Close()
 		_ = l.tail.Close()
 	})
 }
