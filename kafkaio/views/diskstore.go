@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -93,6 +94,11 @@ type storeOptions struct {
 // rebuilt tells whether an existing store was emptied, and why.
 func openDiskStore(dir string, id [16]byte, so storeOptions) (s *diskStore, rebuilt string, err error) {
 	s, err = openPebble(dir, so)
+	if err != nil && errors.Is(err, syscall.EAGAIN) {
+		// Locked: another process has it open (two processes given one
+		// directory). Its store is not this one's to empty.
+		return nil, "", fmt.Errorf("opening the view store in %s: another process has it open: %w", dir, err)
+	}
 	if err != nil {
 		rebuilt = "the store does not open: " + err.Error()
 		if err := wipe(dir, so); err != nil {
