@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
@@ -36,8 +37,8 @@ import (
 // buffers), unlike the memory store's, which alias its chunks.
 //
 // The caller (View) holds the lock: the store has none. During a catch-up
-// writes gather in an indexed batch (read through by the look-ups a write
-// makes) and are committed every diskBatchBytes and when the catch-up
+// writes gather in a batch (the heads of its keys kept beside it, for the
+// look-ups a write makes) and are committed every diskBatchBytes and when the catch-up
 // ends; afterwards every record is committed on its own, so a reader sees
 // it as soon as its waiters are woken.
 type diskStore struct {
@@ -46,8 +47,13 @@ type diskStore struct {
 	dir   string
 	count int64
 	batch *pebble.Batch // pending writes of a catch-up; nil: commit each
-	err   error         // the first write that failed; the store takes no more
-	buf   []byte
+	// pending are the heads of the keys the batch writes (absent: a
+	// tombstone) and pendingPos the partitions' next offsets: the count
+	// and the offsets are written once, as the batch is committed.
+	pending    map[string]pendingHead
+	pendingPos map[int32]int64
+	err        error // the first write that failed; the store takes no more
+	buf        []byte
 	// written and checked pace the free-space check (see minFreeBytes).
 	written int64
 	checked time.Time
@@ -144,6 +150,11 @@ func openDiskStore(dir string, id [16]byte, so storeOptions) (s *diskStore, rebu
 
 func openPebble(dir string, so storeOptions) (*diskStore, error) {
 	opts := &pebble.Options{Cache: so.cache, FS: so.fs, Logger: pebbleLogger{so.logger}}
+	// Every write reads its key's current head first (a new key mostly):
+	// bloom filters answer most of those reads without a block.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	// Every record's commit is a write to the WAL without fsync: a killed
 	// process loses nothing the kernel has, and a machine that loses power
 	// resumes from an earlier, still consistent, batch.
@@ -246,6 +257,12 @@ func posKey(p int32) []byte {
 	return k[:]
 }
 
+// pendingHead is a key's head as the pending batch leaves it.
+type pendingHead struct {
+	head    diskItem
+	present bool
+}
+
 // diskItem is the head of a stored entry, what a write compares.
 type diskItem struct {
 	partition int32
@@ -312,14 +329,10 @@ func (s *diskStore) get(key string) (Entry, bool) {
 
 // head reads the head of key's current entry, through the pending batch.
 func (s *diskStore) head(k []byte) (diskItem, bool, error) {
-	var v []byte
-	var closer interface{ Close() error }
-	var err error
-	if s.batch != nil {
-		v, closer, err = s.batch.Get(k)
-	} else {
-		v, closer, err = s.db.Get(k)
+	if p, ok := s.pending[string(k[1:])]; ok {
+		return p.head, p.present, nil
 	}
+	v, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return diskItem{}, false, nil
 	}
@@ -372,9 +385,12 @@ func (s *diskStore) apply(r *client.Record, hdr []byte, next int64) (changed boo
 		} else {
 			_ = b.Set(k, encodeDisk(r, hdr), nil)
 		}
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(s.count))
-		_ = b.Set(countKey, n[:], nil)
+		if s.pending != nil {
+			s.pending[string(r.Key)] = pendingHead{
+				head:    diskItem{partition: r.Partition, offset: r.Offset, ts: r.Timestamp.UnixMilli()},
+				present: r.Value != nil,
+			}
+		}
 	}
 	s.setPos(b, r.Partition, next)
 	s.commitIf(b)
@@ -392,6 +408,10 @@ func encodeDisk(r *client.Record, hdr []byte) []byte {
 }
 
 func (s *diskStore) setPos(b *pebble.Batch, p int32, next int64) {
+	if b == s.batch {
+		s.pendingPos[p] = next
+		return
+	}
 	var v [8]byte
 	binary.LittleEndian.PutUint64(v[:], uint64(next))
 	_ = b.Set(posKey(p), v[:], nil)
@@ -410,42 +430,62 @@ func (s *diskStore) advance(p int32, next int64) {
 	s.commitIf(b)
 }
 
-// commitIf commits b unless it is the catch-up's batch with room left.
+// commitIf commits b with the key count, unless it is the catch-up's
+// batch with room left.
 func (s *diskStore) commitIf(b *pebble.Batch) {
-	if b == s.batch && b.Len() < diskBatchBytes {
+	if b == s.batch {
+		if b.Len() >= diskBatchBytes {
+			s.commitGathered()
+			s.batch = s.db.NewBatch()
+		}
 		return
 	}
+	s.commit(b)
+}
+
+// commit writes the key count into b and commits it.
+func (s *diskStore) commit(b *pebble.Batch) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(s.count))
+	_ = b.Set(countKey, n[:], nil)
 	if err := s.roomFor(b.Len()); err != nil {
 		s.fail(err)
 	} else if err := b.Commit(pebble.NoSync); err != nil {
 		s.fail(err)
 	}
 	_ = b.Close()
-	if b == s.batch {
-		s.batch = s.db.NewIndexedBatch()
+}
+
+// commitGathered commits the catch-up's batch with the offsets it reached.
+func (s *diskStore) commitGathered() {
+	b := s.batch
+	s.batch = nil // setPos writes into b now
+	for p, next := range s.pendingPos {
+		s.setPos(b, p, next)
 	}
+	if s.err == nil {
+		s.commit(b)
+	} else {
+		_ = b.Close()
+	}
+	clear(s.pending)
+	clear(s.pendingPos)
 }
 
 // gather makes writes gather in a batch until flush (a catch-up).
 func (s *diskStore) gather() {
 	if s.db != nil && s.batch == nil && s.err == nil {
-		s.batch = s.db.NewIndexedBatch()
+		s.batch = s.db.NewBatch()
+		s.pending = map[string]pendingHead{}
+		s.pendingPos = map[int32]int64{}
 	}
 }
 
 // flush commits the gathered writes and commits each write from now on.
 func (s *diskStore) flush() error {
 	if s.batch != nil {
-		b := s.batch
-		s.batch = nil
-		if err := s.roomFor(b.Len()); err != nil {
-			s.fail(err)
-		} else if s.err == nil {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				s.fail(err)
-			}
-		}
-		_ = b.Close()
+		s.commitGathered()
+		s.pending, s.pendingPos = nil, nil
 	}
 	return s.err
 }
@@ -484,10 +524,7 @@ func (s *diskStore) remove(key string) {
 	b := s.db.NewBatch()
 	_ = b.Delete(k, nil)
 	s.count--
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(s.count))
-	_ = b.Set(countKey, n[:], nil)
-	s.commitIf(b)
+	s.commit(b)
 }
 
 // scan calls fn with every entry until it returns false; each entry owns

@@ -98,7 +98,7 @@ func (v *View) resyncLocked() error {
 	}
 	if s.batch != nil {
 		_ = s.batch.Close()
-		s.batch = nil
+		s.batch, s.pending, s.pendingPos = nil, nil, nil
 	}
 	s.err = nil
 	pos, err := s.positions(len(v.positions))
