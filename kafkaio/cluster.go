@@ -46,6 +46,10 @@ type ClusterOptions struct {
 	// Decoders gives a topic's value decoder for its log tails (its value
 	// model), or nil (optional).
 	Decoders func(topic string) logtails.StreamDecoder
+	// ViewOnDisk and ViewStoreDir choose the views kept on disk (see
+	// views.Options.DiskStore); nil keeps every view in memory.
+	ViewOnDisk   func(topic string) bool
+	ViewStoreDir string
 }
 
 // Cluster owns every reader and writer of one kafka binding, shared by every
@@ -76,6 +80,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		Logger: opts.Logger, Readiness: opts.Readiness,
 		ViewIdle: opts.ViewIdle, MaxViews: opts.MaxViews, MaxViewBytes: opts.MaxViewBytes,
 		Stats: rdStats, PartitionCheck: opts.PartitionCheck, Converters: opts.Converters,
+		DiskStore: opts.ViewOnDisk, StoreDir: opts.ViewStoreDir,
 	})
 	if err != nil {
 		return nil, err

@@ -80,6 +80,7 @@ type kafkaCollector struct {
 	topics   atomic.Pointer[topicLabels]
 
 	views, viewsReady, keys, bytes, nullKeys     *prometheus.Desc
+	diskBytes, diskDebt, storeFailures           *prometheus.Desc
 	replyEntries, replyPinned, replyBytes        *prometheus.Desc
 	replyEvicted, replyExpired, replySplit, noHd *prometheus.Desc
 	idemKeys, idemEvicted, idemForgotten         *prometheus.Desc
@@ -98,12 +99,17 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 		return prometheus.NewDesc(name, help, append([]string{"kafka"}, labels...), nil)
 	}
 	c := &kafkaCollector{
-		clusters:     clusters,
-		views:        d("kafka_ext_proc_views", "Views of topics held (compacted topics read by fetch routes)."),
-		viewsReady:   d("kafka_ext_proc_views_ready", "Views caught up with their topic."),
-		keys:         d("kafka_ext_proc_view_keys", "Current records (keys) held in views."),
-		bytes:        d("kafka_ext_proc_view_bytes", "Bytes accounted to views."),
-		nullKeys:     d("kafka_ext_proc_view_null_key_records_total", "Records without a key, left out of views."),
+		clusters:   clusters,
+		views:      d("kafka_ext_proc_views", "Views of topics held (compacted topics read by fetch routes)."),
+		viewsReady: d("kafka_ext_proc_views_ready", "Views caught up with their topic."),
+		keys:       d("kafka_ext_proc_view_keys", "Current records (keys) held in views."),
+		bytes:      d("kafka_ext_proc_view_bytes", "Bytes accounted to views."),
+		nullKeys:   d("kafka_ext_proc_view_null_key_records_total", "Records without a key, left out of views."),
+		diskBytes:  d("kafka_ext_proc_view_disk_bytes", "Bytes the views kept on disk take there."),
+		diskDebt: d("kafka_ext_proc_view_disk_compaction_debt_bytes",
+			"Bytes the compactions of the views' stores on disk would still rewrite (their backlog)."),
+		storeFailures: d("kafka_ext_proc_view_store_failures_total",
+			"Writes the views' stores on disk refused (a full disk), each taking its view out of service until it catches up again."),
 		replyEntries: d("kafka_ext_proc_reply_index_entries", "Correlation ids with stored replies."),
 		replyPinned:  d("kafka_ext_proc_reply_index_pinned", "Correlation ids with waiters."),
 		replyBytes:   d("kafka_ext_proc_reply_index_bytes", "Bytes accounted to stored replies."),
@@ -190,7 +196,7 @@ func (t *topicLabels) label(kafka, topic string) string {
 }
 
 func (c *kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.views, c.viewsReady, c.keys, c.bytes, c.nullKeys,
+	for _, d := range []*prometheus.Desc{c.views, c.viewsReady, c.keys, c.bytes, c.nullKeys, c.diskBytes, c.diskDebt, c.storeFailures,
 		c.replyEntries, c.replyPinned, c.replyBytes, c.replyEvicted, c.replyExpired, c.replySplit, c.noHd,
 		c.idemKeys, c.idemEvicted, c.idemForgotten, c.idemHits, c.idemExpired, c.idemRecords,
 		c.produced, c.lag, c.queueMsgs, c.queueBytes, c.rttAvg, c.rttP99, c.txErrs, c.rxErrs, c.reqTOut} {
@@ -213,6 +219,9 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.keys, float64(vs.Keys), name)
 		gauge(c.bytes, float64(vs.Bytes), name)
 		counter(c.nullKeys, vs.NullKeys, name)
+		gauge(c.diskBytes, float64(vs.DiskBytes), name)
+		gauge(c.diskDebt, float64(vs.CompactionBytes), name)
+		counter(c.storeFailures, vs.StoreFailures, name)
 		rs := cl.Replies.Stats()
 		gauge(c.replyEntries, float64(rs.Entries), name)
 		gauge(c.replyPinned, float64(rs.Pinned), name)

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -383,7 +384,7 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 	mm *modelMetrics) (map[string]*kafkaio.Cluster, *kafkaroute.Kafka, error) {
 	clusters := make(map[string]*kafkaio.Cluster, len(cfg.Kafka))
 	for name, k := range cfg.Kafka {
-		c, err := kafkaio.NewCluster(kafkaio.ClusterOptions{
+		opts := kafkaio.ClusterOptions{
 			Name: name, Properties: k.Properties, KafkaTimeout: cfg.Limits.KafkaTimeout,
 			MaxRecordBytes: int(cfg.Limits.RecordBytes()),
 			ReplyRetention: cfg.Limits.ReplyRetention, ReplyIndexBytes: cfg.Limits.ReplyIndexBytes,
@@ -395,7 +396,13 @@ func startKafka(cfg *config.Config, readiness *admin.Readiness, logger *slog.Log
 			Logger:         logger, Readiness: readiness, PartitionCheck: partitionCheck,
 			Converters: mm.converters(name, k, logger),
 			Decoders:   mm.decoders(name, k, logger),
-		})
+		}
+		if k.AnyViewOnDisk() {
+			// One directory per binding: two clusters may have topics of
+			// the same name.
+			opts.ViewOnDisk, opts.ViewStoreDir = k.ViewOnDisk, filepath.Join(k.ViewStore.Directory, name)
+		}
+		c, err := kafkaio.NewCluster(opts)
 		if err != nil {
 			closeKafka(clusters)
 			return nil, nil, err
@@ -430,11 +437,28 @@ func sameKafka(old, next *config.Config) error {
 		if !sameTopicModels(o.Topics, k.Topics) {
 			return fmt.Errorf("the topic models of kafka binding %q changed: restart to apply (views hold records converted with them)", name)
 		}
+		if !sameViewStores(o, k) {
+			return fmt.Errorf("the view store of kafka binding %q changed: restart to apply (views are opened in their store)", name)
+		}
 	}
 	if old.Limits != next.Limits {
 		return errors.New("limits changed: restart to apply")
 	}
 	return nil
+}
+
+// sameViewStores reports whether two configurations of a cluster keep
+// their views in the same places.
+func sameViewStores(a, b *config.KafkaCluster) bool {
+	if a.ViewStore.Disk != b.ViewStore.Disk || a.ViewStore.Directory != b.ViewStore.Directory || len(a.Topics) != len(b.Topics) {
+		return false
+	}
+	for i := range a.Topics {
+		if a.Topics[i].ViewStore != b.Topics[i].ViewStore {
+			return false
+		}
+	}
+	return true
 }
 
 func closeKafka(clusters map[string]*kafkaio.Cluster) {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -150,7 +152,91 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	if err := viewWakes(ctx, o, proc, broker.Addr(), s, res); err != nil {
 		return nil, err
 	}
+	mem := memLeg{raw: raw, ready: ready, get: bigGet.PerSecond}
+	if err := viewDiskLeg(ctx, e, o, cfg, broker.Addr(), mem, res); err != nil {
+		return nil, fmt.Errorf("the view on disk: %w", err)
+	}
 	return res, nil
+}
+
+// memLeg are the figures of the views in memory that the disk leg's are
+// set against.
+type memLeg struct {
+	raw, ready time.Duration
+	get        float64 // single-key GETs of the big view per second
+}
+
+// viewDiskLeg keeps the views on disk, in a new directory: a processor
+// loads them from their topics (a first load), serves single-key GETs of
+// the big one and stops; -keys records of the big topic are written while
+// it is down; a processor started on the same stores resumes from them (a
+// restart) and reads only those.
+func viewDiskLeg(ctx context.Context, e *env, o *options, cfg *config.Config, broker string, mem memLeg, res *Result) error {
+	dir, err := os.MkdirTemp("", "view-scale-stores-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	disk := *cfg
+	disk.Kafka = maps.Clone(cfg.Kafka)
+	k := *disk.Kafka["kafka0"]
+	k.ViewStore = config.ViewStore{Disk: true, Directory: dir}
+	disk.Kafka["kafka0"] = &k
+	start := func() (*stack.Processor, time.Duration, error) {
+		t0 := time.Now()
+		proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(&disk, broker), Listen: "127.0.0.1:0",
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := awaitGauge(ctx, proc, viewsReadyGauge, 2, 10*time.Minute); err != nil {
+			proc.Shutdown(context.Background())
+			return nil, 0, err
+		}
+		return proc, time.Since(t0), nil
+	}
+	proc, first, err := start()
+	if err != nil {
+		return err
+	}
+	res.figure("disk_first_load_seconds", first.Seconds())
+	res.ratio("disk_load_ratio", ratio(first.Seconds(), mem.raw.Seconds()), "start to the views on disk ready, from empty stores ÷ the raw read", "≤ 1.5")
+	s, err := e.dial("view-scale processor on disk", proc.Addr(), o.conns)
+	if err != nil {
+		proc.Shutdown(context.Background())
+		return err
+	}
+	req := newRequest(s.client(0), "/big/"+viewKey(o.viewKeys/2))
+	got, err := e.load(ctx, s, o.clients, o.duration, o.maxReqs, req, func(r reply) error {
+		if r.status != 200 || len(r.body) != o.valueSize {
+			return fmt.Errorf("%d with %d bytes, want 200 with %d", r.status, len(r.body), o.valueSize)
+		}
+		return nil
+	})
+	s.close()
+	proc.Shutdown(context.Background())
+	if err != nil {
+		return err
+	}
+	if got.errors > 0 || got.requests == 0 {
+		return fmt.Errorf("GETs of the big view on disk: %d answered, %d failed; first failure: %v", got.requests, got.errors, got.firstErr)
+	}
+	rate := float64(got.requests) / got.elapsed.Seconds()
+	res.figure("disk_big_get_per_second", rate)
+	res.ratio("disk_get_ratio", ratio(rate, mem.get), "single-key GETs per second of one key, big view on disk ÷ in memory", "≥ 0.8")
+
+	if err := fillTopic(ctx, broker, bigTopic, o.keys, o.valueSize); err != nil {
+		return err
+	}
+	proc, restart, err := start()
+	if err != nil {
+		return err
+	}
+	proc.Shutdown(context.Background())
+	res.figure("disk_restart_seconds", restart.Seconds())
+	res.ratio("disk_restart_ratio", ratio(restart.Seconds(), mem.ready.Seconds()),
+		"a restart on the stores to ready (catching up -keys records written while down) ÷ the views' load into memory", "")
+	return nil
 }
 
 // viewWakes times a long poll on a key of each view in turn, woken by a

@@ -15,6 +15,10 @@ import (
 // where its catch-up ended, with the record read before and the one written
 // after both in the view.
 func TestViewsCaughtUpTogetherAreAllFollowed(t *testing.T) {
+	bothStores(t, testViewsCaughtUpTogetherAreAllFollowed)
+}
+
+func testViewsCaughtUpTogetherAreAllFollowed(t *testing.T, st store) {
 	const n = 30
 	topics := make([]embedded.Topic, n)
 	for i := range topics {
@@ -24,9 +28,9 @@ func TestViewsCaughtUpTogetherAreAllFollowed(t *testing.T) {
 	for _, tp := range topics {
 		kafkatest.Produce(t, b.Addr(), tp.Name, kafkatest.Rec{Key: []byte("before"), Value: []byte("b")})
 	}
-	c, err := views.New(views.Options{
+	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,8 +187,30 @@ func (v *View) dropBelow(lo []int64) int {
 	below := func(p int32, offset int64) bool { return int(p) < len(lo) && offset < lo[p] }
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	// Every record applied since the last look was in the log, so at or
+	// above the log start seen then: only a log start that moved can
+	// leave entries below it (a view on disk is not read through every
+	// check).
+	moved := false
+	for p, start := range lo {
+		if p < len(v.starts) && start <= v.starts[p] {
+			continue
+		}
+		moved = moved || start > 0
+		for p >= len(v.starts) {
+			v.starts = append(v.starts, 0)
+		}
+		v.starts[p] = start
+	}
+	if !moved {
+		return 0
+	}
 	var keys []string
-	v.entries.scan(func(e Entry) bool {
+	scan := v.entries.scan
+	if v.disk != nil {
+		scan = v.disk.scan
+	}
+	scan(func(e Entry) bool {
 		if below(e.Partition, e.Offset) {
 			keys = append(keys, e.Key)
 		}
@@ -202,7 +224,9 @@ func (v *View) dropBelow(lo []int64) int {
 	s := &v.entries
 	for _, key := range keys {
 		k := []byte(key)
-		if slot, num, ok := s.find(k, s.hash(k)); ok {
+		if v.disk != nil {
+			v.disk.remove(key)
+		} else if slot, num, ok := s.find(k, s.hash(k)); ok {
 			s.remove(slot, num)
 		}
 		if w, ok := v.keyWaits[key]; ok {
@@ -245,7 +269,17 @@ func (c *Views) drop(topic string, v *View, reason error) {
 	c.unassign(topic, v.Partitions())
 	c.logger.Warn("a view's topic changed under it; the view is dropped and its waiters woken", "topic", topic, "reason", reason)
 	if s.pinned {
-		c.keepOpening(topic, "")
+		name := ""
+		if errors.Is(reason, ErrStoreFailed) {
+			// Not the topic's doing: every replica's routes of the topic
+			// would fail alike, so the readiness says why until it is
+			// caught up again.
+			name = c.viewCondition(topic)
+			if c.opts.Readiness != nil {
+				c.opts.Readiness.Set(name, false, reason.Error())
+			}
+		}
+		c.keepOpening(topic, name)
 	}
 }
 

@@ -17,11 +17,13 @@ import (
 // read (so the live consumer's position is valid in the new generation),
 // is not merged into the view: the view is dropped, its waiters woken, and
 // the topic's next view holds the new generation alone, under its new id.
-func TestRecreatedTopicIsRebuilt(t *testing.T) {
+func TestRecreatedTopicIsRebuilt(t *testing.T) { bothStores(t, testRecreatedTopicIsRebuilt) }
+
+func testRecreatedTopicIsRebuilt(t *testing.T, st store) {
 	topic := embedded.Topic{Name: "gen", Compact: true}
 	b := kafkatest.Broker(t, topic)
 	kafkatest.Produce(t, b.Addr(), "gen", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
-	c := newViewsChecking(t, b.Addr(), 50*time.Millisecond)
+	c := newViewsChecking(t, st, b.Addr(), 50*time.Millisecond)
 	ctx := kafkatest.Ctx(t, 30*time.Second)
 	v1, err := c.View(ctx, "gen")
 	if err != nil {
@@ -80,6 +82,10 @@ func TestRecreatedTopicIsRebuilt(t *testing.T) {
 // start and the view no longer shows the keys whose record is gone, waking
 // their waiters; the keys whose latest record is still in the log stay.
 func TestRecordsRemovedBelowAViewLeaveIt(t *testing.T) {
+	bothStores(t, testRecordsRemovedBelowAViewLeaveIt)
+}
+
+func testRecordsRemovedBelowAViewLeaveIt(t *testing.T, st store) {
 	topic := embedded.Topic{Name: "trunc", Compact: true}
 	b := kafkatest.Broker(t, topic)
 	kafkatest.Produce(t, b.Addr(), "trunc",
@@ -87,7 +93,7 @@ func TestRecordsRemovedBelowAViewLeaveIt(t *testing.T) {
 		kafkatest.Rec{Key: []byte("b"), Value: []byte("b1")},
 		kafkatest.Rec{Key: []byte("c"), Value: []byte("c1")},
 		kafkatest.Rec{Key: []byte("a"), Value: []byte("a2")})
-	c := newViewsChecking(t, b.Addr(), 50*time.Millisecond)
+	c := newViewsChecking(t, st, b.Addr(), 50*time.Millisecond)
 	ctx := kafkatest.Ctx(t, 30*time.Second)
 	v, err := c.HoldView(ctx, "trunc", 10*time.Second)
 	if err != nil {

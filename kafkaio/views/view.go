@@ -108,6 +108,8 @@ type View struct {
 	// the client's map or kept it from an earlier request (Handle).
 	hold    atomic.Int64
 	lastUse atomic.Int64 // when a holder last let go, Unix nanoseconds
+	// disk is the view's store when it is kept on disk; nil: entries.
+	disk    *diskStore
 	mu      sync.RWMutex
 	entries entryStore
 	version uint64
@@ -123,6 +125,7 @@ type View struct {
 	heldTimer *time.Timer
 
 	positions []int64 // next offset per partition
+	starts    []int64 // log start per partition at the last topic check
 	nullKeys  uint64
 	keyWaits  map[string]*keyWait
 	anyWait   chan struct{}
@@ -138,6 +141,10 @@ type View struct {
 	// (deleted, recreated, or its log went back): see Gone.
 	gone    atomic.Bool
 	goneErr error
+	// catchUpErr is the last failure of the view's catch-up, while it is
+	// not ready; caughtUp the records its catch-up applied, once it is.
+	catchUpErr atomic.Pointer[error]
+	caughtUp   int
 }
 
 // holdEvicted is set in View.hold once the view is evicted; the bits below
@@ -217,6 +224,9 @@ func (v *View) Ready() <-chan struct{} { return v.ready }
 func (v *View) Get(key string) (Entry, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if v.disk != nil {
+		return v.disk.get(key)
+	}
 	return v.entries.get(key)
 }
 
@@ -226,6 +236,10 @@ func (v *View) Get(key string) (Entry, bool) {
 func (v *View) Scan(fn func(Entry) bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if v.disk != nil {
+		v.disk.scan(fn)
+		return
+	}
 	v.entries.scan(fn)
 }
 
@@ -243,12 +257,20 @@ type Stats struct {
 	// (dead bytes not compacted yet included), records and index.
 	Bytes    int64
 	NullKeys uint64 // records skipped for having no key
+	// DiskBytes is what a view kept on disk takes there (its store's
+	// files), and CompactionBytes the store's estimated compaction debt:
+	// the bytes its compactions would still rewrite.
+	DiskBytes, CompactionBytes int64
 }
 
 // Stats reports the view's sizes.
 func (v *View) Stats() Stats {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if v.disk != nil {
+		ds := v.disk.stats()
+		return Stats{Keys: int(v.disk.count), NullKeys: v.nullKeys, DiskBytes: ds.bytes, CompactionBytes: ds.compactionBytes}
+	}
 	return Stats{Keys: v.entries.count, Bytes: v.entries.mem, NullKeys: v.nullKeys}
 }
 
@@ -437,12 +459,23 @@ func (v *View) applyLocked(r *client.Record) {
 	}
 	if r.Key == nil {
 		v.nullKeys++
+		if v.disk != nil {
+			v.disk.advance(r.Partition, v.nextLocked(r))
+		}
 		return
 	}
 	if len(v.held) > 0 {
 		if held, ok := v.held[string(r.Key)]; ok && (held.Partition != r.Partition || held.Offset < r.Offset) {
 			delete(v.held, string(r.Key)) // a newer record of the key supersedes it
 		}
+	}
+	if v.disk != nil {
+		v.scratch = appendHeaders(v.scratch[:0], r.Headers)
+		if !v.disk.apply(r, v.scratch, v.nextLocked(r)) {
+			return
+		}
+		v.changedLocked(r.Key)
+		return
 	}
 	s := &v.entries
 	h := s.hash(r.Key)
@@ -465,11 +498,25 @@ func (v *View) applyLocked(r *client.Record) {
 		v.scratch = appendHeaders(v.scratch[:0], r.Headers)
 		s.put(r, h, slot, num, had, v.scratch)
 	}
+	v.changedLocked(r.Key)
+}
+
+// nextLocked is the next offset of r's partition once r is applied.
+func (v *View) nextLocked(r *client.Record) int64 {
+	if int(r.Partition) < len(v.positions) {
+		return v.positions[r.Partition]
+	}
+	return r.Offset + 1
+}
+
+// changedLocked counts a change to key and wakes its waiters, and the
+// view's after the coalescing window.
+func (v *View) changedLocked(key []byte) {
 	v.version++
 	if len(v.keyWaits) > 0 {
-		if w, ok := v.keyWaits[string(r.Key)]; ok {
+		if w, ok := v.keyWaits[string(key)]; ok {
 			close(w.ch)
-			delete(v.keyWaits, string(r.Key))
+			delete(v.keyWaits, string(key))
 		}
 	}
 	if v.anyTimer == nil {
@@ -504,6 +551,9 @@ func (v *View) advance(p int32, next int64) {
 func (v *View) advanceLocked(p int32, next int64) {
 	if int(p) < len(v.positions) && next > v.positions[p] {
 		v.positions[p] = next
+		if v.disk != nil {
+			v.disk.advance(p, next)
+		}
 	}
 }
 
@@ -538,6 +588,11 @@ func (v *View) invalidate(err error) {
 	}
 	v.goneErr = err
 	v.gone.Store(true)
+	if v.disk != nil {
+		// Its holders read nothing from now on; the topic's next view
+		// opens the store again.
+		v.disk.close()
+	}
 	for key, w := range v.keyWaits {
 		close(w.ch)
 		delete(v.keyWaits, key)

@@ -13,13 +13,15 @@ import (
 // A handle holds the view it held before without looking it up; its hold
 // keeps the view from eviction like HoldView's; once the view is evicted the
 // handle opens the topic's view anew, caught up and answering as before.
-func TestViewHandleFollowsEviction(t *testing.T) {
+func TestViewHandleFollowsEviction(t *testing.T) { bothStores(t, testViewHandleFollowsEviction) }
+
+func testViewHandleFollowsEviction(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "a"}, embedded.Topic{Name: "b"})
 	kafkatest.Produce(t, b.Addr(), "a", kafkatest.Rec{Key: []byte("k"), Value: []byte("v1")})
-	c, err := views.New(views.Options{
+	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 		MaxViews: 1,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

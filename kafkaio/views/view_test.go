@@ -15,19 +15,19 @@ import (
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 )
 
-func newViews(t *testing.T, addr string) *views.Views {
+func newViews(t *testing.T, st store, addr string) *views.Views {
 	t.Helper()
-	return newViewsChecking(t, addr, 0)
+	return newViewsChecking(t, st, addr, 0)
 }
 
 // newViewsChecking is newViews with the topics described every check (0:
 // the default), for tests of what the check finds.
-func newViewsChecking(t *testing.T, addr string, check time.Duration) *views.Views {
+func newViewsChecking(t *testing.T, st store, addr string, check time.Duration) *views.Views {
 	t.Helper()
-	c, err := views.New(views.Options{
+	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
 		PartitionCheck: check,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,10 @@ func newViewsChecking(t *testing.T, addr string, check time.Duration) *views.Vie
 }
 
 func TestViewAppliesCompactionSemantics(t *testing.T) {
+	bothStores(t, testViewAppliesCompactionSemantics)
+}
+
+func testViewAppliesCompactionSemantics(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
 	kafkatest.Produce(t, b.Addr(), "items",
 		kafkatest.Rec{Key: []byte("a"), Value: []byte("a1"), Partition: 0},
@@ -45,7 +49,7 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 		kafkatest.Rec{Key: nil, Value: []byte("no key"), Partition: 0}, // not part of the view
 		kafkatest.Rec{Key: []byte("e"), Value: []byte{}, Partition: 1}, // empty, not a tombstone
 	)
-	c := newViews(t, b.Addr())
+	c := newViews(t, st, b.Addr())
 	v, err := c.View(kafkatest.Ctx(t, 20*time.Second), "items")
 	if err != nil {
 		t.Fatal(err)
@@ -64,9 +68,12 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 	if !ok || e.Value == nil || len(e.Value) != 0 {
 		t.Errorf("e = %+v, %v; want an empty, non-nil value", e, ok)
 	}
-	st := v.Stats()
-	if st.Keys != 2 || st.NullKeys != 1 || st.Bytes <= 0 {
-		t.Errorf("stats = %+v; want 2 keys, 1 null-key record, bytes > 0", st)
+	stats := v.Stats()
+	if size := max(stats.Bytes, stats.DiskBytes); stats.Keys != 2 || stats.NullKeys != 1 || size <= 0 {
+		t.Errorf("stats = %+v; want 2 keys, 1 null-key record, bytes > 0", stats)
+	}
+	if (stats.DiskBytes > 0) != st.disk || v.OnDisk() != st.disk {
+		t.Errorf("stats = %+v, on disk %v; want the view on disk: %v", stats, v.OnDisk(), st.disk)
 	}
 	if p0, p1 := v.Position(0), v.Position(1); p0 != 3 || p1 != 3 {
 		t.Errorf("positions = %d, %d; want 3, 3", p0, p1)
@@ -75,11 +82,11 @@ func TestViewAppliesCompactionSemantics(t *testing.T) {
 
 // itemsView is a view of a compacted topic "items" holding a=a1, on a
 // broker of its own.
-func itemsView(t *testing.T) (*views.View, string, context.Context) {
+func itemsView(t *testing.T, st store) (*views.View, string, context.Context) {
 	t.Helper()
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	kafkatest.Produce(t, b.Addr(), "items", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
-	c := newViews(t, b.Addr())
+	c := newViews(t, st, b.Addr())
 	ctx := kafkatest.Ctx(t, 20*time.Second)
 	v, err := c.View(ctx, "items")
 	if err != nil {
@@ -89,7 +96,11 @@ func itemsView(t *testing.T) (*views.View, string, context.Context) {
 }
 
 func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
-	v, addr, ctx := itemsView(t)
+	bothStores(t, testViewWakesWaitersOfTheWrittenKeyOnly)
+}
+
+func testViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T, st store) {
+	v, addr, ctx := itemsView(t, st)
 	a := v.WatchKey("a")
 	defer a.Stop()
 	b2 := v.WatchKey("b")
@@ -121,7 +132,11 @@ func TestViewWakesWaitersOfTheWrittenKeyOnly(t *testing.T) {
 // A woken watch's Stop (which takes no lock) leaves alone the key's next
 // watch: a later write wakes the waiter registered after the first wake.
 func TestViewWatchStoppedAfterItsWakeLeavesTheNextWatch(t *testing.T) {
-	v, addr, ctx := itemsView(t)
+	bothStores(t, testViewWatchStoppedAfterItsWakeLeavesTheNextWatch)
+}
+
+func testViewWatchStoppedAfterItsWakeLeavesTheNextWatch(t *testing.T, st store) {
+	v, addr, ctx := itemsView(t, st)
 	first := v.WatchKey("a")
 	kafkatest.Produce(t, addr, "items", kafkatest.Rec{Key: []byte("a"), Value: []byte("a2")})
 	select {
@@ -151,12 +166,16 @@ func TestViewWatchStoppedAfterItsWakeLeavesTheNextWatch(t *testing.T) {
 // test's bound, so the write must be answered by the broker's wake-up,
 // not by the wait running out.
 func TestLiveFetchIsAnsweredOnWriteNotAtItsWait(t *testing.T) {
+	bothStores(t, testLiveFetchIsAnsweredOnWriteNotAtItsWait)
+}
+
+func testLiveFetchIsAnsweredOnWriteNotAtItsWait(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	kafkatest.Produce(t, b.Addr(), "items", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
-	c, err := views.New(views.Options{
+	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", KafkaTimeout: 5 * time.Second,
 		Properties: map[string]string{"bootstrap.servers": b.Addr(), "fetch.wait.max.ms": "60000"},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +198,11 @@ func TestLiveFetchIsAnsweredOnWriteNotAtItsWait(t *testing.T) {
 	}
 }
 
-func TestViewOfUnknownTopic(t *testing.T) {
+func TestViewOfUnknownTopic(t *testing.T) { bothStores(t, testViewOfUnknownTopic) }
+
+func testViewOfUnknownTopic(t *testing.T, st store) {
 	b := kafkatest.Broker(t)
-	c := newViews(t, b.Addr())
+	c := newViews(t, st, b.Addr())
 	_, err := c.View(kafkatest.Ctx(t, 20*time.Second), "nope")
 	if !errors.Is(err, client.ErrUnknownTopic) {
 		t.Fatalf("err = %v, want ErrUnknownTopic", err)
@@ -191,7 +212,9 @@ func TestViewOfUnknownTopic(t *testing.T) {
 	}
 }
 
-func TestViewCatchUpOfManyRecords(t *testing.T) {
+func TestViewCatchUpOfManyRecords(t *testing.T) { bothStores(t, testViewCatchUpOfManyRecords) }
+
+func testViewCatchUpOfManyRecords(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "big", Partitions: 3, Compact: true})
 	const n = 30000
 	recs := make([]kafkatest.Rec, n)
@@ -199,7 +222,7 @@ func TestViewCatchUpOfManyRecords(t *testing.T) {
 		recs[i] = kafkatest.Rec{Key: []byte(fmt.Sprintf("k%d", i%10000)), Value: []byte(fmt.Sprint(i)), Partition: int32(i % 3)}
 	}
 	kafkatest.Produce(t, b.Addr(), "big", recs...)
-	c := newViews(t, b.Addr())
+	c := newViews(t, st, b.Addr())
 	v, err := c.View(kafkatest.Ctx(t, 20*time.Second), "big")
 	if err != nil {
 		t.Fatal(err)
@@ -223,13 +246,15 @@ func (r readiness) Set(name string, ready bool, reason string) {
 
 // A warmed view reports not-ready until caught up; a missing topic stays
 // not ready with the reason, and becomes ready once the topic is created.
-func TestWarmReportsReadiness(t *testing.T) {
+func TestWarmReportsReadiness(t *testing.T) { bothStores(t, testWarmReportsReadiness) }
+
+func testWarmReportsReadiness(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	r := readiness{ch: make(chan string, 100)}
-	c, err := views.New(views.Options{
+	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()},
 		KafkaTimeout: 2 * time.Second, Readiness: r,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,12 +284,14 @@ func TestWarmReportsReadiness(t *testing.T) {
 
 // On-demand views are capped in number and evicted when idle; warmed views
 // and held views are never evicted.
-func TestViewLimitsAndEviction(t *testing.T) {
+func TestViewLimitsAndEviction(t *testing.T) { bothStores(t, testViewLimitsAndEviction) }
+
+func testViewLimitsAndEviction(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "static"}, embedded.Topic{Name: "t1"}, embedded.Topic{Name: "t2"}, embedded.Topic{Name: "t3"})
-	c, err := views.New(views.Options{
+	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 		MaxViews: 3, ViewIdle: 200 * time.Millisecond,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,10 +347,12 @@ func TestViewLimitsAndEviction(t *testing.T) {
 	}
 }
 
-func TestViewFollowsAddedPartitions(t *testing.T) {
+func TestViewFollowsAddedPartitions(t *testing.T) { bothStores(t, testViewFollowsAddedPartitions) }
+
+func testViewFollowsAddedPartitions(t *testing.T, st store) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Compact: true})
 	kafkatest.Produce(t, b.Addr(), "items", kafkatest.Rec{Key: []byte("a"), Value: []byte("a1")})
-	c := newViewsChecking(t, b.Addr(), 50*time.Millisecond)
+	c := newViewsChecking(t, st, b.Addr(), 50*time.Millisecond)
 	ctx := kafkatest.Ctx(t, 20*time.Second)
 	v, err := c.View(ctx, "items")
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/google/uuid"
 
@@ -43,6 +45,14 @@ type Options struct {
 	// Converters gives a topic's record converter (its models), or nil
 	// (optional).
 	Converters func(topic string) Converter
+	// DiskStore tells whether a topic's view is kept on disk, in a
+	// directory of its own under StoreDir, rather than in memory
+	// (optional: nil keeps every view in memory).
+	DiskStore func(topic string) bool
+	StoreDir  string
+	// storeFS replaces the operating system's file system under the disk
+	// stores (tests: a disk that fills up).
+	storeFS vfs.FS
 }
 
 // Views manages the views of one Kafka cluster: its shared live consumer,
@@ -79,6 +89,10 @@ type Views struct {
 	// so that opening them again says why they are missing. Guarded by mu.
 	deleted map[string]bool
 
+	// stores are what the views kept on disk share (a block cache).
+	stores        storeOptions
+	storeFailures atomic.Uint64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -113,6 +127,15 @@ func New(opts Options) (*Views, error) {
 	if err != nil {
 		return nil, err
 	}
+	var stores storeOptions
+	if opts.DiskStore != nil {
+		if err := ensureDir(opts.StoreDir); err != nil {
+			live.Close()
+			admin.Close()
+			return nil, err
+		}
+		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), fs: opts.storeFS, logger: logger}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Views{
 		opts: opts, logger: logger, groupID: groupID,
@@ -122,6 +145,7 @@ func New(opts Options) (*Views, error) {
 		handOvers: make(chan handOverReq),
 		recheck:   make(chan struct{}, 1),
 		deleted:   map[string]bool{},
+		stores:    stores,
 		ctx:       ctx, cancel: cancel,
 	}
 	c.wg.Add(6)
@@ -185,6 +209,17 @@ func (c *Views) Close() {
 	c.wg.Wait()
 	c.admin.Close()
 	_ = c.live.Close()
+	c.mu.Lock()
+	for _, s := range c.views {
+		if s.view != nil {
+			s.view.closeStore()
+		}
+	}
+	if c.stores.cache != nil {
+		c.stores.cache.Unref()
+		c.stores.cache = nil // Close again lets go of nothing
+	}
+	c.mu.Unlock()
 }
 
 // ViewStats sums the sizes of a client's views.
@@ -194,6 +229,11 @@ type ViewStats struct {
 	Keys     int
 	Bytes    int64
 	NullKeys uint64
+	// DiskBytes and CompactionBytes sum the views kept on disk (see
+	// Stats); StoreFailures counts the writes their stores refused (a
+	// full disk), each taking its view out of service.
+	DiskBytes, CompactionBytes int64
+	StoreFailures              uint64
 }
 
 // Stats reports the sizes of every view.
@@ -218,7 +258,10 @@ func (c *Views) Stats() ViewStats {
 		st.Keys += vs.Keys
 		st.Bytes += vs.Bytes
 		st.NullKeys += vs.NullKeys
+		st.DiskBytes += vs.DiskBytes
+		st.CompactionBytes += vs.CompactionBytes
 	}
+	st.StoreFailures = c.storeFailures.Load()
 	return st
 }
 
@@ -284,6 +327,7 @@ func (c *Views) evictLocked(topic string) bool {
 		h.view.CompareAndSwap(s.view, nil)
 	}
 	c.unassign(topic, s.view.Partitions())
+	s.view.closeStore()
 	c.logger.Debug("view evicted", "topic", topic)
 	return true
 }
@@ -350,12 +394,17 @@ func (c *Views) evictIdle() {
 // ready.
 func (c *Views) Warm(topics ...string) {
 	for _, topic := range topics {
-		name := "kafka " + c.opts.Name + " view " + topic
+		name := c.viewCondition(topic)
 		if c.opts.Readiness != nil {
 			c.opts.Readiness.Set(name, false, "catching up")
 		}
 		c.keepOpening(topic, name)
 	}
+}
+
+// viewCondition is the readiness condition of a warmed view.
+func (c *Views) viewCondition(topic string) string {
+	return "kafka " + c.opts.Name + " view " + topic
 }
 
 // keepOpening opens the pinned view of topic in the background, looking a
@@ -518,6 +567,11 @@ func (c *Views) view(ctx context.Context, topic string, pin bool) (*View, error)
 	case <-slot.view.Ready():
 		return slot.view, nil
 	case <-ctx.Done():
+		if last := slot.view.catchUpErr.Load(); last != nil {
+			// Say why it is not ready (a full disk, say), not only that
+			// the wait ran out.
+			return nil, fmt.Errorf("%w: %s: %w (its catch-up failed: %v)", client.ErrNotReady, topic, ctx.Err(), *last)
+		}
 		return nil, fmt.Errorf("%w: %s: %w", client.ErrNotReady, topic, ctx.Err())
 	}
 }
@@ -548,6 +602,10 @@ func (c *Views) open(topic string, slot *viewSlot) {
 		if err == nil {
 			return
 		}
+		view.catchUpErr.Store(&err)
+		if errors.Is(err, ErrStoreFailed) {
+			c.storeFailures.Add(1)
+		}
 		c.logger.Warn("catching up a view failed; retrying", "topic", topic, "err", err)
 		select {
 		case <-c.ctx.Done():
@@ -569,6 +627,11 @@ func (c *Views) describe(topic string) (*View, error) {
 				v.serial = c.serials.Add(1)
 				if c.opts.Converters != nil {
 					v.convert = c.opts.Converters(topic)
+				}
+				if c.opts.DiskStore != nil && c.opts.DiskStore(topic) {
+					if err := c.openStore(v); err != nil {
+						return nil, err
+					}
 				}
 				return v, nil
 			case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
@@ -609,20 +672,30 @@ func (c *Views) catchUp(v *View) error {
 	topic := v.topic
 	n := v.Partitions()
 	cu := &catchUp{v: v, end: make([]int64, n), done: make([]bool, n)}
+	lo, hi, err := c.watermarks(cons, topic, n)
+	if err != nil {
+		return err
+	}
+	if err := c.resumeStore(v, lo, hi); err != nil {
+		return err
+	}
+	v.gatherStore()
 	var assign []kafka.TopicPartition
 	for p := 0; p < n; p++ {
-		lo, hi, err := cons.QueryWatermarkOffsets(topic, int32(p), int(c.opts.KafkaTimeout/time.Millisecond))
-		if err != nil {
-			return fmt.Errorf("reading the watermarks of %s[%d]: %w", topic, p, err)
-		}
-		cu.end[p] = hi
-		if lo >= hi {
+		cu.end[p] = hi[p]
+		// A view kept on disk resumes from the offsets it stored.
+		from := v.Position(int32(p))
+		if max(from, lo[p]) >= hi[p] {
 			cu.done[p] = true
-			v.advance(int32(p), hi)
+			v.advance(int32(p), hi[p])
 			continue
 		}
 		cu.remaining++
-		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.OffsetBeginning})
+		off := kafka.OffsetBeginning
+		if from > 0 {
+			off = kafka.Offset(from)
+		}
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: off})
 	}
 	if cu.remaining > 0 {
 		if err := cons.Assign(assign); err != nil {
@@ -641,6 +714,9 @@ func (c *Views) catchUp(v *View) error {
 		}
 	}
 	records := cu.records
+	if err := v.flushStore(); err != nil {
+		return err
+	}
 	handover := make([]kafka.TopicPartition, n)
 	for p := 0; p < n; p++ {
 		handover[p] = kafka.TopicPartition{Topic: &topic, Partition: int32(p), Offset: kafka.Offset(v.Position(int32(p)))}
@@ -648,6 +724,7 @@ func (c *Views) catchUp(v *View) error {
 	if err := c.handOver(handover); err != nil {
 		return fmt.Errorf("handing %s over to the live consumer: %w", topic, err)
 	}
+	v.caughtUp = records
 	v.markReady()
 	c.logger.Debug("view caught up", "topic", topic, "records", records, "took", time.Since(started))
 	return nil
@@ -707,8 +784,12 @@ func (c *Views) pollLive() {
 				}
 				continue
 			}
-			if v := c.liveView(*ev.TopicPartition.Topic); v != nil && !v.applyLive(toRecord(ev)) {
-				c.wentBack(v, ev.TopicPartition.Partition, int64(ev.TopicPartition.Offset))
+			if v := c.liveView(*ev.TopicPartition.Topic); v != nil {
+				if !v.applyLive(toRecord(ev)) {
+					c.wentBack(v, ev.TopicPartition.Partition, int64(ev.TopicPartition.Offset))
+				} else if err := v.storeErr(); err != nil {
+					c.storeFailed(v, err)
+				}
 			}
 		case kafka.PartitionEOF:
 			if ev.Topic == nil {

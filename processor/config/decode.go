@@ -111,6 +111,11 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 			kc.Topics = d.topics(p.v, cfg)
 			continue
 		}
+		if p.key == "view-store" {
+			// Not a librdkafka property: where the views are kept.
+			kc.ViewStore = d.viewStore(p.v)
+			continue
+		}
 		if p.v != nil {
 			kc.PropertyPos[p.key] = d.pos(p.v)
 		}
@@ -145,7 +150,49 @@ func (d *decoder) kafkaCluster(name string, kn, node ast.Node, m map[string]*ent
 	if !ok {
 		return nil
 	}
+	d.checkViewStore(kc, on)
 	return kc
+}
+
+// viewStore reads a kafka binding's `options.view-store`.
+func (d *decoder) viewStore(n ast.Node) ViewStore {
+	vs := ViewStore{Pos: d.pos(n)}
+	m := d.object(n, "view-store", "view-store", d.shape.viewStore.names()...)
+	if e := m["type"]; e != nil {
+		vs.Disk = d.storeType(e, "type") == "disk"
+	}
+	if e := m["directory"]; e != nil {
+		if dir, ok := d.nonEmpty(e.v, "directory"); ok {
+			vs.Directory = d.rel(dir)
+		}
+	}
+	return vs
+}
+
+// storeType reads a view store type: memory or disk ("" when wrong).
+func (d *decoder) storeType(e *entry, field string) string {
+	s, ok := d.literal(e.v, field)
+	if !ok {
+		return ""
+	}
+	if s != "memory" && s != "disk" {
+		d.errorf(e.v, "unknown view store %q in %s; allowed: memory, disk", s, field)
+		return ""
+	}
+	return s
+}
+
+// checkViewStore requires a directory once a view of the binding is on disk.
+func (d *decoder) checkViewStore(kc *KafkaCluster, options ast.Node) {
+	if kc.ViewStore.Directory != "" || !kc.AnyViewOnDisk() {
+		return
+	}
+	if kc.ViewStore.Pos.Line > 0 {
+		d.errs = append(d.errs, &Error{Pos: kc.ViewStore.Pos,
+			Msg: "missing required field \"directory\" in view-store: views on disk need a directory to keep them in, e.g. /var/lib/kafka-ext-proc/views"})
+		return
+	}
+	d.errorf(options, "a topic's view-store is disk, but the binding has no view-store.directory to keep it in: add view-store: {directory: /var/lib/kafka-ext-proc/views}")
 }
 
 // checkRecordBytes refuses a message.max.bytes below what a request within

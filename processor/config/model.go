@@ -68,6 +68,40 @@ type KafkaCluster struct {
 	// Topics are the topic models of `options.topics` (taken out of the
 	// properties), in file order.
 	Topics []*TopicModels
+	// ViewStore is `options.view-store` (taken out of the properties).
+	ViewStore ViewStore
+}
+
+// ViewStore says where a cluster's views are kept.
+type ViewStore struct {
+	// Disk keeps every view on disk unless its topic says memory.
+	Disk bool
+	// Directory holds the views on disk, one directory per binding and
+	// topic beneath; "" when no view is on disk.
+	Directory string
+	Pos       Pos
+}
+
+// ViewOnDisk tells whether topic's view is kept on disk: its
+// `options.topics` entry's view-store, else the binding's.
+func (k *KafkaCluster) ViewOnDisk(topic string) bool {
+	if t := k.Models(topic); t != nil && t.ViewStore != "" {
+		return t.ViewStore == "disk"
+	}
+	return k.ViewStore.Disk
+}
+
+// AnyViewOnDisk tells whether any of the cluster's views may be on disk.
+func (k *KafkaCluster) AnyViewOnDisk() bool {
+	if k.ViewStore.Disk {
+		return true
+	}
+	for _, t := range k.Topics {
+		if t.ViewStore == "disk" {
+			return true
+		}
+	}
+	return false
 }
 
 // BindingType names the proxy bindings.

@@ -13,7 +13,7 @@ type shape struct {
 
 	binding                                            *union
 	kafkaBinding, httpBinding, grpcBinding, sseBinding *section
-	kafkaOptions, topicEntry                           *section
+	kafkaOptions, topicEntry, viewStore                *section
 	topicModel, catalogRef                             *section
 
 	httpOptions, httpIdempotency, httpCorrelation, httpCorrelationHeaders                  *section
@@ -101,6 +101,14 @@ func (s *shape) kafkaSections() {
 		{name: "name", required: true, schema: `{"type": "string", "minLength": 1}`},
 		{name: "key", schema: s.topicModel},
 		{name: "value", schema: s.topicModel},
+		{name: "view-store", schema: `{"enum": ["memory", "disk"]}`,
+			doc: "Where this topic's view is kept: memory, or disk (in the binding's view-store directory); default the binding's view-store type."},
+	}}
+	s.viewStore = &section{fields: []field{
+		{name: "type", schema: `{"enum": ["memory", "disk"]}`,
+			doc: "memory (default): every view in the heap, bounded by limits.max-view-bytes; disk: every view in an embedded store on local disk, bounded by the disk and kept across restarts."},
+		{name: "directory", schema: `{"type": "string", "minLength": 1}`,
+			doc: "Where the views on disk are kept (one directory per binding and topic beneath); required when a view is on disk."},
 	}}
 	s.kafkaOptions = &section{
 		doc:  "librdkafka properties (bootstrap.servers, security.protocol, sasl.*, ssl.*, ...).",
@@ -110,6 +118,9 @@ func (s *shape) kafkaSections() {
 		fields: []field{
 			{name: "bootstrap.servers", schema: `{"type": "string", "minLength": 1}`, shown: "BOOTSTRAP SERVERS"},
 			{name: "metadata.broker.list", schema: `{"type": "string", "minLength": 1}`, shown: "BOOTSTRAP SERVERS"},
+			{name: "view-store", schema: s.viewStore,
+				doc:    "Where the views of this cluster's topics are kept (not a librdkafka property): memory or disk.",
+				hidden: "where views are kept: it does not change which route a request takes"},
 			{name: "topics", schema: obj{{"type", "array"}, {"items", s.topicEntry}},
 				doc:    "Topic models (not a librdkafka property): per topic or glob, the key and value models.",
 				hidden: "what a topic's records must be: Describe prints the routes, not the models"},

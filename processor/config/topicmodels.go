@@ -23,7 +23,10 @@ type TopicModels struct {
 	// KeyConfig and ValueConfig are the models as written, so a reload can
 	// tell whether they changed (models live as long as the clusters).
 	KeyConfig, ValueConfig string
-	Pos                    Pos
+	// ViewStore is where the topic's view is kept: "memory", "disk", or ""
+	// for the binding's choice.
+	ViewStore string
+	Pos       Pos
 }
 
 // Models returns the models of topic on this cluster, nil when no
@@ -86,6 +89,9 @@ func (d *decoder) topics(n ast.Node, cfg *Config) []*TopicModels {
 		if e := m["value"]; e != nil {
 			t.Value = d.model(e.v, cfg, name, false)
 			t.ValueConfig = nodeText(e.v)
+		}
+		if e := m["view-store"]; e != nil {
+			t.ViewStore = d.storeType(e, "view-store")
 		}
 		out = append(out, t)
 	}

@@ -1,0 +1,83 @@
+package views
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+)
+
+// diskBenchView is a ready view on disk (in dir) of n keys of 1 KiB values,
+// loaded as a catch-up loads it (gathered batches); it reports the load.
+func diskBenchView(tb testing.TB, dir string, n int, value []byte) (*View, time.Duration) {
+	tb.Helper()
+	v := newView("items", [16]byte{1}, benchPartitions, 2*time.Millisecond)
+	cache := pebble.NewCache(storeCacheBytes)
+	defer cache.Unref()
+	s, _, err := openDiskStore(filepath.Join(dir, "items"), v.topicID, storeOptions{cache: cache, logger: slog.Default()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v.disk = s
+	start := time.Now()
+	v.gatherStore()
+	loadBench(v, n, value)
+	if err := v.flushStore(); err != nil {
+		tb.Fatal(err)
+	}
+	took := time.Since(start)
+	v.markReady()
+	if st := v.Stats(); st.Keys != n {
+		tb.Fatalf("view holds %d keys, want %d", st.Keys, n)
+	}
+	return v, took
+}
+
+func loadBench(v *View, n int, value []byte) {
+	ts := time.UnixMilli(1_760_000_000_000)
+	hs := []client.Header{{Key: "content-type", Value: []byte("application/json")}}
+	for i := range n {
+		v.apply(&client.Record{Topic: "items", Partition: int32(i % benchPartitions), Offset: int64(i / benchPartitions),
+			Timestamp: ts, Key: []byte(benchKey(i)), Value: value, Headers: hs})
+	}
+}
+
+// BenchmarkDiskViewGet compares single-key look-ups of a view of 1 KiB
+// values in memory and on disk, over a hot set of 10,000 keys and over
+// every key uniformly, and reports each store's load rate.
+func BenchmarkDiskViewGet(b *testing.B) {
+	const n = 200_000
+	value := make([]byte, 1024)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	mem := newView("items", [16]byte{1}, benchPartitions, 2*time.Millisecond)
+	start := time.Now()
+	loadBench(mem, n, value)
+	memLoad := time.Since(start)
+	disk, diskLoad := diskBenchView(b, b.TempDir(), n, value)
+	defer disk.closeStore()
+	b.Logf("load of %d keys × 1 KiB: memory %v (%.0f records/s), disk %v (%.0f records/s)",
+		n, memLoad, n/memLoad.Seconds(), diskLoad, n/diskLoad.Seconds())
+	for _, c := range []struct {
+		name string
+		v    *View
+	}{{"memory", mem}, {"disk", disk}} {
+		for _, set := range []int{10_000, n} {
+			b.Run(c.name+"/keys="+strconv.Itoa(set), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				for b.Loop() {
+					if _, ok := c.v.Get(benchKey(rng.IntN(set))); !ok {
+						b.Fatal("not found")
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,454 @@
+package views
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
+)
+
+// diskViews opens Views keeping every view on disk under dir, logging to
+// sink (optional).
+func diskViews(t *testing.T, addr, dir string, sink *kafkatest.LogSink, fs vfs.FS) *Views {
+	t.Helper()
+	opts := Options{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
+		DiskStore: func(string) bool { return true }, StoreDir: dir, storeFS: fs,
+	}
+	if sink != nil {
+		opts.Logger = slog.New(sink)
+	}
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// model is what a view must hold: the latest value per key, "" none.
+type model map[string]string
+
+// produceModel writes n records over keys k0..k(keys-1) of two partitions,
+// every seventh a tombstone, and folds them into m.
+func produceModel(t *testing.T, addr, topic string, from, n, keys int, m model) {
+	t.Helper()
+	recs := make([]kafkatest.Rec, 0, n)
+	for i := from; i < from+n; i++ {
+		k := fmt.Sprintf("k%d", i%keys)
+		r := kafkatest.Rec{Key: []byte(k), Partition: int32(i % keys % 2)}
+		if i%7 == 3 {
+			delete(m, k)
+		} else {
+			r.Value = fmt.Appendf(nil, "%s-%d", k, i)
+			m[k] = string(r.Value)
+		}
+		recs = append(recs, r)
+	}
+	kafkatest.Produce(t, addr, topic, recs...)
+}
+
+// holds checks that v holds exactly m.
+func holds(t *testing.T, v *View, m model) {
+	t.Helper()
+	got := model{}
+	v.Scan(func(e Entry) bool { got[e.Key] = string(e.Value); return true })
+	if len(got) != len(m) {
+		t.Errorf("the view holds %d keys, want %d", len(got), len(m))
+	}
+	for k, want := range m {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+		if e, ok := v.Get(k); !ok || string(e.Value) != want {
+			t.Errorf("Get(%s) = %q, %v; want %q", k, e.Value, ok, want)
+		}
+	}
+	if st := v.Stats(); st.Keys != len(m) {
+		t.Errorf("stats count %d keys, want %d", st.Keys, len(m))
+	}
+}
+
+// A view on disk opened again (a restart) resumes from the offsets it
+// stored: it reads only what was written since, and holds what a view read
+// from the start would.
+func TestDiskViewResumesFromItsOffsets(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	dir := t.TempDir()
+	m := model{}
+	produceModel(t, b.Addr(), "items", 0, 200, 50, m)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	c := diskViews(t, b.Addr(), dir, nil, nil)
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, v, m)
+	if v.caughtUp != 200 {
+		t.Fatalf("the first catch-up applied %d records, want 200", v.caughtUp)
+	}
+	c.Close()
+
+	produceModel(t, b.Addr(), "items", 200, 30, 50, m)
+	sink := &kafkatest.LogSink{}
+	c2 := diskViews(t, b.Addr(), dir, sink, nil)
+	v2, err := c2.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.caughtUp != 30 {
+		t.Errorf("the catch-up after the restart applied %d records, want the 30 written since", v2.caughtUp)
+	}
+	if !sink.Has("a view resumes from its store on disk") {
+		t.Errorf("no log line of the resumption: %v", sink.Messages())
+	}
+	holds(t, v2, m)
+	// And it follows the topic live, as any view does.
+	w := v2.WatchKey("k1")
+	defer w.Stop()
+	produceModel(t, b.Addr(), "items", 1001, 1, 1000, m) // k1
+	select {
+	case <-w.C:
+	case <-ctx.Done():
+		t.Fatal("a live write did not wake the key's waiter")
+	}
+	holds(t, v2, m)
+}
+
+// A store of another generation of its topic (deleted and created again
+// while the processor was down) is emptied and read again, never mixed.
+func TestDiskViewOfARecreatedTopicIsRebuilt(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "gen", Partitions: 2, Compact: true})
+	dir := t.TempDir()
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	produceModel(t, b.Addr(), "gen", 0, 100, 40, model{})
+	c := diskViews(t, b.Addr(), dir, nil, nil)
+	if _, err := c.View(ctx, "gen"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	kafkatest.DeleteTopic(t, b.Addr(), "gen")
+	if err := b.CreateTopics(embedded.Topic{Name: "gen", Partitions: 2, Compact: true}); err != nil {
+		t.Fatal(err)
+	}
+	m := model{}
+	produceModel(t, b.Addr(), "gen", 1000, 10, 5, m)
+	sink := &kafkatest.LogSink{}
+	v, err := diskViews(t, b.Addr(), dir, sink, nil).View(ctx, "gen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, v, m)
+	if !sink.Has("a view's store on disk is rebuilt from the topic") {
+		t.Errorf("no log line of the rebuild: %v", sink.Messages())
+	}
+}
+
+// A store that does not open (its manifest overwritten) is emptied and
+// read again from the topic, with a log line.
+func TestCorruptDiskStoreIsRebuilt(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	dir := t.TempDir()
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	m := model{}
+	produceModel(t, b.Addr(), "items", 0, 100, 40, m)
+	c := diskViews(t, b.Addr(), dir, nil, nil)
+	if _, err := c.View(ctx, "items"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	manifests, err := filepath.Glob(filepath.Join(dir, "items", "MANIFEST-*"))
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("no manifest in the store: %v", err)
+	}
+	for _, f := range manifests {
+		if err := os.WriteFile(f, []byte("not a manifest"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := &kafkatest.LogSink{}
+	v, err := diskViews(t, b.Addr(), dir, sink, nil).View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, v, m)
+	if v.caughtUp != 100 {
+		t.Errorf("the rebuild applied %d records, want all 100", v.caughtUp)
+	}
+	if !sink.Has("a view's store on disk is rebuilt from the topic") {
+		t.Errorf("no log line of the rebuild: %v", sink.Messages())
+	}
+}
+
+// readiness records the last report of each condition.
+type readinessLog struct{ ch chan string }
+
+func (r readinessLog) Set(name string, ready bool, reason string) {
+	r.ch <- fmt.Sprintf("%s ready=%v %s", name, ready, reason)
+}
+
+// fillingFS is the operating system's file system, but for the free space
+// it reports: none while full is set.
+type fillingFS struct {
+	vfs.FS
+	full atomic.Bool
+}
+
+func (f *fillingFS) GetDiskUsage(path string) (vfs.DiskUsage, error) {
+	u, err := f.FS.GetDiskUsage(path)
+	if f.full.Load() {
+		u.AvailBytes = 0
+	}
+	return u, err
+}
+
+// A full disk takes a view on disk out of service, with the reason on the
+// readiness, and answers nothing wrong meanwhile; once the disk has room
+// the view catches up again from what its store holds. The full disk is a
+// fake: a file system that reports no free space while full is set (the
+// store stops writing before the disk is full: pebble takes a write its
+// log cannot take as fatal).
+func TestFullDiskTakesADiskViewOutOfService(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	fs := &fillingFS{FS: vfs.Default}
+	full := &fs.full
+	ready := readinessLog{ch: make(chan string, 100)}
+	c, err := New(Options{
+		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
+		DiskStore: func(string) bool { return true }, StoreDir: t.TempDir(), storeFS: fs, Readiness: ready,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := kafkatest.Ctx(t, 60*time.Second)
+	m := model{}
+	produceModel(t, b.Addr(), "items", 0, 20, 10, m)
+	c.Warm("items")
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, v, m)
+	w := v.WatchKey("never")
+	defer w.Stop()
+
+	full.Store(true)
+	// The free space is looked at every second at most: write until the
+	// view notices.
+	for i := 0; v.Gone() == nil; i++ {
+		produceModel(t, b.Addr(), "items", 100+i, 1, 10, m)
+		select {
+		case <-w.C:
+		case <-ctx.Done():
+			t.Fatal("the view was not taken out of service on a full disk")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := v.Gone(); !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("the view is gone for %v, want ErrStoreFailed", err)
+	}
+	if _, ok := v.Get("k1"); ok {
+		t.Error("a view taken out of service still answers")
+	}
+	for {
+		select {
+		case s := <-ready.ch:
+			if s != "kafka kafka0 view items ready=false "+v.Gone().Error() {
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatal("the readiness was not told why the view is out of service")
+		}
+		break
+	}
+	full.Store(false)
+	for {
+		select {
+		case s := <-ready.ch:
+			if s != "kafka kafka0 view items ready=true " {
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatal("the view did not come back once the disk had room")
+		}
+		break
+	}
+	v2, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, v2, m)
+}
+
+// killChildEnv tells this test binary to run as the child of
+// TestDiskViewKilledMidCatchUp: a broker address and a store directory.
+const killChildEnv = "KAFKA_EXT_PROC_VIEWS_KILL_CHILD"
+
+// A process killed (SIGKILL) in the middle of a catch-up leaves a store
+// whose offsets cover exactly what it holds: every entry is the latest
+// record of its key below its partition's stored offset, and nothing else
+// is there. The next start resumes from those offsets and holds the whole
+// topic.
+func TestDiskViewKilledMidCatchUp(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	const n, keys = 12000, 3000
+	var written []kafkatest.Rec
+	m := model{}
+	for from := 0; from < n; from += 1000 {
+		recs := make([]kafkatest.Rec, 0, 1000)
+		for i := from; i < from+1000; i++ {
+			k := fmt.Sprintf("k%d", i%keys)
+			r := kafkatest.Rec{Key: []byte(k), Partition: int32(i % keys % 2), Value: fmt.Appendf(nil, "%s-%d-%0900d", k, i, 0)}
+			if i%7 == 3 {
+				r.Value = nil
+				delete(m, k)
+			} else {
+				m[k] = string(r.Value)
+			}
+			recs = append(recs, r)
+		}
+		kafkatest.Produce(t, b.Addr(), "items", recs...)
+		written = append(written, recs...)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestDiskViewKilledChild$", "-test.timeout", "5m")
+	cmd.Env = append(os.Environ(), killChildEnv+"="+b.Addr()+" "+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	mid := false
+	for !mid && sc.Scan() {
+		mid = sc.Text() == "MID CATCH-UP"
+	}
+	if !mid {
+		t.Fatal("the child ended without reaching the middle of its catch-up")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	// The store as the killed process left it.
+	s, err := openPebble(filepath.Join(dir, "items"), storeOptions{logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cnt, err := s.read(countKey); err != nil || len(cnt) != 8 {
+		t.Fatalf("the store's key count: %v %v", cnt, err)
+	} else {
+		s.count = int64(binary.LittleEndian.Uint64(cnt))
+	}
+	pos, err := s.positions(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos[0]+pos[1] == 0 || pos[0]+pos[1] >= n {
+		t.Fatalf("the store's offsets are %v: the kill did not fall within the catch-up", pos)
+	}
+	// What a view holds having read each partition below pos.
+	prefix := model{}
+	next := make([]int64, 2)
+	for _, r := range written {
+		off := next[r.Partition]
+		next[r.Partition]++
+		if off >= pos[r.Partition] {
+			continue
+		}
+		if r.Value == nil {
+			delete(prefix, string(r.Key))
+		} else {
+			prefix[string(r.Key)] = string(r.Value)
+		}
+	}
+	got := model{}
+	s.scan(func(e Entry) bool {
+		if e.Offset >= pos[e.Partition] {
+			t.Errorf("%s at %d@%d is beyond its partition's stored offset %d", e.Key, e.Partition, e.Offset, pos[e.Partition])
+		}
+		got[e.Key] = string(e.Value)
+		return true
+	})
+	if len(got) != len(prefix) || int(s.count) != len(prefix) {
+		t.Errorf("the store holds %d keys (counted %d), want %d", len(got), s.count, len(prefix))
+	}
+	for k, want := range prefix {
+		if got[k] != want {
+			t.Errorf("%s: the store holds %.20q, want %.20q", k, got[k], want)
+		}
+	}
+	s.close()
+	if t.Failed() {
+		return
+	}
+
+	ctx := kafkatest.Ctx(t, 60*time.Second)
+	v, err := diskViews(t, b.Addr(), dir, nil, nil).View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := n - int(pos[0]+pos[1]); v.caughtUp != want {
+		t.Errorf("the restart applied %d records, want the %d its store's offsets did not cover", v.caughtUp, want)
+	}
+	holds(t, v, m)
+}
+
+// TestDiskViewKilledChild is the child process of
+// TestDiskViewKilledMidCatchUp: it catches a view on disk up and says so
+// once part of it is applied, until killed.
+func TestDiskViewKilledChild(t *testing.T) {
+	env := os.Getenv(killChildEnv)
+	if env == "" {
+		t.Skip("run by TestDiskViewKilledMidCatchUp")
+	}
+	var addr, dir string
+	if _, err := fmt.Sscan(env, &addr, &dir); err != nil {
+		t.Fatal(err)
+	}
+	c := diskViews(t, addr, dir, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = c.View(ctx, "items") }()
+	for !committed(c.liveView("items")) {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("MID CATCH-UP")
+	<-context.Background().Done() // until SIGKILL
+}
+
+// committed tells whether v's store has made records of its catch-up
+// durable: a memtable of them (4 MiB: some 4,000 records of 1 KiB) flushed
+// to a table.
+func committed(v *View) bool {
+	if v == nil {
+		return false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.disk == nil || v.disk.db == nil {
+		return false
+	}
+	// The first flush is the meta's, as the store was created.
+	return v.disk.db.Metrics().Flush.Count >= 2
+}

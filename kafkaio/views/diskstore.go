@@ -1,0 +1,616 @@
+package views
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
+)
+
+// diskStore keeps a view's entries in an embedded LSM store (pebble) in a
+// directory of its own, so that a view is bounded by the disk, not the
+// heap, and survives a restart. Beside the entries it keeps, in the same
+// atomic batches, the next offset of every partition the view has applied,
+// the topic id and the key count: after a crash the store is some prefix of
+// what was applied, and its offsets say exactly which, so the view resumes
+// from them without serving a record they do not cover or missing one.
+//
+// Keys of the store:
+//
+//	'm'                  meta: format, topic id
+//	'n'                  the view's key count
+//	'p' partition (BE32) the partition's next offset
+//	'e' key              an entry: partition, offset, timestamp, headers, value
+//
+// Entries read from the store own their bytes (a copy from pebble's
+// buffers), unlike the memory store's, which alias its chunks.
+//
+// The caller (View) holds the lock: the store has none. A batch is durable
+// once flushed (see openPebble: no write-ahead log). During a catch-up
+// writes gather in a batch (the heads of its keys kept beside it, for the
+// look-ups a write makes) and are committed every diskBatchBytes and when the catch-up
+// ends; afterwards every record is committed on its own, so a reader sees
+// it as soon as its waiters are woken.
+type diskStore struct {
+	db    *pebble.DB
+	fs    vfs.FS
+	dir   string
+	count int64
+	batch *pebble.Batch // pending writes of a catch-up; nil: commit each
+	// pending are the heads of the keys the batch writes (absent: a
+	// tombstone) and pendingPos the partitions' next offsets: the count
+	// and the offsets are written once, as the batch is committed.
+	pending    map[string]pendingHead
+	pendingPos map[int32]int64
+	err        error // the first write that failed; the store takes no more
+	buf        []byte
+	// written and checked pace the free-space check (see minFreeBytes).
+	written int64
+	checked time.Time
+}
+
+// minFreeBytes is the free space a disk store leaves on its disk: pebble
+// takes a file it cannot write as fatal (it panics on a log write), so a
+// store stops taking writes, and its view goes out of service, before the
+// disk is full; what is left lets its memtables flush and compactions run.
+// The free space is checked every freeCheckBytes written, and at least
+// every freeCheckEvery.
+const (
+	minFreeBytes   = 256 << 20
+	freeCheckBytes = 16 << 20
+	freeCheckEvery = time.Second
+)
+
+// diskFormat is the layout version in the meta key: a store of another
+// version is rebuilt.
+const diskFormat = 1
+
+// diskBatchBytes is the size at which a catch-up commits its batch.
+const diskBatchBytes = 4 << 20
+
+var (
+	metaKey  = []byte{'m'}
+	countKey = []byte{'n'}
+)
+
+// ErrStoreFailed wraps the error of a view store that cannot take a write
+// (a full disk): the view no longer follows its topic and is dropped.
+var ErrStoreFailed = errors.New("the view's store failed")
+
+// storeOptions are what the disk stores of one Views share.
+type storeOptions struct {
+	cache  *pebble.Cache
+	fs     vfs.FS // nil: the operating system's
+	logger *slog.Logger
+}
+
+// openDiskStore opens (or creates) the store in dir for a view of the
+// topic with id; a store of another topic id or format is emptied first,
+// and so is one that does not open (corrupt): its log line says why.
+// rebuilt tells whether an existing store was emptied, and why.
+func openDiskStore(dir string, id [16]byte, so storeOptions) (s *diskStore, rebuilt string, err error) {
+	s, err = openPebble(dir, so)
+	if err != nil && errors.Is(err, syscall.EAGAIN) {
+		// Locked: another process has it open (two processes given one
+		// directory). Its store is not this one's to empty.
+		return nil, "", fmt.Errorf("opening the view store in %s: another process has it open: %w", dir, err)
+	}
+	if err != nil {
+		rebuilt = "the store does not open: " + err.Error()
+		if err := wipe(dir, so); err != nil {
+			return nil, "", err
+		}
+		if s, err = openPebble(dir, so); err != nil {
+			return nil, "", fmt.Errorf("opening the view store in %s: %w", dir, err)
+		}
+	}
+	meta, err := s.read(metaKey)
+	switch {
+	case err != nil:
+		_ = s.db.Close()
+		return nil, "", fmt.Errorf("reading the view store's meta in %s: %w", dir, err)
+	case meta == nil:
+		// New (or emptied): write the meta; nothing else is there.
+	case len(meta) != 17 || meta[0] != diskFormat:
+		rebuilt = "the store is of another format"
+	case !bytes.Equal(meta[1:], id[:]):
+		rebuilt = "the store holds another generation of the topic (another topic id)"
+	}
+	if rebuilt != "" && meta != nil {
+		if err := s.clear(); err != nil {
+			_ = s.db.Close()
+			return nil, "", err
+		}
+	}
+	if meta == nil || rebuilt != "" {
+		m := append([]byte{diskFormat}, id[:]...)
+		if err := s.durably(func() error { return s.db.Set(metaKey, m, pebble.NoSync) }); err != nil {
+			_ = s.db.Close()
+			return nil, "", fmt.Errorf("writing the view store's meta in %s: %w", dir, err)
+		}
+	}
+	if n, err := s.read(countKey); err != nil {
+		_ = s.db.Close()
+		return nil, "", fmt.Errorf("reading the view store's key count in %s: %w", dir, err)
+	} else if len(n) == 8 {
+		s.count = int64(binary.LittleEndian.Uint64(n))
+	}
+	return s, rebuilt, nil
+}
+
+func openPebble(dir string, so storeOptions) (*diskStore, error) {
+	// No write-ahead log: a store is a copy of its topic, so what a crash
+	// loses is read again from the topic. A batch is durable once its
+	// memtable (4 MiB) is flushed to a table; a flush takes whole batches,
+	// the offsets with their records, so a killed process leaves a store
+	// that is a prefix of what it applied, and the view resumes from its
+	// offsets, reading at most a memtable's worth again. Every record is
+	// written once to a table instead of twice (the log, then a table): a
+	// first load went from 38,000 to 45,000 – 81,000 records of 1 KiB a
+	// second (BenchmarkDiskViewGet, on a loaded machine).
+	opts := &pebble.Options{Cache: so.cache, FS: so.fs, Logger: pebbleLogger{so.logger}, DisableWAL: true}
+	// Every write reads its key's current head first (a new key mostly):
+	// bloom filters answer most of those reads without a block.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	fs := so.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	return &diskStore{db: db, fs: fs, dir: dir}, nil
+}
+
+// wipe removes a store's directory.
+func wipe(dir string, so storeOptions) error {
+	fs := so.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing the view store in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// pebbleLogger passes pebble's lines to the views' log: its informational
+// ones at debug level.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("view store: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Warn("view store: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf is what pebble calls when it cannot go on (its own files
+// inconsistent): it must not return.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error("view store: " + msg)
+	panic("view store: " + msg)
+}
+
+// read returns a copy of the value of k, nil if absent.
+func (s *diskStore) read(k []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(v)
+	_ = closer.Close()
+	return out, nil
+}
+
+// clear removes every key of the store (a rebuild), durably.
+func (s *diskStore) clear() error {
+	if err := s.durably(func() error { return s.db.DeleteRange([]byte{0}, []byte{0xff}, pebble.NoSync) }); err != nil {
+		return fmt.Errorf("emptying the view store in %s: %w", s.dir, err)
+	}
+	s.count = 0
+	return nil
+}
+
+// durably makes write's writes durable: the store has no WAL, so they are
+// flushed to a table.
+func (s *diskStore) durably(write func() error) error {
+	if err := write(); err != nil {
+		return err
+	}
+	return s.db.Flush()
+}
+
+// positions returns the next offset per partition stored, n at least.
+func (s *diskStore) positions(n int) ([]int64, error) {
+	pos := make([]int64, n)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'p'}, UpperBound: []byte{'q'}})
+	if err != nil {
+		return nil, fmt.Errorf("reading the view store's offsets in %s: %w", s.dir, err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(k) != 5 || len(v) != 8 {
+			return nil, fmt.Errorf("the view store in %s has a malformed offset", s.dir)
+		}
+		p := int(binary.BigEndian.Uint32(k[1:]))
+		for p >= len(pos) {
+			pos = append(pos, 0)
+		}
+		pos[p] = int64(binary.LittleEndian.Uint64(v))
+	}
+	return pos, it.Error()
+}
+
+func entryKey(buf []byte, key []byte) []byte {
+	return append(append(buf[:0], 'e'), key...)
+}
+
+func posKey(p int32) []byte {
+	var k [5]byte
+	k[0] = 'p'
+	binary.BigEndian.PutUint32(k[1:], uint32(p))
+	return k[:]
+}
+
+// pendingHead is a key's head as the pending batch leaves it.
+type pendingHead struct {
+	head    diskItem
+	present bool
+}
+
+// diskItem is the head of a stored entry, what a write compares.
+type diskItem struct {
+	partition int32
+	offset    int64
+	ts        int64
+}
+
+// decodeDisk reads a stored entry's value (copied: the entry owns its
+// bytes).
+func decodeDisk(key string, b []byte) (Entry, bool) {
+	var h diskItem
+	p, ok := h.decode(b)
+	if !ok {
+		return Entry{}, false
+	}
+	hl, w := binary.Uvarint(b[p:])
+	if w <= 0 || uint64(len(b)-p-w) < hl {
+		return Entry{}, false
+	}
+	p += w
+	own := bytes.Clone(b[p:])
+	e := Entry{Partition: h.partition, Offset: h.offset, Timestamp: h.ts, Key: key}
+	if hl > 0 {
+		e.headers = own[:hl:hl]
+	}
+	e.Value = own[hl:len(own):len(own)]
+	return e, true
+}
+
+func (h *diskItem) decode(b []byte) (int, bool) {
+	p := 0
+	x, w := binary.Uvarint(b)
+	if w <= 0 {
+		return 0, false
+	}
+	h.partition, p = int32(x), p+w
+	y, w := binary.Varint(b[p:])
+	if w <= 0 {
+		return 0, false
+	}
+	h.offset, p = y, p+w
+	y, w = binary.Varint(b[p:])
+	if w <= 0 {
+		return 0, false
+	}
+	h.ts, p = y, p+w
+	return p, true
+}
+
+// get returns the entry of key. Readers hold the read lock, several at
+// once: it uses no buffer of the store.
+func (s *diskStore) get(key string) (Entry, bool) {
+	if s.db == nil {
+		return Entry{}, false
+	}
+	k := make([]byte, 0, len(key)+1)
+	v, closer, err := s.db.Get(entryKey(k, []byte(key)))
+	if err != nil {
+		return Entry{}, false
+	}
+	defer closer.Close()
+	return decodeDisk(key, v)
+}
+
+// head reads the head of key's current entry, through the pending batch.
+func (s *diskStore) head(k []byte) (diskItem, bool, error) {
+	if p, ok := s.pending[string(k[1:])]; ok {
+		return p.head, p.present, nil
+	}
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return diskItem{}, false, nil
+	}
+	if err != nil {
+		return diskItem{}, false, err
+	}
+	defer closer.Close()
+	var h diskItem
+	if _, ok := h.decode(v); !ok {
+		return diskItem{}, false, fmt.Errorf("the view store in %s has a malformed entry", s.dir)
+	}
+	return h, true, nil
+}
+
+// apply writes r (converted; its key not nil) with its partition's next
+// offset (next: a record held for conversion and applied later does not
+// take it back) in one batch, hdr its header encoding. It reports whether the
+// view changed: a tombstone of an absent key, or a record that loses to the
+// key's record of another partition, changes nothing but the offset.
+func (s *diskStore) apply(r *client.Record, hdr []byte, next int64) (changed bool) {
+	if s.err != nil || s.db == nil {
+		return false
+	}
+	k := entryKey(s.buf[:0], r.Key)
+	s.buf = k
+	old, had, err := s.head(k)
+	if err != nil {
+		s.fail(err)
+		return false
+	}
+	switch {
+	case had && old.partition != r.Partition && !beats(r, &item{ts: old.ts, partition: old.partition}):
+	case r.Value == nil && !had:
+	case r.Value == nil:
+		s.count--
+		changed = true
+	default:
+		if !had {
+			s.count++
+		}
+		changed = true
+	}
+	b := s.batch
+	if b == nil {
+		b = s.db.NewBatch()
+	}
+	if changed {
+		if r.Value == nil {
+			_ = b.Delete(k, nil)
+		} else {
+			_ = b.Set(k, encodeDisk(r, hdr), nil)
+		}
+		if s.pending != nil {
+			s.pending[string(r.Key)] = pendingHead{
+				head:    diskItem{partition: r.Partition, offset: r.Offset, ts: r.Timestamp.UnixMilli()},
+				present: r.Value != nil,
+			}
+		}
+	}
+	s.setPos(b, r.Partition, next)
+	s.commitIf(b)
+	return changed
+}
+
+func encodeDisk(r *client.Record, hdr []byte) []byte {
+	v := make([]byte, 0, 4*binary.MaxVarintLen64+len(hdr)+len(r.Value))
+	v = binary.AppendUvarint(v, uint64(uint32(r.Partition)))
+	v = binary.AppendVarint(v, r.Offset)
+	v = binary.AppendVarint(v, r.Timestamp.UnixMilli())
+	v = binary.AppendUvarint(v, uint64(len(hdr)))
+	v = append(v, hdr...)
+	return append(v, r.Value...)
+}
+
+func (s *diskStore) setPos(b *pebble.Batch, p int32, next int64) {
+	if b == s.batch {
+		s.pendingPos[p] = next
+		return
+	}
+	var v [8]byte
+	binary.LittleEndian.PutUint64(v[:], uint64(next))
+	_ = b.Set(posKey(p), v[:], nil)
+}
+
+// advance stores a partition's next offset without a record.
+func (s *diskStore) advance(p int32, next int64) {
+	if s.err != nil || s.db == nil {
+		return
+	}
+	b := s.batch
+	if b == nil {
+		b = s.db.NewBatch()
+	}
+	s.setPos(b, p, next)
+	s.commitIf(b)
+}
+
+// commitIf commits b with the key count, unless it is the catch-up's
+// batch with room left.
+func (s *diskStore) commitIf(b *pebble.Batch) {
+	if b == s.batch {
+		if b.Len() >= diskBatchBytes {
+			s.commitGathered()
+			s.batch = s.db.NewBatch()
+		}
+		return
+	}
+	s.commit(b)
+}
+
+// commit writes the key count into b and commits it.
+func (s *diskStore) commit(b *pebble.Batch) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(s.count))
+	_ = b.Set(countKey, n[:], nil)
+	if err := s.roomFor(b.Len()); err != nil {
+		s.fail(err)
+	} else if err := b.Commit(pebble.NoSync); err != nil {
+		s.fail(err)
+	}
+	_ = b.Close()
+}
+
+// commitGathered commits the catch-up's batch with the offsets it reached.
+func (s *diskStore) commitGathered() {
+	b := s.batch
+	s.batch = nil // setPos writes into b now
+	for p, next := range s.pendingPos {
+		s.setPos(b, p, next)
+	}
+	if s.err == nil {
+		s.commit(b)
+	} else {
+		_ = b.Close()
+	}
+	clear(s.pending)
+	clear(s.pendingPos)
+}
+
+// gather makes writes gather in a batch until flush (a catch-up).
+func (s *diskStore) gather() {
+	if s.db != nil && s.batch == nil && s.err == nil {
+		s.batch = s.db.NewBatch()
+		s.pending = map[string]pendingHead{}
+		s.pendingPos = map[int32]int64{}
+	}
+}
+
+// flush commits the gathered writes and commits each write from now on.
+func (s *diskStore) flush() error {
+	if s.batch != nil {
+		s.commitGathered()
+		s.pending, s.pendingPos = nil, nil
+	}
+	return s.err
+}
+
+// roomFor checks, at its pace, that the disk keeps minFreeBytes free once
+// n more bytes are written.
+func (s *diskStore) roomFor(n int) error {
+	s.written += int64(n)
+	if s.written < freeCheckBytes && time.Since(s.checked) < freeCheckEvery {
+		return nil
+	}
+	s.written, s.checked = 0, time.Now()
+	u, err := s.fs.GetDiskUsage(s.dir)
+	if err != nil {
+		return fmt.Errorf("reading the free space of the store's disk: %w", err)
+	}
+	if u.AvailBytes < minFreeBytes+uint64(n) {
+		return fmt.Errorf("the disk is full: %d bytes free, below the %d the store keeps free", u.AvailBytes, minFreeBytes)
+	}
+	return nil
+}
+
+func (s *diskStore) fail(err error) {
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: writing to the view store in %s: %w", ErrStoreFailed, s.dir, err)
+	}
+}
+
+// remove deletes key (a record below its partition's log start).
+func (s *diskStore) remove(key string) {
+	if s.err != nil || s.db == nil {
+		return
+	}
+	k := entryKey(s.buf[:0], []byte(key))
+	s.buf = k
+	b := s.db.NewBatch()
+	_ = b.Delete(k, nil)
+	s.count--
+	s.commit(b)
+}
+
+// scan calls fn with every entry until it returns false; each entry owns
+// its bytes.
+func (s *diskStore) scan(fn func(Entry) bool) {
+	if s.db == nil {
+		return
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'e'}, UpperBound: []byte{'f'}})
+	if err != nil {
+		return
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return
+		}
+		e, ok := decodeDisk(string(it.Key()[1:]), v)
+		if ok && !fn(e) {
+			return
+		}
+	}
+}
+
+// diskStats are a disk store's sizes.
+type diskStats struct {
+	bytes           int64 // on disk
+	compactionBytes int64 // estimated debt of compactions
+}
+
+func (s *diskStore) stats() diskStats {
+	if s.db == nil {
+		return diskStats{}
+	}
+	m := s.db.Metrics()
+	return diskStats{bytes: int64(m.DiskSpaceUsage()), compactionBytes: int64(m.Compact.EstimatedDebt)}
+}
+
+// close closes the store; it reads nothing afterwards.
+func (s *diskStore) close() {
+	if s.db == nil {
+		return
+	}
+	if s.batch != nil {
+		_ = s.batch.Close()
+		s.batch = nil
+	}
+	if s.err == nil {
+		// Without a log, what the memtable holds is lost unless flushed:
+		// a restart after a clean stop resumes from every record applied.
+		_ = s.db.Flush()
+	}
+	_ = s.db.Close()
+	s.db = nil
+}
+
+// storeDir is the directory of topic's store under root. Topic names are
+// letters, digits, '.', '_' and '-', and never "." or "..".
+func storeDir(root, topic string) (string, error) {
+	if topic == "" || topic == "." || topic == ".." || filepath.Base(topic) != topic {
+		return "", fmt.Errorf("topic %q cannot name a view store directory", topic)
+	}
+	return filepath.Join(root, topic), nil
+}
+
+// ensureDir creates the root of the stores.
+func ensureDir(root string) error {
+	if err := os.MkdirAll(root, 0o750); err != nil {
+		return fmt.Errorf("creating the view store directory: %w", err)
+	}
+	return nil
+}
