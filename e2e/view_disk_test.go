@@ -24,6 +24,7 @@ func diskFetchConfig(dir string) string {
 // they do from memory; a processor started on the store another one left
 // (a restart) resumes from it and gives the same entity tags.
 func TestViewOnDiskEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, diskFetchConfig(t.TempDir()), twoPartitions)
 	e.put("items", 1, "p1", []byte(`{"n":"one"}`), "content-type", "application/json", "colour", "blue")
 	e.put("items", 0, "p0", []byte(`{"n":"zero"}`), "content-type", "application/json", "colour", "red")
