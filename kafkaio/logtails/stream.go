@@ -203,12 +203,15 @@ func (s *Stream) snapshot(ctx context.Context) error {
 	for p := range s.viewEnd {
 		s.viewEnd[p] = max(v.Position(int32(p)), 0)
 	}
-	v.Scan(func(e views.Entry) bool {
+	err = v.Scan(func(e views.Entry) bool {
 		if int(e.Partition) < n && e.Offset >= s.next[e.Partition] && s.matchEntry(&e) {
 			s.view = append(s.view, e)
 		}
 		return true
 	})
+	if err != nil { // a view on disk that cannot read: the stream would skip records
+		return fmt.Errorf("%w: reading the view of %s for a stream's history: %v", client.ErrNotReady, s.opts.Topic, err)
+	}
 	slices.SortFunc(s.view, func(a, b views.Entry) int {
 		if a.Partition != b.Partition {
 			return int(a.Partition - b.Partition)

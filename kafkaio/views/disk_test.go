@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/faultfs"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
 )
@@ -27,7 +28,7 @@ func diskViews(t *testing.T, addr, dir string, sink *kafkatest.LogSink, fs vfs.F
 	t.Helper()
 	opts := Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
-		DiskStore: func(string) bool { return true }, StoreDir: dir, storeFS: fs,
+		DiskStore: func(string) bool { return true }, StoreDir: dir, StoreFS: fs,
 	}
 	if sink != nil {
 		opts.Logger = slog.New(sink)
@@ -229,7 +230,7 @@ func TestFullDiskTakesADiskViewOutOfService(t *testing.T) {
 	ready := readinessLog{ch: make(chan string, 100)}
 	c, err := New(Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
-		DiskStore: func(string) bool { return true }, StoreDir: t.TempDir(), storeFS: fs, Readiness: ready,
+		DiskStore: func(string) bool { return true }, StoreDir: t.TempDir(), StoreFS: fs, Readiness: ready,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -451,4 +452,47 @@ func committed(v *View) bool {
 	}
 	// The first flush is the meta's, as the store was created.
 	return v.disk.db.Metrics().Flush.Count >= 2
+}
+
+// A view on disk whose store cannot read says so (ErrStoreFailed) rather
+// than answering "no such record" or a part of the view: a client would
+// be told a record it has does not exist, or be given a merged answer
+// missing records.
+func TestDiskViewReadFailureIsAnErrorNotAnAbsence(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true})
+	dir := t.TempDir()
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	// Values large enough that the keys span many table blocks: a key's
+	// block is then read from the file, not from one cached while the
+	// store opened.
+	recs := make([]kafkatest.Rec, 400)
+	for i := range recs {
+		recs[i] = kafkatest.Rec{Key: fmt.Appendf(nil, "k%03d", i), Value: make([]byte, 1024), Partition: int32(i % 2)}
+	}
+	kafkatest.Produce(t, b.Addr(), "items", recs...)
+	first := diskViews(t, b.Addr(), dir, nil, nil)
+	if _, err := first.View(ctx, "items"); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // flushes the store into table files
+	fs := faultfs.New()
+	v, err := diskViews(t, b.Addr(), dir, nil, fs).View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok, err := v.Lookup("k000"); err != nil || !ok || len(e.Value) != 1024 {
+		t.Fatalf("before the failure: %v, %v", ok, err)
+	}
+	fs.Fail.Store(true)
+	if _, ok, err := v.Lookup("k399"); !errors.Is(err, ErrStoreFailed) || ok {
+		t.Errorf("Lookup of a key whose block cannot be read: found %v, err %v; want ErrStoreFailed", ok, err)
+	}
+	n := 0
+	if err := v.Scan(func(Entry) bool { n++; return true }); !errors.Is(err, ErrStoreFailed) {
+		t.Errorf("Scan with unreadable blocks: %v after %d entries; want ErrStoreFailed", err, n)
+	}
+	fs.Fail.Store(false)
+	if _, ok, err := v.Lookup("k399"); err != nil || !ok {
+		t.Errorf("after the failure: %v, %v", ok, err)
+	}
 }

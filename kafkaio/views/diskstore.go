@@ -329,18 +329,34 @@ func (h *diskItem) decode(b []byte) (int, bool) {
 }
 
 // get returns the entry of key. Readers hold the read lock, several at
-// once: it uses no buffer of the store.
-func (s *diskStore) get(key string) (Entry, bool) {
+// once: it uses no buffer of the store. A read that fails is an error, never
+// "absent": the client would be told a record it has does not exist.
+func (s *diskStore) get(key string) (Entry, bool, error) {
 	if s.db == nil {
-		return Entry{}, false
+		return Entry{}, false, s.closedErr()
 	}
 	k := make([]byte, 0, len(key)+1)
 	v, closer, err := s.db.Get(entryKey(k, []byte(key)))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Entry{}, false, nil
+	}
 	if err != nil {
-		return Entry{}, false
+		return Entry{}, false, fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
 	}
 	defer closer.Close()
-	return decodeDisk(key, v)
+	e, ok := decodeDisk(key, v)
+	if !ok {
+		return Entry{}, false, s.malformed()
+	}
+	return e, true, nil
+}
+
+func (s *diskStore) closedErr() error {
+	return fmt.Errorf("%w: the view store in %s is closed", ErrStoreFailed, s.dir)
+}
+
+func (s *diskStore) malformed() error {
+	return fmt.Errorf("%w: the view store in %s has a malformed entry", ErrStoreFailed, s.dir)
 }
 
 // head reads the head of key's current entry, through the pending batch.
@@ -358,7 +374,7 @@ func (s *diskStore) head(k []byte) (diskItem, bool, error) {
 	defer closer.Close()
 	var h diskItem
 	if _, ok := h.decode(v); !ok {
-		return diskItem{}, false, fmt.Errorf("the view store in %s has a malformed entry", s.dir)
+		return diskItem{}, false, s.malformed()
 	}
 	return h, true, nil
 }
@@ -525,7 +541,9 @@ func (s *diskStore) roomFor(n int) error {
 }
 
 func (s *diskStore) fail(err error) {
-	if s.err == nil {
+	if s.err == nil && errors.Is(err, ErrStoreFailed) {
+		s.err = err
+	} else if s.err == nil {
 		s.err = fmt.Errorf("%w: writing to the view store in %s: %w", ErrStoreFailed, s.dir, err)
 	}
 }
@@ -544,26 +562,35 @@ func (s *diskStore) remove(key string) {
 }
 
 // scan calls fn with every entry until it returns false; each entry owns
-// its bytes.
-func (s *diskStore) scan(fn func(Entry) bool) {
+// its bytes. A read that fails ends the scan with an error: an answer built
+// from part of the view would be a wrong one.
+func (s *diskStore) scan(fn func(Entry) bool) error {
 	if s.db == nil {
-		return
+		return s.closedErr()
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'e'}, UpperBound: []byte{'f'}})
 	if err != nil {
-		return
+		return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
 	}
-	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return
+			_ = it.Close()
+			return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
 		}
 		e, ok := decodeDisk(string(it.Key()[1:]), v)
-		if ok && !fn(e) {
-			return
+		if !ok {
+			_ = it.Close()
+			return s.malformed()
+		}
+		if !fn(e) {
+			break
 		}
 	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
+	}
+	return nil
 }
 
 // diskStats are a disk store's sizes.

@@ -172,7 +172,12 @@ func (c *Views) dropRemoved(vs []*View) error {
 		starts[*tp.Topic] = lo
 	}
 	for _, v := range vs {
-		if n := v.dropBelow(starts[v.Topic()]); n > 0 {
+		n := v.dropBelow(starts[v.Topic()])
+		if err := v.storeErr(); err != nil {
+			c.storeFailed(v, err)
+			continue
+		}
+		if n > 0 {
 			c.logger.Info("records were removed from a view's topic below the view's position (DeleteRecords or retention): the view no longer shows them",
 				"topic", v.Topic(), "keys", n)
 		}
@@ -206,16 +211,18 @@ func (v *View) dropBelow(lo []int64) int {
 		return 0
 	}
 	var keys []string
-	scan := v.entries.scan
-	if v.disk != nil {
-		scan = v.disk.scan
-	}
-	scan(func(e Entry) bool {
+	collect := func(e Entry) bool {
 		if below(e.Partition, e.Offset) {
 			keys = append(keys, e.Key)
 		}
 		return true
-	})
+	}
+	if v.disk == nil {
+		v.entries.scan(collect)
+	} else if err := v.disk.scan(collect); err != nil {
+		v.disk.fail(err) // dropRemoved drops the view
+		return 0
+	}
 	for key, r := range v.held {
 		if below(r.Partition, r.Offset) {
 			delete(v.held, key)

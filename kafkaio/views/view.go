@@ -221,26 +221,40 @@ func (v *View) TopicID() [16]byte { return v.topicID }
 func (v *View) Ready() <-chan struct{} { return v.ready }
 
 // Get returns the current record of key.
+//
+// A view on disk whose store cannot read answers absent here: what answers a
+// client uses Lookup, which says so.
 func (v *View) Get(key string) (Entry, bool) {
+	e, ok, _ := v.Lookup(key)
+	return e, ok
+}
+
+// Lookup is Get that fails when the view cannot tell: a view on disk whose
+// store fails a read (ErrStoreFailed). An answer of "no such record" would
+// then be a wrong one.
+func (v *View) Lookup(key string) (Entry, bool, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.disk != nil {
 		return v.disk.get(key)
 	}
-	return v.entries.get(key)
+	e, ok := v.entries.get(key)
+	return e, ok, nil
 }
 
 // Scan calls fn for every current record, in no particular order, until fn
 // returns false. The view is read-locked meanwhile: fn must be quick and
-// must not call the view.
-func (v *View) Scan(fn func(Entry) bool) {
+// must not call the view. It fails only for a view on disk whose store
+// fails a read (ErrStoreFailed), having called fn for part of the records:
+// the caller must not answer from them.
+func (v *View) Scan(fn func(Entry) bool) error {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.disk != nil {
-		v.disk.scan(fn)
-		return
+		return v.disk.scan(fn)
 	}
 	v.entries.scan(fn)
+	return nil
 }
 
 // Version counts the changes applied to the view.

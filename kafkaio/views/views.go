@@ -50,9 +50,10 @@ type Options struct {
 	// (optional: nil keeps every view in memory).
 	DiskStore func(topic string) bool
 	StoreDir  string
-	// storeFS replaces the operating system's file system under the disk
-	// stores (tests: a disk that fills up).
-	storeFS vfs.FS
+	// StoreFS replaces the operating system's file system under the disk
+	// stores (nil: the operating system's). Tests give a disk that fills
+	// up or cannot be read.
+	StoreFS vfs.FS
 }
 
 // Views manages the views of one Kafka cluster: its shared live consumer,
@@ -134,7 +135,7 @@ func New(opts Options) (*Views, error) {
 			admin.Close()
 			return nil, err
 		}
-		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), fs: opts.storeFS, logger: logger}
+		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), fs: opts.StoreFS, logger: logger}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Views{

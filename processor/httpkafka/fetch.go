@@ -110,7 +110,8 @@ func (f *Fetch) hold(ctx context.Context, topic string, wait time.Duration) (*vi
 
 // answer is the state of a selection in a view.
 type answer struct {
-	status      int // 200, 204 or 404
+	err         error // the view could not be read: 503, whatever else is set
+	status      int   // 200, 204 or 404
 	tag         string
 	quoted      string // the tag in quotes, as sent; "" when not built yet
 	body        []byte
@@ -228,6 +229,9 @@ func (f *Fetch) answerOrWait(ctx, drain context.Context, view *views.View, sel s
 			return nil // the caller holds the topic's view anew
 		}
 		ans := f.answer(view, sel)
+		if ans.err != nil {
+			return unavailable(fmt.Sprintf("the view of topic %q cannot be read now: %v", topic, ans.err))
+		}
 		// Asked only of an answer the client already has: a new one goes
 		// at once, without reading the clock.
 		waiting := func() bool { return ctx.Err() == nil && drain.Err() == nil && time.Now().Before(deadline) }
@@ -410,7 +414,9 @@ func (f *Fetch) watch(view *views.View, sel selection) (views.KeyWatch, <-chan s
 }
 
 // matching appends the selected entries to out in (partition, offset) order.
-func (f *Fetch) matching(out []views.Entry, view *views.View, sel selection) []views.Entry {
+// It fails when a view on disk cannot read its store: the answer would
+// leave records out.
+func (f *Fetch) matching(out []views.Entry, view *views.View, sel selection) ([]views.Entry, error) {
 	if sel.keyOnly {
 		var seen map[string]bool // a key named twice is one record
 		if len(sel.filters) > 1 {
@@ -423,17 +429,24 @@ func (f *Fetch) matching(out []views.Entry, view *views.View, sel selection) []v
 			if seen != nil {
 				seen[*fl.key] = true
 			}
-			if e, ok := view.Get(*fl.key); ok && sel.matches(&e) {
+			e, ok, err := view.Lookup(*fl.key)
+			if err != nil {
+				return nil, err
+			}
+			if ok && sel.matches(&e) {
 				out = append(out, e)
 			}
 		}
 	} else {
-		view.Scan(func(e views.Entry) bool {
+		err := view.Scan(func(e views.Entry) bool {
 			if sel.matches(&e) {
 				out = append(out, e)
 			}
 			return true
 		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	slices.SortFunc(out, func(a, b views.Entry) int {
 		if c := cmp.Compare(a.Partition, b.Partition); c != 0 {
@@ -441,7 +454,7 @@ func (f *Fetch) matching(out []views.Entry, view *views.View, sel selection) []v
 		}
 		return cmp.Compare(a.Offset, b.Offset)
 	})
-	return out
+	return out, nil
 }
 
 func (f *Fetch) answer(view *views.View, sel selection) answer {
@@ -458,7 +471,10 @@ func (f *Fetch) answer(view *views.View, sel selection) answer {
 	}
 	// A single key's entry stays on the stack.
 	var one [1]views.Entry
-	entries := f.matching(one[:0], view, sel)
+	entries, err := f.matching(one[:0], view, sel)
+	if err != nil {
+		return answer{err: err} // not cached: the next request reads again
+	}
 	var ans answer
 	if f.with.Merge != nil {
 		ans = renderMerged(view, entries)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/faultfs"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/views"
 	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
@@ -482,5 +485,50 @@ func TestFetchOfAnEvictedViewOpensItAgain(t *testing.T) {
 	r := get(byKey, map[string]string{"id": "a"}, "if-none-match", header(before, "etag"), "prefer", "wait=10")
 	if r.Status != 200 || string(r.Body) != "two" {
 		t.Fatalf("a write after the view was opened again: %d %q, want 200 two", r.Status, r.Body)
+	}
+}
+
+// A view on disk whose store cannot read answers 503 (retry), never a 404
+// for a record the topic holds nor a merged answer missing records.
+func TestFetchFromAnUnreadableDiskViewIsUnavailable(t *testing.T) {
+	f := newFixture(t, 2)
+	for i := range 400 { // many table blocks: a key's is read from the file
+		f.put(int32(i%2), fmt.Sprintf("k%03d", i), make([]byte, 1024))
+	}
+	dir := t.TempDir()
+	onDisk := func(fs vfs.FS) *views.Views {
+		c, err := views.New(views.Options{
+			Name: "kafka0", Properties: map[string]string{"bootstrap.servers": f.broker.Addr()}, KafkaTimeout: 10 * time.Second,
+			DiskStore: func(string) bool { return true }, StoreDir: dir, StoreFS: fs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	first := onDisk(nil)
+	if r := get(f.route(0, first), map[string]string{"id": "k000"}); r.Status != 200 {
+		t.Fatalf("the first view: %d %s", r.Status, r.Body)
+	}
+	first.Close() // its store is flushed into table files
+	fs := faultfs.New()
+	c := onDisk(fs)
+	byKey, merged := f.route(0, c), f.route(1, c)
+	if r := get(byKey, map[string]string{"id": "k000"}); r.Status != 200 {
+		t.Fatalf("before the failure: %d %s", r.Status, r.Body)
+	}
+	fs.Fail.Store(true)
+	for name, r := range map[string]*handler.HTTPResponse{
+		"a key":  get(byKey, map[string]string{"id": "k399"}),
+		"merged": get(merged, nil),
+	} {
+		if r.Status != http.StatusServiceUnavailable || header(r, "retry-after") == "" || !strings.Contains(string(r.Body), "cannot be read") {
+			t.Errorf("%s with the store unreadable: %d %s, want 503 with retry-after", name, r.Status, r.Body)
+		}
+	}
+	fs.Fail.Store(false)
+	if r := get(byKey, map[string]string{"id": "k399"}); r.Status != 200 {
+		t.Errorf("after the failure: %d %s", r.Status, r.Body)
 	}
 }
