@@ -226,6 +226,7 @@ func (v *View) dropBelow(lo []int64) int {
 	for key, r := range v.held {
 		if below(r.Partition, r.Offset) {
 			delete(v.held, key)
+			v.unheldLocked(r)
 		}
 	}
 	s := &v.entries

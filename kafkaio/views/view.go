@@ -123,6 +123,11 @@ type View struct {
 	// of its key; a newer record of the key removes it. Guarded by mu.
 	held      map[string]*client.Record
 	heldTimer *time.Timer
+	// heldFloor is the lowest offset of a record held aside, by partition,
+	// while heldStale is false: a view on disk never stores a position
+	// past it (storedNext).
+	heldFloor map[int32]int64
+	heldStale bool
 
 	positions []int64 // next offset per partition
 	starts    []int64 // log start per partition at the last topic check
@@ -402,10 +407,10 @@ func (v *View) apply(r *client.Record) {
 		if err := v.convert(r); err != nil {
 			v.mu.Lock()
 			defer v.mu.Unlock()
-			v.advanceLocked(r.Partition, r.Offset+1)
 			if errors.Is(err, ErrLater) {
-				v.holdLocked(r)
+				v.holdLocked(r) // first: a view on disk stores no position past it
 			}
+			v.advanceLocked(r.Partition, r.Offset+1)
 			return
 		}
 	}
@@ -421,7 +426,16 @@ func (v *View) holdLocked(r *client.Record) {
 	}
 	held := *r
 	held.Headers = slices.Clone(r.Headers) // the caller reuses its slice
+	if old, ok := v.held[string(r.Key)]; ok {
+		v.unheldLocked(old)
+	}
 	v.held[string(r.Key)] = &held
+	if f, ok := v.heldFloor[r.Partition]; !v.heldStale && (!ok || r.Offset < f) {
+		if v.heldFloor == nil {
+			v.heldFloor = map[int32]int64{}
+		}
+		v.heldFloor[r.Partition] = r.Offset
+	}
 	if v.heldTimer == nil {
 		v.heldTimer = time.AfterFunc(HeldRetry, v.retryHeld)
 	}
@@ -455,9 +469,17 @@ func (v *View) retryHeld() {
 		switch {
 		case d.err == nil:
 			delete(v.held, key)
+			v.unheldLocked(d.held)
 			v.applyLocked(d.converted)
 		case !errors.Is(d.err, ErrLater):
 			delete(v.held, key)
+			v.unheldLocked(d.held)
+		}
+	}
+	if v.disk != nil && len(out) > 0 {
+		// The positions the held records kept the store below move on.
+		for p, next := range v.positions {
+			v.disk.advance(int32(p), v.storedNext(int32(p), next))
 		}
 	}
 	v.heldTimer = nil
@@ -474,18 +496,19 @@ func (v *View) applyLocked(r *client.Record) {
 	if r.Key == nil {
 		v.nullKeys++
 		if v.disk != nil {
-			v.disk.advance(r.Partition, v.nextLocked(r))
+			v.disk.advance(r.Partition, v.storedNext(r.Partition, v.nextLocked(r)))
 		}
 		return
 	}
 	if len(v.held) > 0 {
 		if held, ok := v.held[string(r.Key)]; ok && (held.Partition != r.Partition || held.Offset < r.Offset) {
 			delete(v.held, string(r.Key)) // a newer record of the key supersedes it
+			v.unheldLocked(held)
 		}
 	}
 	if v.disk != nil {
 		v.scratch = appendHeaders(v.scratch[:0], r.Headers)
-		if !v.disk.apply(r, v.scratch, v.nextLocked(r)) {
+		if !v.disk.apply(r, v.scratch, v.storedNext(r.Partition, v.nextLocked(r))) {
 			return
 		}
 		v.changedLocked(r.Key)
@@ -513,6 +536,39 @@ func (v *View) applyLocked(r *client.Record) {
 		s.put(r, h, slot, num, had, v.scratch)
 	}
 	v.changedLocked(r.Key)
+}
+
+// storedNext is the next offset of partition p a view on disk may store:
+// never past a record held aside for conversion, which only the heap holds,
+// so that a restart reads it again rather than losing it.
+func (v *View) storedNext(p int32, next int64) int64 {
+	if len(v.held) == 0 {
+		return next
+	}
+	if v.heldStale {
+		clear(v.heldFloor)
+		for _, r := range v.held {
+			if f, ok := v.heldFloor[r.Partition]; !ok || r.Offset < f {
+				if v.heldFloor == nil {
+					v.heldFloor = map[int32]int64{}
+				}
+				v.heldFloor[r.Partition] = r.Offset
+			}
+		}
+		v.heldStale = false
+	}
+	if f, ok := v.heldFloor[p]; ok && f < next {
+		return f
+	}
+	return next
+}
+
+// unheldLocked notes that r is no longer held: the floor of its partition
+// is read again if r was it.
+func (v *View) unheldLocked(r *client.Record) {
+	if f, ok := v.heldFloor[r.Partition]; ok && f == r.Offset {
+		v.heldStale = true
+	}
 }
 
 // nextLocked is the next offset of r's partition once r is applied.
@@ -566,7 +622,7 @@ func (v *View) advanceLocked(p int32, next int64) {
 	if int(p) < len(v.positions) && next > v.positions[p] {
 		v.positions[p] = next
 		if v.disk != nil {
-			v.disk.advance(p, next)
+			v.disk.advance(p, v.storedNext(p, next))
 		}
 	}
 }
