@@ -109,7 +109,7 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 		diskDebt: d("kafka_ext_proc_view_disk_compaction_debt_bytes",
 			"Bytes the compactions of the views' stores on disk would still rewrite (their backlog)."),
 		storeFailures: d("kafka_ext_proc_view_store_failures_total",
-			"Writes the views' stores on disk refused (a full disk), each taking its view out of service until it catches up again."),
+			"Failures of the views' stores on disk (a write refused, a full disk, a scan that could not read), each taking its view out of service until it catches up again."),
 		replyEntries: d("kafka_ext_proc_reply_index_entries", "Correlation ids with stored replies."),
 		replyPinned:  d("kafka_ext_proc_reply_index_pinned", "Correlation ids with waiters."),
 		replyBytes:   d("kafka_ext_proc_reply_index_bytes", "Bytes accounted to stored replies."),
