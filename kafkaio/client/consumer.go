@@ -16,10 +16,15 @@ func NewConsumer(binding string, props map[string]string, kafkaTimeout time.Dura
 	return newConsumer(ConsumerConfig(props, kafkaTimeout, groupID), binding, what)
 }
 
-// NewLogTailConsumer is NewConsumer for the log tails' consumer
-// (LogTailConfig).
-func NewLogTailConsumer(binding string, props map[string]string, kafkaTimeout time.Duration, groupID string) (*kafka.Consumer, *kafka.AdminClient, error) {
-	return newConsumer(LogTailConfig(props, kafkaTimeout, groupID), binding, "log tail consumer")
+// NewLogTailConsumer creates the log tails' consumer (LogTailConfig). It has
+// no admin handle: the tails' look-ups go through a look-up client of their
+// own (NewLookupClient), which no fetch held by the broker delays.
+func NewLogTailConsumer(binding string, props map[string]string, kafkaTimeout time.Duration, groupID string) (*kafka.Consumer, error) {
+	cons, err := kafka.NewConsumer(LogTailConfig(props, kafkaTimeout, groupID))
+	if err != nil {
+		return nil, fmt.Errorf("creating the log tail consumer of kafka binding %q: %w", binding, err)
+	}
+	return cons, nil
 }
 
 func newConsumer(cm *kafka.ConfigMap, binding, what string) (*kafka.Consumer, *kafka.AdminClient, error) {

@@ -243,11 +243,10 @@ func New(c *views.Views, opts Options) (*Tails, error) {
 	if c.Closed() {
 		return nil, fmt.Errorf("creating the log readers of kafka binding %q: %w", opts.Name, ErrClosed)
 	}
-	tail, tailAdmin, err := client.NewLogTailConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs")
+	tail, err := client.NewLogTailConsumer(opts.Name, opts.Properties, opts.KafkaTimeout, c.GroupID()+"-logs")
 	if err != nil {
 		return nil, err
 	}
-	tailAdmin.Close() // the look-ups go through their own client
 	lookups, admin, err := client.NewLookupClient(opts.Name, opts.Properties, opts.KafkaTimeout, "log tails")
 	if err != nil {
 		_ = tail.Close()
