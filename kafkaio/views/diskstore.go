@@ -341,7 +341,7 @@ func (s *diskStore) get(key string) (Entry, bool, error) {
 		return Entry{}, false, nil
 	}
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
+		return Entry{}, false, s.readErr(err)
 	}
 	defer closer.Close()
 	e, ok := decodeDisk(key, v)
@@ -349,6 +349,10 @@ func (s *diskStore) get(key string) (Entry, bool, error) {
 		return Entry{}, false, s.malformed()
 	}
 	return e, true, nil
+}
+
+func (s *diskStore) readErr(err error) error {
+	return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
 }
 
 func (s *diskStore) closedErr() error {
@@ -570,13 +574,13 @@ func (s *diskStore) scan(fn func(Entry) bool) error {
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'e'}, UpperBound: []byte{'f'}})
 	if err != nil {
-		return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
+		return s.readErr(err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
+			return s.readErr(err)
 		}
 		e, ok := decodeDisk(string(it.Key()[1:]), v)
 		if !ok {
@@ -588,7 +592,7 @@ func (s *diskStore) scan(fn func(Entry) bool) error {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("%w: reading the view store in %s: %w", ErrStoreFailed, s.dir, err)
+		return s.readErr(err)
 	}
 	return nil
 }

@@ -430,11 +430,8 @@ func (v *View) holdLocked(r *client.Record) {
 		v.unheldLocked(old)
 	}
 	v.held[string(r.Key)] = &held
-	if f, ok := v.heldFloor[r.Partition]; !v.heldStale && (!ok || r.Offset < f) {
-		if v.heldFloor == nil {
-			v.heldFloor = map[int32]int64{}
-		}
-		v.heldFloor[r.Partition] = r.Offset
+	if !v.heldStale {
+		v.lowerHeldFloor(&held)
 	}
 	if v.heldTimer == nil {
 		v.heldTimer = time.AfterFunc(HeldRetry, v.retryHeld)
@@ -548,12 +545,7 @@ func (v *View) storedNext(p int32, next int64) int64 {
 	if v.heldStale {
 		clear(v.heldFloor)
 		for _, r := range v.held {
-			if f, ok := v.heldFloor[r.Partition]; !ok || r.Offset < f {
-				if v.heldFloor == nil {
-					v.heldFloor = map[int32]int64{}
-				}
-				v.heldFloor[r.Partition] = r.Offset
-			}
+			v.lowerHeldFloor(r)
 		}
 		v.heldStale = false
 	}
@@ -561,6 +553,17 @@ func (v *View) storedNext(p int32, next int64) int64 {
 		return f
 	}
 	return next
+}
+
+// lowerHeldFloor takes r, now held, into its partition's floor.
+func (v *View) lowerHeldFloor(r *client.Record) {
+	if f, ok := v.heldFloor[r.Partition]; ok && f <= r.Offset {
+		return
+	}
+	if v.heldFloor == nil {
+		v.heldFloor = map[int32]int64{}
+	}
+	v.heldFloor[r.Partition] = r.Offset
 }
 
 // unheldLocked notes that r is no longer held: the floor of its partition
