@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/kafka-ext-proc/kafka-ext-proc/internal/faultfs"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/client"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/embedded"
 	"github.com/kafka-ext-proc/kafka-ext-proc/kafkaio/internal/kafkatest"
@@ -564,5 +566,56 @@ func TestLogStreamEndsWhenTopicGainsPartitions(t *testing.T) {
 	}
 	if st := l.Stats(); st.Topics != 1 || st.Streams != 1 {
 		t.Fatalf("stats %+v: want one topic (the fresh tail) held by the resumed stream", st)
+	}
+}
+
+// A compacted topic's history read from a view on disk whose store cannot
+// read fails to open, as not ready, rather than starting the stream with
+// the records it could read: the client would never be sent the others.
+func TestLogStreamHistoryFromAnUnreadableDiskViewIsNotReady(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "snap", Partitions: 1, Compact: true})
+	recs := make([]kafkatest.Rec, 400) // many table blocks: most are read from the file
+	for i := range recs {
+		recs[i] = kafkatest.Rec{Key: fmt.Appendf(nil, "k%03d", i), Value: make([]byte, 1024)}
+	}
+	kafkatest.Produce(t, b.Addr(), "snap", recs...)
+	dir := t.TempDir()
+	onDisk := func(fs vfs.FS) *views.Views {
+		c, err := views.New(views.Options{
+			Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
+			DiskStore: func(string) bool { return true }, StoreDir: dir, StoreFS: fs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	first := onDisk(nil)
+	if _, err := first.View(kafkatest.Ctx(t, 20*time.Second), "snap"); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // its store is flushed into table files
+	fs := faultfs.New()
+	c := onDisk(fs)
+	if _, err := c.View(kafkatest.Ctx(t, 20*time.Second), "snap"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := logtails.New(c, logtails.Options{KafkaTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	fs.Fail.Store(true)
+	if s, err := l.Open(kafkatest.Ctx(t, 20*time.Second), logtails.StreamOptions{Topic: "snap", Compacted: true, Framer: testFramer{}}); !errors.Is(err, client.ErrNotReady) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("opening with the store unreadable: %v, want ErrNotReady", err)
+	}
+	fs.Fail.Store(false)
+	s := openStream(t, l, logtails.StreamOptions{Topic: "snap", Compacted: true})
+	if h := collect(t, s, 400); len(h) != 400 {
+		t.Fatalf("once the store reads: %d records of 400", len(h))
 	}
 }
