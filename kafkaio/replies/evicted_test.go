@@ -264,7 +264,7 @@ func readsAdmitted(x *Index) int {
 	if x.rdr == nil {
 		return 0
 	}
-	return x.rdr.admitted
+	return int(x.rdr.admitted.Load())
 }
 
 // Two reads of one partition admitted together, the later offset first:

@@ -3,6 +3,7 @@ package replies
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -46,7 +47,8 @@ type replyReader struct {
 	stopLogs chan struct{}
 	parts    map[readKey]*readPart
 	active   []*readState
-	admitted int // reads started, for tests
+
+	admitted atomic.Int64 // reads started, read by tests from their goroutine
 }
 
 type readKey struct {
@@ -135,7 +137,7 @@ func (rr *replyReader) run() {
 			rr.x.beforeAdmit()
 		}
 		in := rr.take()
-		rr.admitted += len(in)
+		rr.admitted.Add(int64(len(in)))
 		for _, rd := range in {
 			rr.admit(rd)
 		}
