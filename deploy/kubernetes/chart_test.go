@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy"
@@ -37,12 +38,29 @@ const (
 // rendered is the chart rendered and decoded, with the processor
 // configuration its ConfigMap holds.
 type rendered struct {
-	deployment *appsv1.Deployment
-	service    *corev1.Service
-	configMap  *corev1.ConfigMap
-	secret     *corev1.Secret // nil with credentials.existingSecret
-	pdb        *policyv1.PodDisruptionBudget
-	cfg        *config.Config
+	deployment  *appsv1.Deployment  // nil when the views' claims need a StatefulSet
+	statefulSet *appsv1.StatefulSet // nil otherwise
+	service     *corev1.Service
+	configMap   *corev1.ConfigMap
+	secret      *corev1.Secret // nil with credentials.existingSecret
+	pdb         *policyv1.PodDisruptionBudget
+	cfg         *config.Config
+}
+
+// pod is the processor's pod template, whichever workload carries it.
+func (r *rendered) pod() *corev1.PodTemplateSpec {
+	if r.statefulSet != nil {
+		return &r.statefulSet.Spec.Template
+	}
+	return &r.deployment.Spec.Template
+}
+
+// workload names the rendered workload and gives its pod selector.
+func (r *rendered) workload() (string, *metav1.LabelSelector) {
+	if r.statefulSet != nil {
+		return "StatefulSet " + r.statefulSet.Name, r.statefulSet.Spec.Selector
+	}
+	return "Deployment " + r.deployment.Name, r.deployment.Spec.Selector
 }
 
 // checkOptions are the processor limits and keepalive policy an Envoy in
@@ -105,8 +123,15 @@ func renderChart(dir string, values map[string]any) (*rendered, error) {
 		objs = append(objs, os...)
 	}
 	r := &rendered{}
-	if r.deployment, err = only[*appsv1.Deployment](objs); err != nil {
-		return nil, err
+	// One workload runs the processor: a Deployment or a StatefulSet.
+	deployments, statefulSets := all[*appsv1.Deployment](objs), all[*appsv1.StatefulSet](objs)
+	if len(deployments)+len(statefulSets) != 1 {
+		return nil, fmt.Errorf("%d Deployments and %d StatefulSets, want one of them", len(deployments), len(statefulSets))
+	}
+	if len(deployments) == 1 {
+		r.deployment = deployments[0]
+	} else {
+		r.statefulSet = statefulSets[0]
 	}
 	if r.service, err = only[*corev1.Service](objs); err != nil {
 		return nil, err
@@ -148,9 +173,10 @@ func flag(args []string, name string) (string, bool) {
 func checkRendered(r *rendered) error {
 	var errs []error
 	problem := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	pod := r.deployment.Spec.Template
+	pod := r.pod()
+	workload, selector := r.workload()
 	if len(pod.Spec.Containers) != 1 {
-		return fmt.Errorf("deployment has %d containers, want 1", len(pod.Spec.Containers))
+		return fmt.Errorf("%s has %d containers, want 1", workload, len(pod.Spec.Containers))
 	}
 	c := pod.Spec.Containers[0]
 	if got := probePath(c.StartupProbe); got != "/readyz" {
@@ -194,6 +220,15 @@ func checkRendered(r *rendered) error {
 		problem("service clusterIP %q: a standalone Envoy's STRICT_DNS needs a headless Service to spread streams over the replicas", r.service.Spec.ClusterIP)
 	}
 	podLabels := labels.Set(pod.Labels)
+	if selector == nil || !labels.SelectorFromSet(selector.MatchLabels).Matches(podLabels) || len(selector.MatchLabels) == 0 {
+		problem("%s selector %v does not select its pods %v", workload, selector, pod.Labels)
+	}
+	if r.statefulSet != nil && r.statefulSet.Spec.ServiceName != r.service.Name {
+		problem("%s serviceName %q is not the chart's Service %q", workload, r.statefulSet.Spec.ServiceName, r.service.Name)
+	}
+	if err := checkVolumes(r); err != nil {
+		problem("%s: %v", workload, err)
+	}
 	if !labels.SelectorFromSet(r.service.Spec.Selector).Matches(podLabels) || len(r.service.Spec.Selector) == 0 {
 		problem("service selector %v does not select the pods %v", r.service.Spec.Selector, pod.Labels)
 	}
@@ -258,6 +293,30 @@ func checkRendered(r *rendered) error {
 	return errors.Join(errs...)
 }
 
+// checkVolumes checks that every mount of the processor names a volume its
+// pod gets: one of the pod's own, or one of the StatefulSet's claims.
+func checkVolumes(r *rendered) error {
+	have := map[string]bool{}
+	for _, v := range r.pod().Spec.Volumes {
+		have[v.Name] = true
+	}
+	if r.statefulSet != nil {
+		for _, c := range r.statefulSet.Spec.VolumeClaimTemplates {
+			if have[c.Name] {
+				return fmt.Errorf("volume %q is both the pod's and a claim template", c.Name)
+			}
+			have[c.Name] = true
+		}
+	}
+	var errs []error
+	for _, m := range r.pod().Spec.Containers[0].VolumeMounts {
+		if !have[m.Name] {
+			errs = append(errs, fmt.Errorf("mount %q at %s has no volume", m.Name, m.MountPath))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func TestChartLintsAndRenders(t *testing.T) {
 	if err := lintChart(chartDir, nil); err != nil {
 		t.Fatalf("helm lint: %v", err)
@@ -311,13 +370,17 @@ func TestChartChecksFail(t *testing.T) {
 	}{
 		{"grace period below the drain", "", nil, map[string]any{"drain": map[string]any{"terminationMargin": -5}}, "does not exceed drain-delay + grace"},
 		{"drain durations not whole seconds", "", nil, map[string]any{"drain": map[string]any{"grace": "1m"}}, "whole seconds"},
-		{"no startup probe", "templates/deployment.yaml", []string{"        startupProbe:\n          httpGet: { path: /readyz, port: admin }\n          periodSeconds: {{ .Values.startupProbe.periodSeconds }}\n          failureThreshold: {{ .Values.startupProbe.failureThreshold }}\n", ""}, nil, "a liveness probe without a startup probe"},
-		{"readiness on liveness", "templates/deployment.yaml", []string{"httpGet: { path: /readyz, port: admin }\n          periodSeconds: 5", "httpGet: { path: /healthz, port: admin }\n          periodSeconds: 5"}, nil, `readiness probe path "/healthz"`},
+		{"no startup probe", "templates/_pod.tpl", []string{"    startupProbe:\n      httpGet: { path: /readyz, port: admin }\n      periodSeconds: {{ .Values.startupProbe.periodSeconds }}\n      failureThreshold: {{ .Values.startupProbe.failureThreshold }}\n", ""}, nil, "a liveness probe without a startup probe"},
+		{"readiness on liveness", "templates/_pod.tpl", []string{"httpGet: { path: /readyz, port: admin }\n      periodSeconds: 5", "httpGet: { path: /healthz, port: admin }\n      periodSeconds: 5"}, nil, `readiness probe path "/healthz"`},
 		{"service not headless", "", nil, map[string]any{"service": map[string]any{"headless": false}}, "a standalone Envoy's STRICT_DNS needs a headless Service"},
 		{"invalid configuration", "", nil, map[string]any{"config": "bindings: {}\nlimits: { max-wait: soon }\n"}, "the ConfigMap's configuration"},
 		{"secret key missing", "templates/secret.yaml", []string{"  password: {{ .Values.credentials.password | quote }}\n", ""}, nil, `reads key "password"`},
 		{"pdb selecting nothing", "templates/pdb.yaml", []string{"      {{- include \"kep.selector\" . | nindent 6 }}", "      app: other"}, nil, "PodDisruptionBudget selector"},
 		{"no requests", "", nil, map[string]any{"resources": map[string]any{"requests": nil}}, "no CPU or memory request"},
+		{"deployment selecting other pods", "templates/deployment.yaml", []string{"      {{- include \"kep.selector\" . | nindent 6 }}", "      app: other"}, nil, "Deployment kafka-ext-proc selector"},
+		{"statefulSet selecting other pods", "templates/statefulset.yaml", []string{"      {{- include \"kep.selector\" . | nindent 6 }}", "      app: other"}, statefulSetValues, "StatefulSet kafka-ext-proc selector"},
+		{"statefulSet on another service", "templates/statefulset.yaml", []string{"  serviceName: {{ include \"kep.name\" . }}", "  serviceName: other"}, statefulSetValues, `serviceName "other" is not the chart's Service`},
+		{"statefulSet without the views claim", "templates/statefulset.yaml", []string{"      name: views\n", "      name: store\n"}, statefulSetValues, `mount "views" at /var/lib/kafka-ext-proc/views has no volume`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

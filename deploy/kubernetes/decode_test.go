@@ -30,6 +30,7 @@ type kind struct {
 
 var kinds = map[string]kind{
 	"apps/v1/Deployment":            {new: func() any { return &appsv1.Deployment{} }},
+	"apps/v1/StatefulSet":           {new: func() any { return &appsv1.StatefulSet{} }},
 	"v1/Service":                    {new: func() any { return &corev1.Service{} }},
 	"v1/ConfigMap":                  {new: func() any { return &corev1.ConfigMap{} }},
 	"v1/Secret":                     {new: func() any { return &corev1.Secret{} }},
@@ -132,14 +133,20 @@ func decodeAll(data []byte) ([]any, error) {
 	return out, nil
 }
 
-// only returns the single object of type T among objs.
-func only[T any](objs []any) (T, error) {
+// all returns the objects of type T among objs.
+func all[T any](objs []any) []T {
 	var found []T
 	for _, o := range objs {
 		if t, ok := o.(T); ok {
 			found = append(found, t)
 		}
 	}
+	return found
+}
+
+// only returns the single object of type T among objs.
+func only[T any](objs []any) (T, error) {
+	found := all[T](objs)
 	if len(found) != 1 {
 		var zero T
 		return zero, fmt.Errorf("%d objects of type %T, want 1", len(found), zero)
