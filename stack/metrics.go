@@ -81,6 +81,7 @@ type kafkaCollector struct {
 
 	views, viewsReady, keys, bytes, nullKeys     *prometheus.Desc
 	diskBytes, diskDebt, storeFailures           *prometheus.Desc
+	storeReadFailures                            *prometheus.Desc
 	replyEntries, replyPinned, replyBytes        *prometheus.Desc
 	replyEvicted, replyExpired, replySplit, noHd *prometheus.Desc
 	idemKeys, idemEvicted, idemForgotten         *prometheus.Desc
@@ -110,6 +111,8 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 			"Bytes the compactions of the views' stores on disk would still rewrite (their backlog)."),
 		storeFailures: d("kafka_ext_proc_view_store_failures_total",
 			"Failures of the views' stores on disk (a write refused, a full disk, a scan that could not read), each taking its view out of service until it catches up again."),
+		storeReadFailures: d("kafka_ext_proc_view_store_read_failures_total",
+			"Single-key look-ups and merged reads of views on disk whose store could not read; each answered 503 with retry-after, the view kept in service."),
 		replyEntries: d("kafka_ext_proc_reply_index_entries", "Correlation ids with stored replies."),
 		replyPinned:  d("kafka_ext_proc_reply_index_pinned", "Correlation ids with waiters."),
 		replyBytes:   d("kafka_ext_proc_reply_index_bytes", "Bytes accounted to stored replies."),
@@ -196,7 +199,7 @@ func (t *topicLabels) label(kafka, topic string) string {
 }
 
 func (c *kafkaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.views, c.viewsReady, c.keys, c.bytes, c.nullKeys, c.diskBytes, c.diskDebt, c.storeFailures,
+	for _, d := range []*prometheus.Desc{c.views, c.viewsReady, c.keys, c.bytes, c.nullKeys, c.diskBytes, c.diskDebt, c.storeFailures, c.storeReadFailures,
 		c.replyEntries, c.replyPinned, c.replyBytes, c.replyEvicted, c.replyExpired, c.replySplit, c.noHd,
 		c.idemKeys, c.idemEvicted, c.idemForgotten, c.idemHits, c.idemExpired, c.idemRecords,
 		c.produced, c.lag, c.queueMsgs, c.queueBytes, c.rttAvg, c.rttP99, c.txErrs, c.rxErrs, c.reqTOut} {
@@ -222,6 +225,7 @@ func (c *kafkaCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.diskBytes, float64(vs.DiskBytes), name)
 		gauge(c.diskDebt, float64(vs.CompactionBytes), name)
 		counter(c.storeFailures, vs.StoreFailures, name)
+		counter(c.storeReadFailures, vs.ReadFailures, name)
 		rs := cl.Replies.Stats()
 		gauge(c.replyEntries, float64(rs.Entries), name)
 		gauge(c.replyPinned, float64(rs.Pinned), name)

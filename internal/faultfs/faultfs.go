@@ -1,6 +1,6 @@
 // Package faultfs is a file system for the view stores' tests that fails
-// on demand: pebble's vfs.FS over the operating system's, whose table files
-// cannot be read while Fail is set (a damaged or unreadable disk). It is a
+// on demand: pebble's vfs.FS over the operating system's, whose table and
+// blob files cannot be read while Fail is set (a damaged or unreadable disk). It is a
 // fake because the fault cannot be had for real in a test: no disk of this
 // machine is made to fail.
 package faultfs
@@ -13,11 +13,12 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// ErrRead is what a read of a table file returns while the file system
+// ErrRead is what a read of a table or blob file returns while the file system
 // fails.
 var ErrRead = errors.New("input/output error (a fault the test made)")
 
-// FailingReads is vfs.Default whose table files (.sst) fail every read
+// FailingReads is vfs.Default whose table files (.sst) and blob files
+// (.blob: the values pebble keeps apart from their keys) fail every read
 // while Fail is set.
 type FailingReads struct {
 	vfs.FS
@@ -27,10 +28,11 @@ type FailingReads struct {
 // New returns a FailingReads over the operating system's file system.
 func New() *FailingReads { return &FailingReads{FS: vfs.Default} }
 
-// Open opens name, its reads failing while f fails if it is a table file.
+// Open opens name, its reads failing while f fails if it is a table or blob
+// file.
 func (f *FailingReads) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	file, err := f.FS.Open(name, opts...)
-	if err != nil || filepath.Ext(name) != ".sst" {
+	if ext := filepath.Ext(name); err != nil || (ext != ".sst" && ext != ".blob") {
 		return file, err
 	}
 	return &failingFile{File: file, fs: f}, nil

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/faultfs"
@@ -477,12 +478,16 @@ func TestDiskViewReadFailureIsAnErrorNotAnAbsence(t *testing.T) {
 	}
 	first.Close() // flushes the store into table files
 	fs := faultfs.New()
-	v, err := diskViews(t, b.Addr(), dir, nil, fs).View(ctx, "items")
+	c := diskViews(t, b.Addr(), dir, nil, fs)
+	v, err := c.View(ctx, "items")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e, ok, err := v.Lookup("k000"); err != nil || !ok || len(e.Value) != 1024 {
 		t.Fatalf("before the failure: %v, %v", ok, err)
+	}
+	if n := c.Stats().ReadFailures; n != 0 {
+		t.Fatalf("%d read failures counted before any", n)
 	}
 	fs.Fail.Store(true)
 	if _, ok, err := v.Lookup("k399"); !errors.Is(err, ErrStoreFailed) || ok {
@@ -491,6 +496,9 @@ func TestDiskViewReadFailureIsAnErrorNotAnAbsence(t *testing.T) {
 	n := 0
 	if err := v.Scan(func(Entry) bool { n++; return true }); !errors.Is(err, ErrStoreFailed) {
 		t.Errorf("Scan with unreadable blocks: %v after %d entries; want ErrStoreFailed", err, n)
+	}
+	if n := c.Stats().ReadFailures; n != 2 {
+		t.Errorf("%d read failures counted, want 2 (the look-up and the scan)", n)
 	}
 	fs.Fail.Store(false)
 	if _, ok, err := v.Lookup("k399"); err != nil || !ok {
@@ -550,4 +558,66 @@ func TestDiskViewRestartKeepsHeldRecords(t *testing.T) {
 			t.Errorf("after the restart, %s: %q %v, want %q (a held record was lost behind the stored position)", k, e.Value, ok, want)
 		}
 	}
+}
+
+// The entry cache answers a disk view's hot keys from the heap: it must
+// never answer an entry the store no longer holds. A write removes its key;
+// a look-up while a catch-up's batch is pending reads the store as it was
+// before the batch and must not cache that; a store emptied is a new
+// generation.
+func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
+	v := newView("items", [16]byte{1}, 1, 2*time.Millisecond)
+	cache := pebble.NewCache(1 << 20)
+	defer cache.Unref()
+	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.disk = s
+	defer v.closeStore()
+	off := int64(0)
+	write := func(value string) {
+		t.Helper()
+		r := &client.Record{Topic: "items", Key: []byte("k"), Offset: off, Timestamp: time.UnixMilli(1)}
+		if value != "" {
+			r.Value = []byte(value)
+		}
+		off++
+		v.apply(r)
+	}
+	want := func(step, value string) {
+		t.Helper()
+		e, ok, err := v.Lookup("k")
+		switch {
+		case err != nil:
+			t.Fatalf("%s: %v", step, err)
+		case value == "" && ok:
+			t.Fatalf("%s: found %q, want absent", step, e.Value)
+		case value != "" && (!ok || string(e.Value) != value):
+			t.Fatalf("%s: %q (found %v), want %q", step, e.Value, ok, value)
+		}
+	}
+	write("v1")
+	want("first write", "v1")
+	want("cached", "v1")
+	write("v2")
+	want("a live write", "v2")
+	v.gatherStore(10)
+	write("v3")
+	want("v3 pending in a catch-up's batch", "v2")
+	if err := v.flushStore(); err != nil {
+		t.Fatal(err)
+	}
+	want("the batch committed", "v3")
+	write("")
+	want("a tombstone", "")
+	write("v4")
+	want("written again", "v4")
+	v.mu.Lock()
+	err = v.disk.clear()
+	v.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("the store emptied", "")
 }

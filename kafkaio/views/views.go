@@ -93,6 +93,7 @@ type Views struct {
 	// stores are what the views kept on disk share (a block cache).
 	stores        storeOptions
 	storeFailures atomic.Uint64
+	readFailures  atomic.Uint64 // look-ups and scans of disk views that could not read
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -135,7 +136,7 @@ func New(opts Options) (*Views, error) {
 			admin.Close()
 			return nil, err
 		}
-		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), fs: opts.StoreFS, logger: logger}
+		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), entries: newEntryCache(), fs: opts.StoreFS, logger: logger}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Views{
@@ -148,6 +149,9 @@ func New(opts Options) (*Views, error) {
 		deleted:   map[string]bool{},
 		stores:    stores,
 		ctx:       ctx, cancel: cancel,
+	}
+	if c.stores.cache != nil {
+		c.stores.readFailures = &c.readFailures
 	}
 	c.wg.Add(6)
 	go func() { defer c.wg.Done(); client.ForwardLogs(logger, live.Logs(), "live", ctx.Done()) }()
@@ -235,6 +239,9 @@ type ViewStats struct {
 	// full disk), each taking its view out of service.
 	DiskBytes, CompactionBytes int64
 	StoreFailures              uint64
+	// ReadFailures counts the look-ups and scans of views on disk that
+	// could not read (each answered as unavailable, the view kept).
+	ReadFailures uint64
 }
 
 // Stats reports the sizes of every view.
@@ -263,6 +270,7 @@ func (c *Views) Stats() ViewStats {
 		st.CompactionBytes += vs.CompactionBytes
 	}
 	st.StoreFailures = c.storeFailures.Load()
+	st.ReadFailures = c.readFailures.Load()
 	return st
 }
 
@@ -680,7 +688,11 @@ func (c *Views) catchUp(v *View) error {
 	if err := c.resumeStore(v, lo, hi); err != nil {
 		return err
 	}
-	v.gatherStore()
+	var toRead int64
+	for p := range n {
+		toRead += max(0, hi[p]-max(v.Position(int32(p)), lo[p]))
+	}
+	v.gatherStore(toRead)
 	var assign []kafka.TopicPartition
 	for p := 0; p < n; p++ {
 		cu.end[p] = hi[p]

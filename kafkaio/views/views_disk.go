@@ -100,6 +100,7 @@ func (v *View) resyncLocked() error {
 		_ = s.batch.Close()
 		s.batch, s.pending, s.pendingPos = nil, nil, nil
 	}
+	s.seen = nil
 	s.err = nil
 	pos, err := s.positions(len(v.positions))
 	if err != nil {
@@ -126,12 +127,13 @@ func (c *Views) storeFailed(v *View, err error) {
 	c.drop(v.topic, v, err)
 }
 
-// gatherStore makes a disk view's writes gather in batches (a catch-up).
-func (v *View) gatherStore() {
+// gatherStore makes a disk view's writes gather in batches (a catch-up
+// of about records records).
+func (v *View) gatherStore(records int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.disk != nil {
-		v.disk.gather()
+		v.disk.gather(records)
 	}
 }
 
