@@ -439,6 +439,9 @@ func sampleUsage(gc bool) usage {
 type memory struct {
 	Heap, Stacks, Goroutines uint64
 	RSS                      uint64 // resident set; 0 where unknown
+	// PeakRSS is the process's resident set at its highest so far (Linux
+	// VmHWM); 0 where unknown.
+	PeakRSS uint64
 }
 
 // sampleMemory collects garbage and reads the live heap (what the
@@ -462,5 +465,6 @@ func sampleMemory() memory {
 		}
 	}
 	m.RSS = residentBytes()
+	m.PeakRSS = statusBytes("VmHWM:")
 	return m
 }
