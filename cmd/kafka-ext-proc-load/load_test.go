@@ -604,7 +604,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-scenario", "nope"},
 		{"-waiters", "100001"},
 		{"-raw-headers", "some"},
-		{"-view-keys", "2000001"},
+		{"-view-keys", "4000001"},
 		{"-routes", "10001"},
 		{"-idle", "1ms"},
 		{"-idleprofile", "a.pprof", "-cpuprofile", "b.pprof"},
