@@ -94,8 +94,8 @@ func awaitServersGauge(ctx context.Context, srv servers, name string, want int64
 }
 
 // reportResident adds the disk processor's resident set, at its peak so
-// far (VmHWM: loading and serving alike) and now, as figures prefixed
-// name, when it runs in a process of its own; else nothing (this process
+// far (VmHWM: loading and serving alike) and now, and its live heap, as
+// figures prefixed name, when it runs in a process of its own; else nothing (this process
 // holds the broker and the clients too). peakTarget is the peak's bound.
 func reportResident(ctx context.Context, srv servers, name, peakTarget string, res *Result) error {
 	m, ok, err := srv.memory(ctx, "")
@@ -109,6 +109,10 @@ func reportResident(ctx context.Context, srv servers, name, peakTarget string, r
 	if m.RSS > 0 {
 		res.figure(name+"_rss_mib", mib(m.RSS))
 	}
+	// The live Go heap now, after two collections: the rest of the resident
+	// set is librdkafka's buffers, the store's block cache and memtables
+	// (outside the Go heap) and heap pages not yet returned.
+	res.figure(name+"_heap_mib", mib(m.Heap))
 	return nil
 }
 
