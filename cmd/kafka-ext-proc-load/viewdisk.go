@@ -109,10 +109,11 @@ func reportResident(ctx context.Context, srv servers, name, peakTarget string, r
 	if m.RSS > 0 {
 		res.figure(name+"_rss_mib", mib(m.RSS))
 	}
-	// The live Go heap now, after two collections: the rest of the resident
-	// set is librdkafka's buffers, the store's block cache and memtables
-	// (outside the Go heap) and heap pages not yet returned.
+	// The live Go heap now, after two collections, and all the Go runtime
+	// holds: the rest of the resident set is librdkafka's buffers and the
+	// store's block cache and memtables, outside the Go heap.
 	res.figure(name+"_heap_mib", mib(m.Heap))
+	res.figure(name+"_go_held_mib", mib(m.GoHeld))
 	return nil
 }
 
