@@ -35,6 +35,10 @@ type childConfig struct {
 	// child starts none, so its memory samples hold the processor and the
 	// responder alone (the broker keeps every record in memory).
 	Broker string `json:"broker,omitempty"`
+	// ViewStore, with Broker, makes the child view-scale's processor with
+	// its views on disk in this directory and nothing else: its resident
+	// set is then the processor's alone.
+	ViewStore string `json:"view_store,omitempty"`
 }
 
 // childRequest is one command to the child, one JSON object per line on its
@@ -303,7 +307,12 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, logger *slog.L
 	l := &local{log: logger}
 	if !cfg.NoopOnly {
 		var err error
-		if l, err = startLocal(logger, cfg.Limits, cfg.Broker); err != nil {
+		if cfg.ViewStore != "" {
+			l, err = startViewDiskLocal(logger, cfg.ViewStore, cfg.Broker)
+		} else {
+			l, err = startLocal(logger, cfg.Limits, cfg.Broker)
+		}
+		if err != nil {
 			_ = enc.Encode(childResponse{Err: err.Error()})
 			return err
 		}

@@ -163,7 +163,7 @@ func TestViewScale(t *testing.T) {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	args := []string{"-scenario", "view-scale", "-json", "-view-keys", "3000", "-keys", "50",
-		"-clients", "4", "-conns", "2", "-duration", "100ms", "-rounds", "2", "-timeout", "90s"}
+		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s"}
 	if code := run(ctx, args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -185,6 +185,81 @@ func TestViewScale(t *testing.T) {
 	// otherwise).
 	if r.num(t, "get_ratio") <= 0 || r.num(t, "big_wake_ms") <= 0 || r.num(t, "small_wake_ms") <= 0 || r.num(t, "wake_ratio") <= 0 {
 		t.Errorf("view-scale: %v", r)
+	}
+	// The views on disk, in this process: no resident memory of their own.
+	checkViewDisk(t, r, 3000, true)
+	if r["disk_processor"] != "this process" || r.has("disk_peak_rss_mib") || r.has("disk_rss_mib") || r.has("disk_heap_mib") {
+		t.Errorf("view-scale: the disk processor in this process: %v", r)
+	}
+}
+
+// TestViewScaleDiskOnly runs view-scale with the views on disk alone, their
+// processor in a child process (-split): it reports the child's resident
+// memory, and nothing of views in memory.
+func TestViewScaleDiskOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"-scenario", "view-scale", "-json", "-view-disk-only", "-split", "-view-keys", "12000", "-keys", "50",
+		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s"}
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	r := parseOutputs(t, out.Bytes()).of(t, scenarioViewScale)
+	if r["disk_only"] != true || r.num(t, "raw_seconds") <= 0 {
+		t.Errorf("view-scale: %v", r)
+	}
+	for _, name := range []string{"ready_seconds", "heap_bytes", "map_seconds", "big_get_req_per_s", "big_wake_ms", "disk_get_ratio", "disk_restart_ratio"} {
+		if r.has(name) {
+			t.Errorf("view-scale -view-disk-only measured %s: %v", name, r)
+		}
+	}
+	checkViewDisk(t, r, 10000, false)
+	// The child's resident set: at its peak, after serving (the Go heap
+	// within it), and the restarted one's; the peak is held to the issue's
+	// bound.
+	peak, rss, restart := r.num(t, "disk_peak_rss_mib"), r.num(t, "disk_rss_mib"), r.num(t, "disk_restart_peak_rss_mib")
+	heap, held := r.num(t, "disk_heap_mib"), r.num(t, "disk_go_held_mib")
+	if r["disk_processor"] != "child process" || rss <= 0 || peak < rss || heap <= 0 || held < heap || restart <= 0 || r.num(t, "disk_restart_rss_mib") > restart ||
+		r.obj(t, "targets")["disk_peak_rss_mib"] != "≤ 768" {
+		t.Errorf("view-scale: the disk processor in a child process: %v", r)
+	}
+}
+
+// checkViewDisk checks the figures of the views on disk: the load, the
+// restart and the GETs of one key, of a hot set of hot keys, and of
+// uniform keys cold and warm, beside those in memory when withMem.
+// Every GET was answered 200 with its key's value (the scenario fails
+// otherwise).
+func checkViewDisk(t *testing.T, r output, hot float64, withMem bool) {
+	t.Helper()
+	if r.num(t, "disk_first_load_seconds") <= 0 || r.num(t, "disk_load_ratio") <= 0 || r.num(t, "disk_big_get_per_second") <= 0 ||
+		r.num(t, "disk_restart_seconds") <= 0 || r.num(t, "hot_keys") != hot ||
+		r["page_cache_drop"] != "drop_caches" && r["page_cache_drop"] != "fadvise" || r.num(t, "disk_uniform_cold_p99_ratio") <= 0 {
+		t.Errorf("view-scale on disk: %v", r)
+	}
+	legs := []string{"disk_hot_get", "disk_uniform_get", "disk_uniform_cold_get"}
+	if withMem {
+		legs = append(legs, "mem_hot_get", "mem_uniform_get")
+	}
+	for _, leg := range legs {
+		p50, p99, max := r.num(t, leg+"_latency_p50_ms"), r.num(t, leg+"_latency_p99_ms"), r.num(t, leg+"_latency_max_ms")
+		rounds := 2
+		if leg == "disk_uniform_cold_get" {
+			rounds = 0 // one window
+		}
+		if r.num(t, leg+"_requests") <= 0 || r.num(t, leg+"_req_per_s") <= 0 || r.num(t, leg+"_latency_samples") != r.num(t, leg+"_requests") ||
+			p50 <= 0 || p50 > p99 || p99 > max || rounds > 0 && len(r.list(t, leg+"_round_req_per_s")) != rounds || rounds == 0 && r.has(leg+"_round_req_per_s") {
+			t.Errorf("view-scale %s: %v", leg, r)
+		}
+	}
+	for _, q := range []string{"disk_get_ratio", "disk_hot_get_ratio", "disk_uniform_get_ratio", "disk_restart_ratio"} {
+		if withMem != r.has(q) || withMem && r.num(t, q) <= 0 {
+			t.Errorf("view-scale %s (views in memory %v): %v", q, withMem, r)
+		}
+	}
+	if withMem && r.obj(t, "targets")["disk_hot_get_ratio"] != "≥ 0.8" {
+		t.Errorf("view-scale: targets %v", r["targets"])
 	}
 }
 
@@ -531,7 +606,7 @@ func TestFlagsRefuseOutOfBounds(t *testing.T) {
 		{"-scenario", "nope"},
 		{"-waiters", "100001"},
 		{"-raw-headers", "some"},
-		{"-view-keys", "2000001"},
+		{"-view-keys", "4000001"},
 		{"-routes", "10001"},
 		{"-idle", "1ms"},
 		{"-idleprofile", "a.pprof", "-cpuprofile", "b.pprof"},

@@ -95,7 +95,7 @@ const (
 	maxConns    = 64
 	maxWaiters  = 100000 // BENCHMARKS.md measures the long poll at up to 100,000
 	maxKeys     = 100000
-	maxViewKeys = 2_000_000
+	maxViewKeys = 4_000_000
 	maxRoutes   = 10000
 	maxDuration = 10 * time.Minute
 	minValue    = 48 // room for the JSON envelope of a value
@@ -152,6 +152,9 @@ type options struct {
 	replayEvery  int
 	replayWindow time.Duration
 	sampleEvery  time.Duration
+	// viewDiskOnly: view-scale measures the raw read and the views on
+	// disk alone (a view of 4 GiB is refused in memory).
+	viewDiskOnly bool
 	// brokerApart runs the embedded broker in this process rather than in
 	// the child (-split): set for the soak alone, whose server memory is
 	// the question and would otherwise hold every record of the run.
@@ -186,6 +189,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
 	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route, and of the small view of view-scale")
 	fs.IntVar(&o.viewKeys, "view-keys", 1_000_000, "keys of the big view of view-scale")
+	fs.BoolVar(&o.viewDiskOnly, "view-disk-only", false, "view-scale: skip the views in memory (a view over limits.max-view-bytes is refused) and measure the raw read and the views on disk alone")
 	fs.IntVar(&o.routes, "routes", 1000, "fetch routes (one topic each) of idle-routes")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "how long idle-routes measures the idle process, before and with the processor")
 	fs.DurationVar(&o.fetchWait, "fetch-wait", 0, "idle-routes: the binding's fetch.wait.max.ms, for the processor and the raw consumer alike (0: the live consumer's default)")

@@ -136,14 +136,18 @@ func replyIndexOf(g prometheus.Gatherer) (replyIndexSample, error) {
 // /proc does not say: what the operating system holds for the process,
 // the Go heap, its free spans not yet returned and librdkafka's buffers
 // alike.
-func residentBytes() uint64 {
+func residentBytes() uint64 { return statusBytes("VmRSS:") }
+
+// statusBytes is a size field of this process's /proc/self/status
+// ("VmRSS:", "VmHWM:"), or 0 where /proc does not say.
+func statusBytes(field string) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:"))
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte(field))
 		if !ok {
 			continue
 		}

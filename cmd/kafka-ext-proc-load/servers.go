@@ -439,6 +439,13 @@ func sampleUsage(gc bool) usage {
 type memory struct {
 	Heap, Stacks, Goroutines uint64
 	RSS                      uint64 // resident set; 0 where unknown
+	// PeakRSS is the process's resident set at its highest so far (Linux
+	// VmHWM); 0 where unknown.
+	PeakRSS uint64
+	// GoHeld is what the Go runtime holds from the operating system, heap
+	// (live or free) and its own structures, less what it released: the
+	// Go share of RSS, an upper bound (not all of it need be resident).
+	GoHeld uint64
 }
 
 // sampleMemory collects garbage and reads the live heap (what the
@@ -453,14 +460,19 @@ func sampleMemory() memory {
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/heap/stacks:bytes"},
 		{Name: "/sched/goroutines:goroutines"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
 	}
 	metrics.Read(s)
 	var m memory
-	for i, p := range []*uint64{&m.Heap, &m.Stacks, &m.Goroutines} {
+	var total, released uint64
+	for i, p := range []*uint64{&m.Heap, &m.Stacks, &m.Goroutines, &total, &released} {
 		if s[i].Value.Kind() == metrics.KindUint64 {
 			*p = s[i].Value.Uint64()
 		}
 	}
 	m.RSS = residentBytes()
+	m.PeakRSS = statusBytes("VmHWM:")
+	m.GoHeld = total - min(released, total)
 	return m
 }

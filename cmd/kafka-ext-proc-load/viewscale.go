@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/kafka-ext-proc/kafka-ext-proc/processor/config"
 	"github.com/kafka-ext-proc/kafka-ext-proc/stack"
 )
 
@@ -29,6 +27,9 @@ import (
 // the view's), after the shared ones were started, and stops them at its
 // end. Before the processor, a second raw read also keeps every record in a
 // map[string][]byte: the floor, in time and heap, of any view in Go.
+// Then the same views on disk (viewDiskLeg), whose processor runs in a
+// child process of its own with -split; -view-disk-only skips the views in
+// memory, which cannot hold a view over limits.max-view-bytes.
 
 const (
 	viewPartitions = 4
@@ -54,6 +55,9 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	res.param("small_keys", o.keys)
 	res.param("value_bytes", o.valueSize)
 	res.param("partitions", viewPartitions)
+	if o.viewDiskOnly {
+		res.param("disk_only", true)
+	}
 	quiet := slog.New(slog.DiscardHandler)
 	broker, err := startBroker(quiet,
 		brokerTopic{Name: bigTopic, Partitions: viewPartitions, Compact: true}, brokerTopic{Name: smallTopic, Partitions: viewPartitions, Compact: true})
@@ -78,24 +82,50 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	res.figure("raw_seconds", raw.Seconds())
 	liveBytes := int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize) // the keys' and values' bytes
 	res.figure("live_bytes", liveBytes)
-	if err := mapFloor(ctx, broker.Addr(), o.viewKeys, raw, liveBytes, res); err != nil {
-		return nil, err
+	mem := memLeg{raw: raw}
+	if !o.viewDiskOnly {
+		var stop func()
+		mem, stop, err = viewMemLegs(ctx, e, o, broker.Addr(), raw, liveBytes, res)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
+	if err := viewDiskLeg(ctx, e, o, broker.Addr(), mem, res); err != nil {
+		return nil, fmt.Errorf("the view on disk: %w", err)
+	}
+	return res, nil
+}
 
-	noEnv := func(string) (string, bool) { return "", false }
-	cfg, err := config.Parse("view-scale.yaml", []byte(viewScaleYAML), noEnv)
+// viewMemLegs measures the views in memory: the map floor, the load, the
+// heap, single-key GETs of both views and the long polls' wake-ups. The
+// processor keeps running, for the disk leg's GETs to be set against, until
+// stop.
+func viewMemLegs(ctx context.Context, e *env, o *options, broker string, raw time.Duration, liveBytes int64, res *Result) (_ memLeg, stop func(), err error) {
+	if err := mapFloor(ctx, broker, o.viewKeys, raw, liveBytes, res); err != nil {
+		return memLeg{}, nil, err
+	}
+	cfg, err := viewScaleConfig()
 	if err != nil {
-		return nil, fmt.Errorf("the view-scale configuration: %w", err)
+		return memLeg{}, nil, err
 	}
 	before := sampleMemory()
-	t0 = time.Now()
-	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker.Addr()), Listen: "127.0.0.1:0", Logger: quiet})
+	t0 := time.Now()
+	proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(cfg, broker), Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, err
+		return memLeg{}, nil, err
 	}
-	defer proc.Shutdown(context.Background())
+	var s *side
+	defer func() {
+		if err != nil {
+			if s != nil {
+				s.close()
+			}
+			proc.Shutdown(context.Background())
+		}
+	}()
 	if err := awaitGauge(ctx, proc, viewsReadyGauge, 2, 10*time.Minute); err != nil {
-		return nil, err
+		return memLeg{}, nil, err
 	}
 	ready := time.Since(t0)
 	res.figure("ready_seconds", ready.Seconds()) // the processor's start to both views caught up
@@ -111,11 +141,28 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	res.ratio("load_ratio", ratio(ready.Seconds(), raw.Seconds()), "the processor's start to its views ready ÷ the raw consumer's read to the end", "≤ 1.5")
 	res.ratio("mem_ratio", ratio(float64(heap), float64(liveBytes)), "the heap the views added ÷ their keys' and values' bytes", "")
 
-	s, err := e.dial("view-scale processor", proc.Addr(), o.conns)
+	s, err = e.dial("view-scale processor", proc.Addr(), o.conns)
 	if err != nil {
-		return nil, err
+		return memLeg{}, nil, err
 	}
-	defer s.close()
+	bigGet, err := viewOneKeyGets(ctx, e, o, s, res)
+	if err != nil {
+		return memLeg{}, nil, err
+	}
+	if err := viewWakes(ctx, o, proc, broker, s, res); err != nil {
+		return memLeg{}, nil, err
+	}
+	stop = func() {
+		s.close()
+		proc.Shutdown(context.Background())
+	}
+	return memLeg{raw: raw, ready: ready, get: bigGet, side: s}, stop, nil
+}
+
+// viewOneKeyGets measures single-key GETs of one key in the middle of
+// each view in memory, in alternating rounds, and returns the big view's
+// rate.
+func viewOneKeyGets(ctx context.Context, e *env, o *options, s *side, res *Result) (float64, error) {
 	// A key in the middle of each view; the answer is its value.
 	big, small := newRequest(s.client(0), "/big/"+viewKey(o.viewKeys/2)), newRequest(s.client(0), "/small/"+viewKey(o.keys/2))
 	check := func(r reply) error {
@@ -135,10 +182,10 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 			}
 			got, err := e.load(ctx, s, o.clients, o.duration, o.maxReqs, req, check)
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
 			if got.errors > 0 || got.requests == 0 {
-				return nil, fmt.Errorf("view-scale GETs (big %v): %d answered, %d failed; first failure: %v", isBig, got.requests, got.errors, got.firstErr)
+				return 0, fmt.Errorf("view-scale GETs (big %v): %d answered, %d failed; first failure: %v", isBig, got.requests, got.errors, got.firstErr)
 			}
 			w.add(got)
 			*rounds = append(*rounds, float64(got.requests)/got.elapsed.Seconds())
@@ -148,64 +195,90 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	res.figures("big_get", bigGet)
 	res.figures("small_get", smallGet)
 	res.ratio("get_ratio", ratio(bigGet.PerSecond, smallGet.PerSecond), "single-key GETs per second, big view ÷ small view", "1")
-
-	if err := viewWakes(ctx, o, proc, broker.Addr(), s, res); err != nil {
-		return nil, err
-	}
-	mem := memLeg{raw: raw, ready: ready, get: bigGet.PerSecond}
-	if err := viewDiskLeg(ctx, e, o, cfg, broker.Addr(), mem, res); err != nil {
-		return nil, fmt.Errorf("the view on disk: %w", err)
-	}
-	return res, nil
+	return bigGet.PerSecond, nil
 }
 
 // memLeg are the figures of the views in memory that the disk leg's are
-// set against.
+// set against; with -view-disk-only, raw alone.
 type memLeg struct {
 	raw, ready time.Duration
 	get        float64 // single-key GETs of the big view per second
+	// side is the connections to the processor with the views in memory,
+	// still running; nil with -view-disk-only.
+	side *side
 }
 
 // viewDiskLeg keeps the views on disk, in a new directory: a processor
-// loads them from their topics (a first load), serves single-key GETs of
-// the big one and stops; -keys records of the big topic are written while
-// it is down; a processor started on the same stores resumes from them (a
-// restart) and reads only those.
-func viewDiskLeg(ctx context.Context, e *env, o *options, cfg *config.Config, broker string, mem memLeg, res *Result) error {
+// loads them from their topics (a first load), serves GETs of the big one
+// (one key; keys of a hot set; uniform keys, the page cache dropped, then
+// warm) and stops; -keys records of the big topic are written while it is
+// down; a processor started on the same stores resumes from them (a
+// restart) and reads only those. With -split each processor runs in a child
+// process of its own, whose resident memory is reported.
+func viewDiskLeg(ctx context.Context, e *env, o *options, broker string, mem memLeg, res *Result) error {
 	dir, err := os.MkdirTemp("", "view-scale-stores-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	disk := *cfg
-	disk.Kafka = maps.Clone(cfg.Kafka)
-	k := *disk.Kafka["kafka0"]
-	k.ViewStore = config.ViewStore{Disk: true, Directory: dir}
-	disk.Kafka["kafka0"] = &k
-	start := func() (*stack.Processor, time.Duration, error) {
+	where := "this process"
+	if o.split {
+		where = "child process"
+	}
+	res.param("disk_processor", where)
+	start := func() (servers, time.Duration, error) {
 		t0 := time.Now()
-		proc, err := stack.StartProcessor(stack.ProcessorOptions{Config: stack.PointAt(&disk, broker), Listen: "127.0.0.1:0",
-			Logger: slog.New(slog.DiscardHandler)})
+		srv, err := startViewDisk(ctx, o, dir, broker)
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := awaitGauge(ctx, proc, viewsReadyGauge, 2, 10*time.Minute); err != nil {
-			proc.Shutdown(context.Background())
+		if err := awaitServersGauge(ctx, srv, viewsReadyGauge, 2, 10*time.Minute); err != nil {
+			srv.close()
 			return nil, 0, err
 		}
-		return proc, time.Since(t0), nil
+		return srv, time.Since(t0), nil
 	}
-	proc, first, err := start()
+	srv, first, err := start()
 	if err != nil {
 		return err
 	}
 	res.figure("disk_first_load_seconds", first.Seconds())
 	res.ratio("disk_load_ratio", ratio(first.Seconds(), mem.raw.Seconds()), "start to the views on disk ready, from empty stores ÷ the raw read", "≤ 1.5")
-	s, err := e.dial("view-scale processor on disk", proc.Addr(), o.conns)
+	err = viewDiskGets(ctx, e, o, srv, dir, mem, res)
+	srv.close()
 	if err != nil {
-		proc.Shutdown(context.Background())
 		return err
 	}
+
+	if err := fillTopic(ctx, broker, bigTopic, o.keys, o.valueSize); err != nil {
+		return err
+	}
+	srv, restart, err := start()
+	if err != nil {
+		return err
+	}
+	err = reportResident(ctx, srv, "disk_restart", "", res)
+	srv.close()
+	if err != nil {
+		return err
+	}
+	res.figure("disk_restart_seconds", restart.Seconds())
+	if mem.ready > 0 {
+		res.ratio("disk_restart_ratio", ratio(restart.Seconds(), mem.ready.Seconds()),
+			"a restart on the stores to ready (catching up -keys records written while down) ÷ the views' load into memory", "")
+	}
+	return nil
+}
+
+// viewDiskGets serves GETs of the big view on disk from srv: one key, a hot
+// set, uniform keys; then its resident memory, at the peak of the load and
+// the GETs, and after them.
+func viewDiskGets(ctx context.Context, e *env, o *options, srv servers, dir string, mem memLeg, res *Result) error {
+	s, err := e.dial("view-scale processor on disk", srv.processorAddr(), o.conns)
+	if err != nil {
+		return err
+	}
+	defer s.close()
 	req := newRequest(s.client(0), "/big/"+viewKey(o.viewKeys/2))
 	got, err := e.load(ctx, s, o.clients, o.duration, o.maxReqs, req, func(r reply) error {
 		if r.status != 200 || len(r.body) != o.valueSize {
@@ -213,8 +286,6 @@ func viewDiskLeg(ctx context.Context, e *env, o *options, cfg *config.Config, br
 		}
 		return nil
 	})
-	s.close()
-	proc.Shutdown(context.Background())
 	if err != nil {
 		return err
 	}
@@ -223,20 +294,17 @@ func viewDiskLeg(ctx context.Context, e *env, o *options, cfg *config.Config, br
 	}
 	rate := float64(got.requests) / got.elapsed.Seconds()
 	res.figure("disk_big_get_per_second", rate)
-	res.ratio("disk_get_ratio", ratio(rate, mem.get), "single-key GETs per second of one key, big view on disk ÷ in memory", "≥ 0.8")
-
-	if err := fillTopic(ctx, broker, bigTopic, o.keys, o.valueSize); err != nil {
+	if mem.side != nil {
+		res.ratio("disk_get_ratio", ratio(rate, mem.get), "single-key GETs per second of one key, big view on disk ÷ in memory", "≥ 0.8")
+	}
+	if err := hotGets(ctx, o, mem.side, s, res); err != nil {
 		return err
 	}
-	proc, restart, err := start()
-	if err != nil {
+	if err := uniformGets(ctx, o, mem.side, s, dir, res); err != nil {
 		return err
 	}
-	proc.Shutdown(context.Background())
-	res.figure("disk_restart_seconds", restart.Seconds())
-	res.ratio("disk_restart_ratio", ratio(restart.Seconds(), mem.ready.Seconds()),
-		"a restart on the stores to ready (catching up -keys records written while down) ÷ the views' load into memory", "")
-	return nil
+	// The bound: a view of 4,000,000 keys × 1 KiB served in 768 MiB.
+	return reportResident(ctx, srv, "disk", "≤ 768", res)
 }
 
 // viewWakes times a long poll on a key of each view in turn, woken by a

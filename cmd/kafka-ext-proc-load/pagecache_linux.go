@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ways dropPageCache evicted the store's pages.
+const (
+	dropCachesAll = "drop_caches" // every clean page of the machine (root)
+	dropCachesOwn = "fadvise"     // the store's files alone
+)
+
+// dropPageCache writes the machine's dirty pages back and evicts the files
+// under dir from the kernel's page cache, so the next reads of the store
+// go to the disk; it returns which way it took. As root it drops every
+// clean page of the machine (/proc/sys/vm/drop_caches), the only way to
+// be sure; where that is refused (not root, or a container's read-only
+// /proc/sys) it asks the kernel to drop each file's pages
+// (POSIX_FADV_DONTNEED), which it may decline for pages in use.
+func dropPageCache(dir string) (string, error) {
+	unix.Sync()
+	if os.Geteuid() == 0 {
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err == nil {
+			return dropCachesAll, nil
+		}
+	}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // compacted away meanwhile
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	})
+	if err != nil {
+		return "", fmt.Errorf("dropping the view store's pages from the page cache: %w", err)
+	}
+	return dropCachesOwn, nil
+}
