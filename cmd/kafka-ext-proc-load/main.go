@@ -155,6 +155,9 @@ type options struct {
 	// viewDiskOnly: view-scale measures the raw read and the views on
 	// disk alone (a view of 4 GiB is refused in memory).
 	viewDiskOnly bool
+	// dropAllCaches: view-scale's cold leg drops the whole machine's page
+	// cache (root), not only the store's files'.
+	dropAllCaches bool
 	// brokerApart runs the embedded broker in this process rather than in
 	// the child (-split): set for the soak alone, whose server memory is
 	// the question and would otherwise hold every record of the run.
@@ -189,6 +192,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.maxReqs, "max-requests", 5_000_000, "request budget per target and round")
 	fs.IntVar(&o.keys, "keys", 1000, "keys of the merged route, and of the small view of view-scale")
 	fs.IntVar(&o.viewKeys, "view-keys", 1_000_000, "keys of the big view of view-scale")
+	fs.BoolVar(&o.dropAllCaches, "drop-all-caches", false, "view-scale: before the uniform GETs on disk, drop the whole machine's page cache (as root, /proc/sys/vm/drop_caches: certain, and every other program's files go cold too) rather than the store's files' pages alone (POSIX_FADV_DONTNEED, which the kernel may decline for pages in use)")
 	fs.BoolVar(&o.viewDiskOnly, "view-disk-only", false, "view-scale: skip the views in memory (a view over limits.max-view-bytes is refused) and measure the raw read and the views on disk alone")
 	fs.IntVar(&o.routes, "routes", 1000, "fetch routes (one topic each) of idle-routes")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "how long idle-routes measures the idle process, before and with the processor")

@@ -18,14 +18,16 @@ const (
 
 // dropPageCache writes the machine's dirty pages back and evicts the files
 // under dir from the kernel's page cache, so the next reads of the store
-// go to the disk; it returns which way it took. As root it drops every
-// clean page of the machine (/proc/sys/vm/drop_caches), the only way to
-// be sure; where that is refused (not root, or a container's read-only
-// /proc/sys) it asks the kernel to drop each file's pages
-// (POSIX_FADV_DONTNEED), which it may decline for pages in use.
-func dropPageCache(dir string) (string, error) {
+// go to the disk; it returns which way it took. It asks the kernel to drop
+// each file's pages (POSIX_FADV_DONTNEED), which it may decline for pages
+// in use; with all, as root, it drops every clean page of the machine
+// (/proc/sys/vm/drop_caches), the only way to be sure, but one that makes
+// every other program's files cold too (not for a test). Where that is
+// refused (not root, a container's read-only /proc/sys) it falls back to
+// the files'.
+func dropPageCache(dir string, all bool) (string, error) {
 	unix.Sync()
-	if os.Geteuid() == 0 {
+	if all && os.Geteuid() == 0 {
 		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err == nil {
 			return dropCachesAll, nil
 		}

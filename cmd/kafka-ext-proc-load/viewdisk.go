@@ -348,7 +348,7 @@ func hotGets(ctx context.Context, o *options, mem, disk *side, res *Result) erro
 // in memory when it runs.
 func uniformGets(ctx context.Context, o *options, mem, disk *side, dir string, res *Result) error {
 	pick := uniformPicker(disk.client(0), o.viewKeys)
-	how, err := dropPageCache(dir)
+	how, err := dropPageCache(dir, o.dropAllCaches)
 	if err != nil {
 		return err
 	}
