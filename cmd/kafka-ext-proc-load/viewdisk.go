@@ -76,21 +76,7 @@ func startViewDisk(ctx context.Context, o *options, dir, broker string) (servers
 // awaitServersGauge polls one of the processor's gauges, wherever it
 // runs, until it reaches want.
 func awaitServersGauge(ctx context.Context, srv servers, name string, want int64, bound time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		v, err := srv.gauge(ctx, name)
-		if err == nil && v >= want {
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not reach %d in time (last %d, %v): %w", name, want, v, err, ctx.Err())
-		}
-	}
+	return pollGauge(ctx, name, want, bound, func(ctx context.Context) (int64, error) { return srv.gauge(ctx, name) })
 }
 
 // reportResident adds the disk processor's resident set, at its peak so
@@ -382,6 +368,17 @@ func uniformGets(ctx context.Context, o *options, mem, disk *side, dir string, r
 // readFiles reads every file under dir once, so the kernel's page cache
 // holds the store (as far as memory allows): the warm leg's premise.
 func readFiles(dir string) error {
+	return eachFile(dir, func(f *os.File) error {
+		if _, err := io.Copy(io.Discard, f); err != nil {
+			return fmt.Errorf("warming the page cache with %s: %w", f.Name(), err)
+		}
+		return nil
+	})
+}
+
+// eachFile calls fn with every regular file under dir, open; a file
+// removed meanwhile (a compaction's input) is skipped.
+func eachFile(dir string, fn func(*os.File) error) error {
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -397,12 +394,9 @@ func readFiles(dir string) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("warming the page cache: %w", err)
+			return fmt.Errorf("opening %s: %w", path, err)
 		}
 		defer f.Close()
-		if _, err := io.Copy(io.Discard, f); err != nil {
-			return fmt.Errorf("warming the page cache with %s: %w", d.Name(), err)
-		}
-		return nil
+		return fn(f)
 	})
 }

@@ -536,12 +536,17 @@ func rawReadToEnd(ctx context.Context, broker, topic string, n int, keep func(ke
 
 // awaitGauge polls one of the processor's gauges until it reaches want.
 func awaitGauge(ctx context.Context, p *stack.Processor, name string, want int64, bound time.Duration) error {
+	return pollGauge(ctx, name, want, bound, func(context.Context) (int64, error) { return gauge(p.Registry, name) })
+}
+
+// pollGauge reads a gauge every 10 ms until it reaches want, within bound.
+func pollGauge(ctx context.Context, name string, want int64, bound time.Duration, read func(context.Context) (int64, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		v, err := gauge(p.Registry, name)
+		v, err := read(ctx)
 		if err == nil && v >= want {
 			return nil
 		}
