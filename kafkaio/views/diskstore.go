@@ -55,7 +55,7 @@ type diskStore struct {
 	// and the offsets are written once, as the batch is committed.
 	pending    map[string]pendingHead
 	pendingPos map[int32]int64
-	// written is, during a catch-up into a store that was empty when it
+	// seen is, during a catch-up into a store that was empty when it
 	// began (a first load, a rebuild), a filter of every key written
 	// since: a key it has not seen is in neither the store nor the batch,
 	// so its write skips the read of its head. That read was 30 – 40 %
@@ -468,7 +468,11 @@ func (s *diskStore) apply(r *client.Record, hdr []byte, next int64) (changed boo
 		b = s.db.NewBatch()
 	}
 	if changed {
-		s.entries.drop(s.gen, string(r.Key))
+		if had {
+			// Only a key the store holds can be cached: a new key (every
+			// key of a first load) has nothing to drop.
+			s.entries.drop(s.gen, string(r.Key))
+		}
 		if r.Value == nil {
 			_ = b.Delete(k, nil)
 		} else {

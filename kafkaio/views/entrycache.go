@@ -91,7 +91,7 @@ func (c *entryCache) put(gen uint64, key string, e Entry) {
 // missedBefore records a miss of key and tells whether the doorkeeper had
 // one already.
 func (c *entryCache) missedBefore(gen uint64, key string) bool {
-	if c.misses.Add(1)%(doorkeeperWords*64*16/64) == 0 {
+	if c.misses.Add(1)%(doorkeeperWords*16) == 0 {
 		for i := range c.missed {
 			c.missed[i].Store(0)
 		}
