@@ -110,7 +110,7 @@ func newKafkaCollector(clusters map[string]*kafkaio.Cluster, cfg *config.Config)
 		diskDebt: d("kafka_ext_proc_view_disk_compaction_debt_bytes",
 			"Bytes the compactions of the views' stores on disk would still rewrite (their backlog)."),
 		storeFailures: d("kafka_ext_proc_view_store_failures_total",
-			"Failures of the views' stores on disk (a write refused, a full disk, a scan that could not read), each taking its view out of service until it catches up again."),
+			"Writes the views' stores on disk refused (a full disk), each taking its view out of service until it catches up again; reads that failed count in kafka_ext_proc_view_store_read_failures_total."),
 		storeReadFailures: d("kafka_ext_proc_view_store_read_failures_total",
 			"Single-key look-ups and merged reads of views on disk whose store could not read; each answered 503 with retry-after, the view kept in service."),
 		replyEntries: d("kafka_ext_proc_reply_index_entries", "Correlation ids with stored replies."),
