@@ -472,7 +472,10 @@ func sampleMemory() memory {
 		}
 	}
 	m.RSS = residentBytes()
-	m.PeakRSS = statusBytes("VmHWM:")
+	// The kernel moves its high-water mark lazily (VmHWM is the larger of
+	// the mark and the resident set at the moment it is read), so a mark
+	// read after VmRSS can be below it: the peak is at least what was seen.
+	m.PeakRSS = max(statusBytes("VmHWM:"), m.RSS)
 	m.GoHeld = total - min(released, total)
 	return m
 }
