@@ -94,7 +94,7 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 	if o.LagBudget <= 0 {
 		o.LagBudget = l.opts.RingRecords
 	}
-	t, err := l.acquire(ctx, o.Topic, o.Framer, o.LagBudget)
+	t, err := l.acquireAt(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +103,6 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 	s.next = append([]int64(nil), t.lo...)
 	s.from = append([]int64(nil), t.lo...)
 	if o.Start != nil {
-		if err := l.checkPosition(ctx, t, o.Start); err != nil {
-			l.release(t)
-			return nil, err
-		}
 		for p, off := range o.Start {
 			s.next[p] = off
 			s.from[p] = -1 // asked for: a gap below it is the client's to know
@@ -119,6 +115,41 @@ func (l *Tails) Open(ctx context.Context, o StreamOptions) (*Stream, error) {
 		}
 	}
 	return s, nil
+}
+
+// acquireAt acquires the topic's tail and checks the stream's resume
+// position against it. A position refused as past the end (or whose log
+// bounds could not be read) is answered only once the topic is described
+// as the ring knows it: otherwise the ring is of a generation deleted
+// since (the partition check has not run yet), its tail is retired and the
+// position is checked on a fresh one.
+func (l *Tails) acquireAt(ctx context.Context, o StreamOptions) (*logTopic, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := l.acquire(ctx, o.Topic, o.Framer, o.LagBudget)
+		if err != nil || o.Start == nil {
+			return t, err
+		}
+		err = l.checkPosition(ctx, t, o.Start)
+		if err == nil {
+			return t, nil
+		}
+		// One retry: a second stale ring would mean the topic changes
+		// faster than a resume can be checked.
+		if attempt == 0 && staleSign(err) && l.retireIfChanged(ctx, t) {
+			l.release(t)
+			continue
+		}
+		l.release(t)
+		return nil, err
+	}
+}
+
+// staleSign reports whether a refused resume may come of a stale ring:
+// past its end, or its log bounds unreadable (partitions the topic no
+// longer has).
+func staleSign(err error) bool {
+	var gap *GapError
+	return errors.As(err, &gap) && gap.Cause == BeyondEnd || errors.Is(err, client.ErrNotReady)
 }
 
 // checkPosition checks a resume position against the log: a position at

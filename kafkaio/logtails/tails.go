@@ -678,18 +678,47 @@ func (l *Tails) checkPartitions() error {
 	}
 	states, err := follow.Describe(l.ctx, l.admin, names, l.opts.KafkaTimeout)
 	for name, st := range states {
-		t := started[name]
-		switch {
-		case t == nil:
-		case st.Unknown:
-			l.retire(t, fmt.Errorf("%w: %s (%w)", client.ErrUnknownTopic, name, ErrTopicDeleted))
-		case st.ID != [16]byte{} && t.id != [16]byte{} && st.ID != t.id:
-			l.retire(t, &GapError{Topic: name, Cause: Recreated, Resume: map[int32]int64{}})
-		case st.Partitions > t.ring.partitions:
-			l.retire(t, &PartitionsChangedError{Topic: name, Was: t.ring.partitions, Now: st.Partitions})
+		if t := started[name]; t != nil {
+			if why := changedFrom(t, st); why != nil {
+				l.retire(t, why)
+			}
 		}
 	}
 	return err
+}
+
+// changedFrom is why t's ring no longer fits its topic as described by st
+// (deleted, created again, or gained partitions); nil when it still fits.
+func changedFrom(t *logTopic, st follow.TopicState) error {
+	switch {
+	case st.Unknown:
+		return fmt.Errorf("%w: %s (%w)", client.ErrUnknownTopic, t.name, ErrTopicDeleted)
+	case st.ID != [16]byte{} && t.id != [16]byte{} && st.ID != t.id:
+		return &GapError{Topic: t.name, Cause: Recreated, Resume: map[int32]int64{}}
+	case st.Partitions > t.ring.partitions:
+		return &PartitionsChangedError{Topic: t.name, Was: t.ring.partitions, Now: st.Partitions}
+	}
+	return nil
+}
+
+// retireIfChanged describes t's topic now and retires its tail if the ring
+// no longer fits it, reporting whether it did. A resume refused as past the
+// end is checked this way before it is answered: between two partition
+// checks the ring may be of a generation since deleted, and its partition
+// count or ends are then not the topic's.
+func (l *Tails) retireIfChanged(ctx context.Context, t *logTopic) bool {
+	states, err := follow.Describe(ctx, l.admin, []string{t.name}, l.opts.KafkaTimeout)
+	st, ok := states[t.name]
+	if err != nil || !ok {
+		l.logger.Debug("describing a streamed topic to confirm a refused resume failed", "topic", t.name, "err", err)
+		return false
+	}
+	why := changedFrom(t, st)
+	if why == nil {
+		return false
+	}
+	l.retire(t, why)
+	return true
 }
 
 // checkTailRange looks, off the poll loop, for the partitions whose offset

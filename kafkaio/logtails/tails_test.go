@@ -485,6 +485,45 @@ func TestLogStreamOfARecreatedTopic(t *testing.T) {
 	checkOrder(t, collect(t, s, 2), want, 2)
 }
 
+// A resume checked against the tail of a generation deleted since, before
+// the partition check found it (the check is an hour away here): the
+// position is refused only after the topic is described, so the refusal
+// names the new generation's log ends, not the stale ring's partition
+// count. Nothing is written to partition 0, which the stale tail reads, so
+// its own went-back check does not retire it first.
+func TestLogStreamResumeOnAStaleTailChecksTheTopic(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "log", Partitions: 1})
+	writeSeq(t, b.Addr(), "log", 1, 0, 3)
+	l, _ := newLogTails(t, b.Addr(), logtails.Options{PartitionCheck: time.Hour})
+	s := openStream(t, l, logtails.StreamOptions{Topic: "log"})
+	collect(t, s, 3)
+	s.Close() // the tail outlives it: TopicIdle
+	kafkatest.DeleteTopic(t, b.Addr(), "log")
+	if err := b.CreateTopics(embedded.Topic{Name: "log", Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Produce(t, b.Addr(), "log",
+		kafkatest.Rec{Key: []byte("a"), Value: []byte("a"), Partition: 1},
+		kafkatest.Rec{Key: []byte("b"), Value: []byte("b"), Partition: 2})
+
+	_, err := l.Open(kafkatest.Ctx(t, 20*time.Second), logtails.StreamOptions{
+		Topic: "log", Framer: testFramer{}, Start: map[int32]int64{0: 2, 1: 2, 2: 2}})
+	want := []logtails.Gap{
+		{Partition: 0, Asked: 2, LogStart: 0, LogEnd: 0},
+		{Partition: 1, Asked: 2, LogStart: 0, LogEnd: 1},
+		{Partition: 2, Asked: 2, LogStart: 0, LogEnd: 1},
+	}
+	var gap *logtails.GapError
+	if !errors.As(err, &gap) || gap.Cause != logtails.BeyondEnd || !slices.Equal(gap.Gaps, want) {
+		t.Fatalf("a resume past the new generation's end, on the stale tail: %v, want BeyondEnd %+v", err, want)
+	}
+	s = openStream(t, l, logtails.StreamOptions{Topic: "log", Start: gap.Resume})
+	if s.Partitions() != 3 {
+		t.Fatalf("the stream after the refusal reads %d partitions, want 3", s.Partitions())
+	}
+	checkOrder(t, collect(t, s, 2), []string{"a", "b"}, 3)
+}
+
 func TestLogStreamUnknownTopic(t *testing.T) {
 	b := kafkatest.Broker(t)
 	l, _ := newLogTails(t, b.Addr(), logtails.Options{})
