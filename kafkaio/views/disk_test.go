@@ -25,12 +25,16 @@ import (
 )
 
 // diskViews opens Views keeping every view on disk under dir, logging to
-// sink (optional).
-func diskViews(t *testing.T, addr, dir string, sink *kafkatest.LogSink, fs vfs.FS) *Views {
+// sink (optional); a first load is in bulk from bulk records on (0: the
+// default's).
+func diskViews(t *testing.T, addr, dir string, sink *kafkatest.LogSink, fs vfs.FS, bulk ...int64) *Views {
 	t.Helper()
 	opts := Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": addr}, KafkaTimeout: 5 * time.Second,
 		DiskStore: func(string) bool { return true }, StoreDir: dir, StoreFS: fs,
+	}
+	if len(bulk) > 0 {
+		opts.BulkLoadRecords = bulk[0]
 	}
 	if sink != nil {
 		opts.Logger = slog.New(sink)
@@ -128,6 +132,68 @@ func TestDiskViewResumesFromItsOffsets(t *testing.T) {
 	case <-w.C:
 	case <-ctx.Done():
 		t.Fatal("a live write did not wake the key's waiter")
+	}
+	holds(t, v2, m)
+}
+
+// A first load into an empty store goes in bulk (no compaction while it
+// loads) and ends with one compaction: once the view is ready no table is
+// left in level 0 (a store loaded as usual keeps its one flushed table
+// there: four are needed before it compacts), the store has its usual
+// options again and follows live writes, and a restart resumes from its
+// offsets. A first load below the threshold is not in bulk.
+func TestDiskViewFirstLoadInBulk(t *testing.T) {
+	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true},
+		embedded.Topic{Name: "small", Partitions: 2, Compact: true})
+	dir := t.TempDir()
+	m, small := model{}, model{}
+	produceModel(t, b.Addr(), "items", 0, 3000, 500, m)
+	produceModel(t, b.Addr(), "small", 0, 999, 500, small)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	sink := &kafkatest.LogSink{}
+	c := diskViews(t, b.Addr(), dir, sink, nil, 1000)
+	level0 := func(v *View) (int64, bool) {
+		v.mu.RLock()
+		defer v.mu.RUnlock()
+		return v.disk.db.Metrics().Levels[0].TablesCount, v.disk.bulk
+	}
+	v, err := c.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, v, m)
+	if n, bulk := level0(v); n != 0 || bulk {
+		t.Errorf("after a first load in bulk: %d tables in level 0 (want 0), still in bulk: %v", n, bulk)
+	}
+	if !sink.Has("a view's first load into its store on disk is compacted") {
+		t.Errorf("no log line of the first load's compaction: %v", sink.Messages())
+	}
+	vs, err := c.View(ctx, "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds(t, vs, small)
+	if n := sink.Count("a view's first load into its store on disk is compacted"); n != 1 {
+		t.Errorf("%d first loads compacted, want 1 (999 records are below the bulk's 1,000)", n)
+	}
+	w := v.WatchKey("k1")
+	defer w.Stop()
+	produceModel(t, b.Addr(), "items", 1001, 1, 1000, m) // k1
+	select {
+	case <-w.C:
+	case <-ctx.Done():
+		t.Fatal("a live write after the bulk load did not wake the key's waiter")
+	}
+	holds(t, v, m)
+	c.Close()
+
+	c2 := diskViews(t, b.Addr(), dir, nil, nil, 1000)
+	v2, err := c2.View(ctx, "items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.caughtUp != 0 {
+		t.Errorf("the restart after the bulk load applied %d records, want none", v2.caughtUp)
 	}
 	holds(t, v2, m)
 }
@@ -605,7 +671,7 @@ func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
 	v.gatherStore(10)
 	write("v3")
 	want("v3 pending in a catch-up's batch", "v2")
-	if err := v.flushStore(); err != nil {
+	if err := v.flushStore(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want("the batch committed", "v3")

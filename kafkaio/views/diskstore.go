@@ -2,12 +2,14 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,11 +47,20 @@ import (
 // ends; afterwards every record is committed on its own, so a reader sees
 // it as soon as its waiters are woken.
 type diskStore struct {
-	db    *pebble.DB
-	fs    vfs.FS
-	dir   string
-	count int64
-	batch *pebble.Batch // pending writes of a catch-up; nil: commit each
+	db *pebble.DB
+	so storeOptions
+	// bulk: the database is open for a first load (see bulkOptions) until
+	// the load's end settles it.
+	bulk bool
+	// settling is held by a first load's final compaction, which runs
+	// outside the view's lock; close cancels it (cancelSettle, set under
+	// the view's lock) and takes it before closing the database.
+	settling     sync.Mutex
+	cancelSettle context.CancelFunc
+	fs           vfs.FS
+	dir          string
+	count        int64
+	batch        *pebble.Batch // pending writes of a catch-up; nil: commit each
 	// pending are the heads of the keys the batch writes (absent: a
 	// tombstone) and pendingPos the partitions' next offsets: the count
 	// and the offsets are written once, as the batch is committed.
@@ -110,6 +121,7 @@ type storeOptions struct {
 	readFailures *atomic.Uint64
 	fs           vfs.FS // nil: the operating system's
 	logger       *slog.Logger
+	bulkMin      int64 // the smallest first load written in bulk (0: none)
 }
 
 // openDiskStore opens (or creates) the store in dir for a view of the
@@ -167,6 +179,18 @@ func openDiskStore(dir string, id [16]byte, so storeOptions) (s *diskStore, rebu
 }
 
 func openPebble(dir string, so storeOptions) (*diskStore, error) {
+	db, err := openDB(dir, so, false)
+	if err != nil {
+		return nil, err
+	}
+	fs := so.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	return &diskStore{db: db, so: so, fs: fs, dir: dir, entries: so.entries, gen: so.entries.gen(), readFailures: so.readFailures}, nil
+}
+
+func openDB(dir string, so storeOptions, bulk bool) (*pebble.DB, error) {
 	// No write-ahead log: a store is a copy of its topic, so what a crash
 	// loses is read again from the topic. A batch is durable once its
 	// memtable (4 MiB) is flushed to a table; a flush takes whole batches,
@@ -198,15 +222,110 @@ func openPebble(dir string, so storeOptions) (*diskStore, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = pebblebloom.FilterPolicy(10)
 	}
-	db, err := pebble.Open(dir, opts)
+	if bulk {
+		bulkOptions(opts)
+	}
+	return pebble.Open(dir, opts)
+}
+
+// bulkOptions are a first load's: no compaction until the load ends, then
+// one. A compacted topic's keys come in no order, so every table a flush
+// writes overlaps every other: compacted as they come, each compaction
+// into the base level rewrote all of it, a cost that grows with the square
+// of the view (the compactions of keys were half a first load's CPU at
+// 1,000,000 keys). Merged once at the end, each key is rewritten once.
+//   - The tables pile up in level 0 meanwhile, so level 0 stops no write.
+//   - 64 MiB memtables, two at most (up to 128 MiB of memory while a view
+//     loads): fewer, larger tables and blob files to merge.
+//   - A table may reference up to 1,024 blob files (a first load of up to
+//     64 GiB of values): the final compaction moves the values' handles,
+//     not the values. The store reopened after the load takes the usual
+//     10 again, so later compactions of those tables write their values
+//     anew, spread over the view's life rather than in its first load.
+func bulkOptions(opts *pebble.Options) {
+	opts.DisableAutomaticCompactions = true
+	opts.L0CompactionThreshold = 1 << 20
+	opts.L0CompactionFileThreshold = 1 << 20
+	opts.L0StopWritesThreshold = 1 << 20
+	opts.MemTableSize = 64 << 20
+	opts.MemTableStopWritesThreshold = 2
+	policy := opts.Experimental.ValueSeparationPolicy()
+	policy.MaxBlobReferenceDepth = 1024
+	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return policy }
+}
+
+// bulkMinRecords is the smallest first load that opens its store for bulk
+// by default: below it the reopening and the memtables cost more than the
+// compactions saved.
+const bulkMinRecords = 50_000
+
+// reopen closes the store's database (flushed) and opens it again, bulk
+// or not. The view's lock is held: no reader has the database.
+func (s *diskStore) reopen(bulk bool) error {
+	if s.db == nil {
+		return s.closedErr()
+	}
+	if err := s.db.Flush(); err != nil {
+		return err
+	}
+	if err := s.db.Close(); err != nil {
+		s.db = nil
+		return err
+	}
+	db, err := openDB(s.dir, s.so, bulk)
 	if err != nil {
-		return nil, err
+		s.db = nil
+		return fmt.Errorf("opening the view store in %s again: %w", s.dir, err)
 	}
-	fs := so.fs
-	if fs == nil {
-		fs = vfs.Default
+	s.db, s.bulk = db, bulk
+	return nil
+}
+
+// beginSettle starts the end of a bulk load: it reports false when the
+// store is not in bulk (nothing to settle). Called with the view's lock
+// held, after flush; settle then runs without it, and endSettle with it.
+func (s *diskStore) beginSettle(ctx context.Context) (context.Context, bool) {
+	if !s.bulk || s.err != nil || s.db == nil {
+		return nil, false
 	}
-	return &diskStore{db: db, fs: fs, dir: dir, entries: so.entries, gen: so.entries.gen(), readFailures: so.readFailures}, nil
+	s.settling.Lock()
+	ctx, s.cancelSettle = context.WithCancel(ctx)
+	return ctx, true
+}
+
+// settle compacts a bulk load's tables into one sorted run. It runs
+// without the view's lock (look-ups and the view's stats read on), so it
+// touches nothing but the database, which close does not close while
+// settling is held.
+func (s *diskStore) settle(ctx context.Context) (time.Duration, error) {
+	defer s.settling.Unlock()
+	start := time.Now()
+	if err := s.db.Flush(); err != nil {
+		return 0, err
+	}
+	err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, true)
+	return time.Since(start), err
+}
+
+// endSettle reopens the settled store with its usual options, with the
+// view's lock held; a store closed meanwhile stays closed.
+func (s *diskStore) endSettle(took time.Duration, err error) error {
+	s.cancelSettle()
+	s.cancelSettle = nil
+	if s.db == nil {
+		return s.closedErr()
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("compacting the view store in %s after its first load: %w", s.dir, err))
+		return s.err
+	}
+	if err := s.reopen(false); err != nil {
+		s.fail(err)
+		return s.err
+	}
+	s.so.logger.Info("a view's first load into its store on disk is compacted", "dir", s.dir, "keys", s.count,
+		"compaction", took.Round(time.Millisecond))
+	return nil
 }
 
 // wipe removes a store's directory.
@@ -582,6 +701,12 @@ func (s *diskStore) gather(records int64) {
 	if s.db == nil || s.batch != nil || s.err != nil {
 		return
 	}
+	if s.count == 0 && s.so.bulkMin > 0 && records >= s.so.bulkMin {
+		if err := s.reopen(true); err != nil {
+			s.fail(err)
+			return
+		}
+	}
 	s.batch = s.db.NewBatchWithSize(diskBatchBytes+diskBatchBytes/4, pebble.WithMaxRetainedSizeBytes(2*diskBatchBytes))
 	s.pending = map[string]pendingHead{}
 	s.pendingPos = map[int32]int64{}
@@ -697,6 +822,11 @@ func (s *diskStore) stats() diskStats {
 
 // close closes the store; it reads nothing afterwards.
 func (s *diskStore) close() {
+	if s.cancelSettle != nil {
+		s.cancelSettle()
+	}
+	s.settling.Lock()
+	defer s.settling.Unlock()
 	if s.db == nil {
 		return
 	}

@@ -31,6 +31,9 @@ func (st store) options(t *testing.T, o views.Options) views.Options {
 	if st.disk {
 		o.DiskStore = func(string) bool { return true }
 		o.StoreDir = t.TempDir()
+		// Every first load in bulk, as a large one is: the tests' topics
+		// are small.
+		o.BulkLoadRecords = 1
 	}
 	return o
 }

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,11 @@ type Options struct {
 	// stores (nil: the operating system's). Tests give a disk that fills
 	// up or cannot be read.
 	StoreFS vfs.FS
+	// BulkLoadRecords is the smallest first load (records to read into an
+	// empty store) written in bulk: no compaction until it ends, then one.
+	// 0: 50,000 (below it the bulk costs more than it saves); negative:
+	// none. Tests lower it to take every first load that way.
+	BulkLoadRecords int64
 }
 
 // Views manages the views of one Kafka cluster: its shared live consumer,
@@ -136,7 +142,8 @@ func New(opts Options) (*Views, error) {
 			admin.Close()
 			return nil, err
 		}
-		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), entries: newEntryCache(), fs: opts.StoreFS, logger: logger}
+		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), entries: newEntryCache(), fs: opts.StoreFS, logger: logger,
+			bulkMin: cmp.Or(opts.BulkLoadRecords, bulkMinRecords)}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Views{
@@ -727,7 +734,7 @@ func (c *Views) catchUp(v *View) error {
 		}
 	}
 	records := cu.records
-	if err := v.flushStore(); err != nil {
+	if err := v.flushStore(c.ctx); err != nil {
 		return err
 	}
 	handover := make([]kafka.TopicPartition, n)

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -102,6 +103,13 @@ func (v *View) resyncLocked() error {
 	}
 	s.seen = nil
 	s.err = nil
+	if s.bulk {
+		// A first load failed part way: what it stored stays, and the
+		// catch-up goes on into a store with its usual options.
+		if err := s.reopen(false); err != nil {
+			return err
+		}
+	}
 	pos, err := s.positions(len(v.positions))
 	if err != nil {
 		return err
@@ -138,14 +146,25 @@ func (v *View) gatherStore(records int64) {
 }
 
 // flushStore commits a disk view's gathered writes; a failed write fails
-// it.
-func (v *View) flushStore() error {
+// it. A first load's store is then compacted (without the view's lock:
+// the compaction of a large view takes seconds) and reopened as usual.
+func (v *View) flushStore(ctx context.Context) error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.disk == nil {
+	s := v.disk
+	if s == nil {
+		v.mu.Unlock()
 		return nil
 	}
-	return v.disk.flush()
+	err := s.flush()
+	sctx, bulk := s.beginSettle(ctx)
+	v.mu.Unlock()
+	if err != nil || !bulk {
+		return err
+	}
+	took, err := s.settle(sctx)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return s.endSettle(took, err)
 }
 
 // storeErr is the error of a disk view's failed write, nil if none.
