@@ -532,8 +532,11 @@ func (s *diskStore) malformed() error {
 }
 
 // head reads the head of key's current entry, through the pending batch.
+// A key the first load's filter has not seen is absent; it is added to the
+// filter as it is tested (one hashing for both), since the write that asks
+// mostly writes it (one that does not leaves a false positive: a read).
 func (s *diskStore) head(k []byte) (diskItem, bool, error) {
-	if s.seen != nil && !s.seen.Test(k) {
+	if s.seen != nil && !s.seen.TestAndAdd(k) {
 		return diskItem{}, false, nil
 	}
 	if p, ok := s.pending[string(k[1:])]; ok {
@@ -596,9 +599,6 @@ func (s *diskStore) apply(r *client.Record, hdr []byte, next int64) (changed boo
 			_ = b.Delete(k, nil)
 		} else {
 			s.set(b, k, r, hdr)
-		}
-		if s.seen != nil {
-			s.seen.Add(k)
 		}
 		if s.pending != nil {
 			s.pending[string(r.Key)] = pendingHead{
