@@ -234,6 +234,7 @@ func TestViewScaleDiskOnly(t *testing.T) {
 func checkViewDisk(t *testing.T, r output, hot float64, withMem bool) {
 	t.Helper()
 	if r.num(t, "disk_first_load_seconds") <= 0 || r.num(t, "disk_load_ratio") <= 0 || r.num(t, "disk_big_get_per_second") <= 0 ||
+		r.num(t, "disk_settle_seconds") < 0 ||
 		r.num(t, "disk_restart_seconds") <= 0 || r.num(t, "hot_keys") != hot ||
 		r["page_cache_drop"] != "drop_caches" && r["page_cache_drop"] != "fadvise" || r.num(t, "disk_uniform_cold_p99_ratio") <= 0 {
 		t.Errorf("view-scale on disk: %v", r)

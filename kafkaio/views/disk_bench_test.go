@@ -23,7 +23,7 @@ func diskBenchView(tb testing.TB, dir string, n int, value []byte) (*View, time.
 	v := newView("items", [16]byte{1}, benchPartitions, 2*time.Millisecond)
 	cache := pebble.NewCache(storeCacheBytes)
 	defer cache.Unref()
-	s, _, err := openDiskStore(filepath.Join(dir, "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default(), bulkMin: bulkMinRecords})
+	s, _, err := openDiskStore(filepath.Join(dir, "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default(), bulkMin: bulkMinRecords, bulkSlot: make(chan struct{}, 1)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -31,11 +31,14 @@ func diskBenchView(tb testing.TB, dir string, n int, value []byte) (*View, time.
 	start := time.Now()
 	v.gatherStore(int64(n))
 	loadBench(v, n, value)
-	if err := v.flushStore(context.Background()); err != nil {
+	if _, err := v.flushStore(); err != nil {
 		tb.Fatal(err)
 	}
 	took := time.Since(start)
 	v.markReady()
+	if err := v.settleStore(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
 	if st := v.Stats(); st.Keys != n {
 		tb.Fatalf("view holds %d keys, want %d", st.Keys, n)
 	}

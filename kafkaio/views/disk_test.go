@@ -137,11 +137,11 @@ func TestDiskViewResumesFromItsOffsets(t *testing.T) {
 }
 
 // A first load into an empty store goes in bulk (no compaction while it
-// loads) and ends with one compaction: once the view is ready no table is
-// left in level 0 (a store loaded as usual keeps its one flushed table
-// there: four are needed before it compacts), the store has its usual
-// options again and follows live writes, and a restart resumes from its
-// offsets. A first load below the threshold is not in bulk.
+// loads) and, once the view is ready, ends with one compaction: no table
+// is then left in level 0 (a store loaded as usual keeps its one flushed
+// table there: four are needed before it compacts), the store has its
+// usual options again and follows live writes, and a restart resumes from
+// its offsets. A first load below the threshold is not in bulk.
 func TestDiskViewFirstLoadInBulk(t *testing.T) {
 	b := kafkatest.Broker(t, embedded.Topic{Name: "items", Partitions: 2, Compact: true},
 		embedded.Topic{Name: "small", Partitions: 2, Compact: true})
@@ -161,21 +161,24 @@ func TestDiskViewFirstLoadInBulk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holds(t, v, m) // ready before its compaction: all there
+	if sink.WaitCount(ctx, "a view's first load into its store on disk is compacted", 1) != 1 {
+		t.Fatalf("no log line of the first load's compaction: %v", sink.Messages())
+	}
 	holds(t, v, m)
 	if n, bulk := level0(v); n != 0 || bulk {
 		t.Errorf("after a first load in bulk: %d tables in level 0 (want 0), still in bulk: %v", n, bulk)
-	}
-	if !sink.Has("a view's first load into its store on disk is compacted") {
-		t.Errorf("no log line of the first load's compaction: %v", sink.Messages())
 	}
 	vs, err := c.View(ctx, "small")
 	if err != nil {
 		t.Fatal(err)
 	}
 	holds(t, vs, small)
-	if n := sink.Count("a view's first load into its store on disk is compacted"); n != 1 {
-		t.Errorf("%d first loads compacted, want 1 (999 records are below the bulk's 1,000)", n)
+	vs.mu.RLock()
+	if vs.disk.bulkLoaded || !v.disk.bulkLoaded {
+		t.Errorf("first loads in bulk: of 999 records (below the bulk's 1,000) %v, want false; of 3,000 %v, want true", vs.disk.bulkLoaded, v.disk.bulkLoaded)
 	}
+	vs.mu.RUnlock()
 	w := v.WatchKey("k1")
 	defer w.Stop()
 	produceModel(t, b.Addr(), "items", 1001, 1, 1000, m) // k1
@@ -671,7 +674,7 @@ func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
 	v.gatherStore(10)
 	write("v3")
 	want("v3 pending in a catch-up's batch", "v2")
-	if err := v.flushStore(context.Background()); err != nil {
+	if _, err := v.flushStore(); err != nil {
 		t.Fatal(err)
 	}
 	want("the batch committed", "v3")

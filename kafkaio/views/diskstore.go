@@ -51,10 +51,12 @@ type diskStore struct {
 	so storeOptions
 	// bulk: the database is open for a first load (see bulkOptions) until
 	// the load's end settles it.
-	bulk bool
+	bulk       bool
+	bulkLoaded bool // the store's first load went in bulk
 	// settling is held by a first load's final compaction, which runs
-	// outside the view's lock; close cancels it (cancelSettle, set under
-	// the view's lock) and takes it before closing the database.
+	// outside the view's lock; close and reopen cancel it (cancelSettle,
+	// set under the view's lock) and wait for it before closing the
+	// database.
 	settling     sync.Mutex
 	cancelSettle context.CancelFunc
 	fs           vfs.FS
@@ -122,6 +124,10 @@ type storeOptions struct {
 	fs           vfs.FS // nil: the operating system's
 	logger       *slog.Logger
 	bulkMin      int64 // the smallest first load written in bulk (0: none)
+	// bulkSlot is taken by the store loading in bulk, one per cluster at
+	// a time, so the bulk's memtables (up to 128 MiB) are paid once
+	// however many views load at once; the others load as usual.
+	bulkSlot chan struct{}
 }
 
 // openDiskStore opens (or creates) the store in dir for a view of the
@@ -260,16 +266,20 @@ func bulkOptions(opts *pebble.Options) {
 const bulkMinRecords = 50_000
 
 // reopen closes the store's database (flushed) and opens it again, bulk
-// or not. The view's lock is held: no reader has the database.
+// or not. The view's lock is held: no reader has the database; a first
+// load's compaction still running is stopped first.
 func (s *diskStore) reopen(bulk bool) error {
+	s.stopSettling()
 	if s.db == nil {
 		return s.closedErr()
 	}
 	if err := s.db.Flush(); err != nil {
 		return err
 	}
-	if err := s.db.Close(); err != nil {
-		s.db = nil
+	err := s.db.Close()
+	s.db = nil
+	s.leaveBulk()
+	if err != nil {
 		return err
 	}
 	db, err := openDB(s.dir, s.so, bulk)
@@ -281,9 +291,42 @@ func (s *diskStore) reopen(bulk bool) error {
 	return nil
 }
 
-// beginSettle starts the end of a bulk load: it reports false when the
-// store is not in bulk (nothing to settle). Called with the view's lock
-// held, after flush; settle then runs without it, and endSettle with it.
+// enterBulk takes the cluster's bulk slot, if free, and reopens the store
+// for a first load in bulk; it reports whether it did.
+func (s *diskStore) enterBulk() (bool, error) {
+	select {
+	case s.so.bulkSlot <- struct{}{}:
+	default:
+		return false, nil
+	}
+	if err := s.reopen(true); err != nil {
+		<-s.so.bulkSlot
+		return false, err
+	}
+	s.bulkLoaded = true
+	return true, nil
+}
+
+// leaveBulk gives the bulk slot back once the store is no longer open in
+// bulk.
+func (s *diskStore) leaveBulk() {
+	if s.bulk {
+		s.bulk = false
+		<-s.so.bulkSlot
+	}
+}
+
+// A first load in bulk is settled once its view is ready: its last
+// memtable flushed, its tables compacted into one sorted run, and the store
+// reopened with its usual options. Until then a look-up may consult every
+// table of level 0 (their bloom filters mostly answer it), and live writes
+// go on into the bulk store, whose level 0 stops none of them. The view is
+// ready before: what the load wrote is all there, and a compaction of
+// 4,000,000 keys takes some six seconds.
+//
+// beginSettle starts it, with the view's lock held: false when the store
+// has nothing to settle. settle then runs without the lock and endSettle
+// with it.
 func (s *diskStore) beginSettle(ctx context.Context) (context.Context, bool) {
 	if !s.bulk || s.err != nil || s.db == nil {
 		return nil, false
@@ -293,10 +336,8 @@ func (s *diskStore) beginSettle(ctx context.Context) (context.Context, bool) {
 	return ctx, true
 }
 
-// settle compacts a bulk load's tables into one sorted run. It runs
-// without the view's lock (look-ups and the view's stats read on), so it
-// touches nothing but the database, which close does not close while
-// settling is held.
+// settle flushes and compacts the store. It touches nothing but the
+// database, which close and reopen do not close while settling is held.
 func (s *diskStore) settle(ctx context.Context) (time.Duration, error) {
 	defer s.settling.Unlock()
 	start := time.Now()
@@ -307,15 +348,29 @@ func (s *diskStore) settle(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-// endSettle reopens the settled store with its usual options, with the
-// view's lock held; a store closed meanwhile stays closed.
-func (s *diskStore) endSettle(took time.Duration, err error) error {
-	s.cancelSettle()
-	s.cancelSettle = nil
-	if s.db == nil {
-		return s.closedErr()
+// stopSettling cancels a first load's compaction, if one runs, and waits
+// for it to return.
+func (s *diskStore) stopSettling() {
+	if s.cancelSettle != nil {
+		s.cancelSettle()
 	}
-	if err != nil {
+	s.settling.Lock()
+	s.settling.Unlock() //nolint:staticcheck // a wait: nothing is guarded here
+}
+
+// endSettle reopens the settled store with its usual options, with the
+// view's lock held. A store closed or reopened meanwhile (closing, or a
+// catch-up that started over) is left as it is, and so is one whose
+// compaction was cancelled by the views closing: close flushes it.
+func (s *diskStore) endSettle(took time.Duration, err error) error {
+	if s.cancelSettle != nil {
+		s.cancelSettle()
+		s.cancelSettle = nil
+	}
+	switch {
+	case s.db == nil || !s.bulk || errors.Is(err, context.Canceled):
+		return nil
+	case err != nil:
 		s.fail(fmt.Errorf("compacting the view store in %s after its first load: %w", s.dir, err))
 		return s.err
 	}
@@ -324,7 +379,7 @@ func (s *diskStore) endSettle(took time.Duration, err error) error {
 		return s.err
 	}
 	s.so.logger.Info("a view's first load into its store on disk is compacted", "dir", s.dir, "keys", s.count,
-		"compaction", took.Round(time.Millisecond))
+		"took", took.Round(time.Millisecond))
 	return nil
 }
 
@@ -702,7 +757,7 @@ func (s *diskStore) gather(records int64) {
 		return
 	}
 	if s.count == 0 && s.so.bulkMin > 0 && records >= s.so.bulkMin {
-		if err := s.reopen(true); err != nil {
+		if _, err := s.enterBulk(); err != nil {
 			s.fail(err)
 			return
 		}
@@ -817,16 +872,20 @@ func (s *diskStore) stats() diskStats {
 		return diskStats{}
 	}
 	m := s.db.Metrics()
-	return diskStats{bytes: int64(m.DiskSpaceUsage()), compactionBytes: int64(m.Compact.EstimatedDebt)}
+	st := diskStats{bytes: int64(m.DiskSpaceUsage()), compactionBytes: int64(m.Compact.EstimatedDebt)}
+	if s.bulk {
+		// A first load in bulk compacts what it wrote, level 0 and the
+		// memtables, once it ends; pebble's estimate counts none of it
+		// (level 0 has no threshold meanwhile). So the backlog is not
+		// zero until the store is settled.
+		st.compactionBytes = m.Levels[0].TablesSize + int64(m.MemTable.Size)
+	}
+	return st
 }
 
 // close closes the store; it reads nothing afterwards.
 func (s *diskStore) close() {
-	if s.cancelSettle != nil {
-		s.cancelSettle()
-	}
-	s.settling.Lock()
-	defer s.settling.Unlock()
+	s.stopSettling()
 	if s.db == nil {
 		return
 	}
@@ -841,6 +900,7 @@ func (s *diskStore) close() {
 	}
 	_ = s.db.Close()
 	s.db = nil
+	s.leaveBulk()
 }
 
 // storeDir is the directory of topic's store under root. Topic names are

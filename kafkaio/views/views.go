@@ -56,7 +56,8 @@ type Options struct {
 	// up or cannot be read.
 	StoreFS vfs.FS
 	// BulkLoadRecords is the smallest first load (records to read into an
-	// empty store) written in bulk: no compaction until it ends, then one.
+	// empty store) written in bulk: no compaction until it ends, then one;
+	// one view of the cluster at a time.
 	// 0: 50,000 (below it the bulk costs more than it saves); negative:
 	// none. Tests lower it to take every first load that way.
 	BulkLoadRecords int64
@@ -143,7 +144,7 @@ func New(opts Options) (*Views, error) {
 			return nil, err
 		}
 		stores = storeOptions{cache: pebble.NewCache(storeCacheBytes), entries: newEntryCache(), fs: opts.StoreFS, logger: logger,
-			bulkMin: cmp.Or(opts.BulkLoadRecords, bulkMinRecords)}
+			bulkMin: cmp.Or(opts.BulkLoadRecords, bulkMinRecords), bulkSlot: make(chan struct{}, 1)}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Views{
@@ -734,7 +735,8 @@ func (c *Views) catchUp(v *View) error {
 		}
 	}
 	records := cu.records
-	if err := v.flushStore(c.ctx); err != nil {
+	bulk, err := v.flushStore()
+	if err != nil {
 		return err
 	}
 	handover := make([]kafka.TopicPartition, n)
@@ -747,6 +749,15 @@ func (c *Views) catchUp(v *View) error {
 	v.caughtUp = records
 	v.markReady()
 	c.logger.Debug("view caught up", "topic", topic, "records", records, "took", time.Since(started))
+	if bulk {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := v.settleStore(c.ctx); err != nil {
+				c.storeFailed(v, err)
+			}
+		}()
+	}
 	return nil
 }
 

@@ -146,20 +146,28 @@ func (v *View) gatherStore(records int64) {
 }
 
 // flushStore commits a disk view's gathered writes; a failed write fails
-// it. A first load's store is then compacted (without the view's lock:
-// the compaction of a large view takes seconds) and reopened as usual.
-func (v *View) flushStore(ctx context.Context) error {
+// it. It reports whether the store took a first load in bulk, which
+// settleStore settles once the view is ready.
+func (v *View) flushStore() (bulk bool, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.disk == nil {
+		return false, nil
+	}
+	err = v.disk.flush()
+	return err == nil && v.disk.bulk, err
+}
+
+// settleStore compacts a first load in bulk and reopens its store as
+// usual (see diskStore.beginSettle), without the view's lock while it
+// compacts; a failure fails the store (ErrStoreFailed).
+func (v *View) settleStore(ctx context.Context) error {
 	v.mu.Lock()
 	s := v.disk
-	if s == nil {
-		v.mu.Unlock()
-		return nil
-	}
-	err := s.flush()
-	sctx, bulk := s.beginSettle(ctx)
+	sctx, ok := s.beginSettle(ctx)
 	v.mu.Unlock()
-	if err != nil || !bulk {
-		return err
+	if !ok {
+		return nil
 	}
 	took, err := s.settle(sctx)
 	v.mu.Lock()
