@@ -125,15 +125,22 @@ func TestDiskViewResumesFromItsOffsets(t *testing.T) {
 	}
 	holds(t, v2, m)
 	// And it follows the topic live, as any view does.
-	w := v2.WatchKey("k1")
+	followsLive(ctx, t, b.Addr(), v2, m, "a live write")
+}
+
+// followsLive writes k1 to the view's topic and checks it wakes the key's
+// waiter and the view then holds m.
+func followsLive(ctx context.Context, t *testing.T, addr string, v *View, m model, what string) {
+	t.Helper()
+	w := v.WatchKey("k1")
 	defer w.Stop()
-	produceModel(t, b.Addr(), "items", 1001, 1, 1000, m) // k1
+	produceModel(t, addr, v.Topic(), 1001, 1, 1000, m) // k1
 	select {
 	case <-w.C:
 	case <-ctx.Done():
-		t.Fatal("a live write did not wake the key's waiter")
+		t.Fatalf("%s did not wake the key's waiter", what)
 	}
-	holds(t, v2, m)
+	holds(t, v, m)
 }
 
 // A first load into an empty store goes in bulk (no compaction while it
@@ -179,15 +186,7 @@ func TestDiskViewFirstLoadInBulk(t *testing.T) {
 		t.Errorf("first loads in bulk: of 999 records (below the bulk's 1,000) %v, want false; of 3,000 %v, want true", vs.disk.bulkLoaded, v.disk.bulkLoaded)
 	}
 	vs.mu.RUnlock()
-	w := v.WatchKey("k1")
-	defer w.Stop()
-	produceModel(t, b.Addr(), "items", 1001, 1, 1000, m) // k1
-	select {
-	case <-w.C:
-	case <-ctx.Done():
-		t.Fatal("a live write after the bulk load did not wake the key's waiter")
-	}
-	holds(t, v, m)
+	followsLive(ctx, t, b.Addr(), v, m, "a live write after the bulk load")
 	c.Close()
 
 	c2 := diskViews(t, b.Addr(), dir, nil, nil, 1000)

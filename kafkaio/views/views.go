@@ -750,15 +750,21 @@ func (c *Views) catchUp(v *View) error {
 	v.markReady()
 	c.logger.Debug("view caught up", "topic", topic, "records", records, "took", time.Since(started))
 	if bulk {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			if err := v.settleStore(c.ctx); err != nil {
-				c.storeFailed(v, err)
-			}
-		}()
+		c.settle(v)
 	}
 	return nil
+}
+
+// settle compacts a view's first load in bulk, in the background once the
+// view is ready; a store that fails it takes its view out of service.
+func (c *Views) settle(v *View) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := v.settleStore(c.ctx); err != nil {
+			c.storeFailed(v, err)
+		}
+	}()
 }
 
 // catchUp is the progress of a view's catch-up: per partition the end it
