@@ -97,10 +97,7 @@ func (v *View) resyncLocked() error {
 	if s.batch == nil && s.err == nil {
 		return nil
 	}
-	if s.batch != nil {
-		_ = s.batch.Close()
-		s.batch, s.pending, s.pendingPos = nil, nil, nil
-	}
+	s.dropGathered()
 	s.seen = nil
 	s.err = nil
 	if s.bulk {
