@@ -628,21 +628,29 @@ func TestDiskViewRestartKeepsHeldRecords(t *testing.T) {
 	}
 }
 
+// storeView is a view of a topic of partitions partitions on a disk store
+// of its own, written through View.apply with no broker.
+func storeView(t *testing.T, partitions int) *View {
+	t.Helper()
+	v := newView("items", [16]byte{1}, partitions, 2*time.Millisecond)
+	cache := pebble.NewCache(1 << 20)
+	t.Cleanup(cache.Unref)
+	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.disk = s
+	t.Cleanup(v.closeStore) // before the cache's Unref: cleanups run last first
+	return v
+}
+
 // The entry cache answers a disk view's hot keys from the heap: it must
 // never answer an entry the store no longer holds. A write removes its key;
 // a look-up while a catch-up's batch is pending reads the store as it was
 // before the batch and must not cache that; a store emptied is a new
 // generation.
 func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
-	v := newView("items", [16]byte{1}, 1, 2*time.Millisecond)
-	cache := pebble.NewCache(1 << 20)
-	defer cache.Unref()
-	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.disk = s
-	defer v.closeStore()
+	v := storeView(t, 1)
 	off := int64(0)
 	write := func(value string) {
 		t.Helper()
@@ -682,7 +690,7 @@ func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
 	write("v4")
 	want("written again", "v4")
 	v.mu.Lock()
-	err = v.disk.clear()
+	err := v.disk.clear()
 	v.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -697,15 +705,7 @@ func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
 // does not replace it. Whether or not the commit has finished by then,
 // the view is the same.
 func TestDiskViewBatchInFlightIsReadThrough(t *testing.T) {
-	v := newView("items", [16]byte{1}, 2, 2*time.Millisecond)
-	cache := pebble.NewCache(1 << 20)
-	defer cache.Unref()
-	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.disk = s
-	defer v.closeStore()
+	v := storeView(t, 2)
 	v.gatherStore(10_000)
 	value := make([]byte, 1024)
 	var off int64
