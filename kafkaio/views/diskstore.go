@@ -43,9 +43,11 @@ import (
 // The caller (View) holds the lock: the store has none. A batch is durable
 // once flushed (see openPebble: no write-ahead log). During a catch-up
 // writes gather in a batch (the heads of its keys kept beside it, for the
-// look-ups a write makes) and are committed every diskBatchBytes and when the catch-up
-// ends; afterwards every record is committed on its own, so a reader sees
-// it as soon as its waiters are woken.
+// look-ups a write makes), handed every diskBatchBytes to a goroutine that
+// commits it while the next gathers, and committed when the catch-up ends;
+// a first load into an empty store is written in bulk (see bulkOptions).
+// Afterwards every record is committed on its own, so a reader sees it as
+// soon as its waiters are woken.
 type diskStore struct {
 	db *pebble.DB
 	so storeOptions
