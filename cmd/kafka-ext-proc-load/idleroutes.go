@@ -71,7 +71,7 @@ func runIdleRoutes(ctx context.Context, e *env, o *options) (*Result, error) {
 	}
 	defer broker.Close()
 	reqs := countRequests(broker.Cluster())
-	if err := fillTopics(ctx, broker.Addr(), o.routes, o.valueSize, func(i int) (string, string) { return idleTopic(i), "k" }); err != nil {
+	if err := fillTopics(ctx, broker.Addr(), o.routes, o.valueSize, false, func(i int) (string, string) { return idleTopic(i), "k" }); err != nil {
 		return nil, err
 	}
 	noEnv := func(string) (string, bool) { return "", false }

@@ -119,8 +119,10 @@ type options struct {
 	idle      time.Duration // idle-routes' measured idle time, before and with the processor
 	fetchWait time.Duration // idle-routes' fetch.wait.max.ms for both consumers; 0 = the processor's default
 	valueSize int           // bytes per record value
-	waiters   int           // long-poll waiters
-	register  time.Duration // bound on registering the waiters (and the fan-out's streams)
+	// valueRandom: view-scale's values do not compress (randomValue).
+	valueRandom bool
+	waiters     int           // long-poll waiters
+	register    time.Duration // bound on registering the waiters (and the fan-out's streams)
 	// The grpc-fanout scenario: streams subscribers, fanRate records/s
 	// for fanDuration, recordSize bytes each.
 	streams     int
@@ -198,6 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "how long idle-routes measures the idle process, before and with the processor")
 	fs.DurationVar(&o.fetchWait, "fetch-wait", 0, "idle-routes: the binding's fetch.wait.max.ms, for the processor and the raw consumer alike (0: the live consumer's default)")
 	fs.IntVar(&o.valueSize, "value-size", 200, "bytes per record value")
+	fs.BoolVar(&o.valueRandom, "value-random", false, "view-scale: values padded with random characters, which do not compress (by default the pad is one repeated byte, which the store on disk compresses to almost nothing)")
 	fs.IntVar(&o.waiters, "waiters", 1000, "long-poll waiters (at most 100000)")
 	fs.DurationVar(&o.register, "register-timeout", 60*time.Second, "bound on registering the long-poll waiters and opening the fan-out's streams")
 	fs.IntVar(&o.streams, "streams", 1000, "gRPC fan-out streams (at most 20000)")

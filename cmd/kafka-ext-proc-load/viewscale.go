@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -40,6 +42,8 @@ const (
 	// diskDebtGauge is the compaction backlog of the stores on disk: a
 	// first load in bulk is ready before its compaction, which ends it.
 	diskDebtGauge = "kafka_ext_proc_view_disk_compaction_debt_bytes"
+	// diskBytesGauge is the size of the stores on disk.
+	diskBytesGauge = "kafka_ext_proc_view_disk_bytes"
 )
 
 const viewScaleYAML = bindingsYAML + `      - when: [{ method: GET, path: "/big/{id}" }]
@@ -70,11 +74,11 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	defer broker.Close()
 
 	t0 := time.Now()
-	if err := fillTopic(ctx, broker.Addr(), bigTopic, o.viewKeys, o.valueSize); err != nil {
+	if err := fillTopic(ctx, broker.Addr(), bigTopic, o.viewKeys, o.valueSize, o.valueRandom); err != nil {
 		return nil, err
 	}
 	res.figure("fill_seconds", time.Since(t0).Seconds()) // the big topic, acknowledged
-	if err := fillTopic(ctx, broker.Addr(), smallTopic, o.keys, o.valueSize); err != nil {
+	if err := fillTopic(ctx, broker.Addr(), smallTopic, o.keys, o.valueSize, o.valueRandom); err != nil {
 		return nil, err
 	}
 	raw, err := rawReadToEnd(ctx, broker.Addr(), bigTopic, o.viewKeys, nil)
@@ -83,7 +87,7 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	}
 	// The raw consumer's read of the big topic to its end.
 	res.figure("raw_seconds", raw.Seconds())
-	liveBytes := int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize) // the keys' and values' bytes
+	liveBytes := bigViewBytes(o)
 	res.figure("live_bytes", liveBytes)
 	mem := memLeg{raw: raw}
 	if !o.viewDiskOnly {
@@ -104,6 +108,11 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 // heap, single-key GETs of both views and the long polls' wake-ups. The
 // processor keeps running, for the disk leg's GETs to be set against, until
 // stop.
+// bigViewBytes is the big view's keys' and values' bytes.
+func bigViewBytes(o *options) int64 {
+	return int64(o.viewKeys) * int64(len(viewKey(o.viewKeys/2))+o.valueSize)
+}
+
 func viewMemLegs(ctx context.Context, e *env, o *options, broker string, raw time.Duration, liveBytes int64, res *Result) (_ memLeg, stop func(), err error) {
 	if err := mapFloor(ctx, broker, o.viewKeys, raw, liveBytes, res); err != nil {
 		return memLeg{}, nil, err
@@ -256,13 +265,20 @@ func viewDiskLeg(ctx context.Context, e *env, o *options, broker string, mem mem
 		return err
 	}
 	res.figure("disk_settle_seconds", time.Since(t0).Seconds())
+	stored, err := srv.gauge(ctx, diskBytesGauge)
+	if err != nil {
+		srv.close()
+		return err
+	}
+	res.figure("disk_store_mib", mib(uint64(stored)))
+	res.ratio("disk_store_ratio", ratio(float64(stored), float64(bigViewBytes(o))), "the stores' size on disk, settled ÷ the big view's keys' and values' bytes", "")
 	err = viewDiskGets(ctx, e, o, srv, dir, mem, res)
 	srv.close()
 	if err != nil {
 		return err
 	}
 
-	if err := fillTopic(ctx, broker, bigTopic, o.keys, o.valueSize); err != nil {
+	if err := fillTopic(ctx, broker, bigTopic, o.keys, o.valueSize, o.valueRandom); err != nil {
 		return err
 	}
 	srv, restart, err := start()
@@ -400,14 +416,35 @@ func wakeOnce(ctx context.Context, proc *stack.Processor, s *side, prod *kafka.P
 }
 
 // fillTopic writes n records (keys viewKey(i), JSON values of size bytes,
-// content-type application/json) and returns once all were acknowledged.
-func fillTopic(ctx context.Context, broker, topic string, n, size int) error {
-	return fillTopics(ctx, broker, n, size, func(i int) (string, string) { return topic, viewKey(i) })
+// content-type application/json; random: see randomValue) and returns once
+// all were acknowledged.
+func fillTopic(ctx context.Context, broker, topic string, n, size int, random bool) error {
+	return fillTopics(ctx, broker, n, size, random, func(i int) (string, string) { return topic, viewKey(i) })
+}
+
+// randomValue is jsonValue with its pad of random letters, digits, '-'
+// and '_' (six bits in a byte: snappy finds nothing to compress), the same
+// for the same key and seq.
+func randomValue(key string, seq, size int) []byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	v := jsonValue(key, seq, size)
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(seq)))
+	start := bytes.Index(v, []byte(`"pad":"`)) + len(`"pad":"`)
+	for i := start; i < len(v)-len(`"}`); i++ {
+		v[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return v
 }
 
 // fillTopics writes n records, record i to the topic and key rec names,
 // as fillTopic does.
-func fillTopics(ctx context.Context, broker string, n, size int, rec func(i int) (topic, key string)) error {
+func fillTopics(ctx context.Context, broker string, n, size int, random bool, rec func(i int) (topic, key string)) error {
+	value := jsonValue
+	if random {
+		value = randomValue
+	}
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers": broker, "allow.auto.create.topics": false, "log_level": 3,
 		"acks": "1", "linger.ms": 20, "go.delivery.report.fields": "none",
@@ -439,7 +476,7 @@ func fillTopics(ctx context.Context, broker string, n, size int, rec func(i int)
 		topic, k := rec(i)
 		err := p.Produce(&kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key:            []byte(k), Value: jsonValue(k, 1, size), Headers: hdr,
+			Key:            []byte(k), Value: value(k, 1, size), Headers: hdr,
 		}, nil)
 		switch {
 		case err == nil:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -728,5 +729,37 @@ func TestDiskViewBatchInFlightIsReadThrough(t *testing.T) {
 	}
 	if e, ok, err := v.Lookup("k0"); err != nil || !ok || e.Partition != 0 {
 		t.Errorf("k0: %+v %v %v, want partition 0's record (the other's is older)", e, ok, err)
+	}
+}
+
+// The size a view takes on disk counts its values: with 3,000 values of
+// 1 KiB that do not compress stored, it is at least their bytes.
+func TestDiskViewBytesCountItsValues(t *testing.T) {
+	v := storeView(t, 1)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 3000
+	for i := range n {
+		value := make([]byte, 1024)
+		for j := range value {
+			value[j] = byte(rng.Uint32())
+		}
+		v.apply(&client.Record{Topic: "items", Offset: int64(i), Timestamp: time.UnixMilli(1), Key: []byte(fmt.Sprintf("k%d", i)), Value: value})
+	}
+	// Flushed, compacted and opened again: the values in blob files
+	// pebble found on opening (whose sizes it then counts apart).
+	v.mu.Lock()
+	err := v.disk.db.Flush()
+	if err == nil {
+		err = v.disk.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+	}
+	if err == nil {
+		err = v.disk.reopen(false) // as a restart, or a settled bulk load, opens it
+	}
+	v.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Stats().DiskBytes; got < n*1024 {
+		t.Errorf("the view takes %d bytes on disk, want at least the %d of its values", got, n*1024)
 	}
 }

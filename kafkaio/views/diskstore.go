@@ -934,7 +934,14 @@ func (s *diskStore) stats() diskStats {
 		return diskStats{}
 	}
 	m := s.db.Metrics()
-	st := diskStats{bytes: int64(m.DiskSpaceUsage()), compactionBytes: int64(m.Compact.EstimatedDebt)}
+	// pebble (v2.1.7) leaves the local sizes of the blob files it found
+	// on opening at zero, so its DiskSpaceUsage misses the values of a
+	// store reopened (a restart, a settled bulk load); their sizes over
+	// all storage are kept, and a store's files are all local.
+	bf := m.BlobFiles
+	used := m.DiskSpaceUsage() - (bf.Local.LiveSize + bf.Local.ObsoleteSize + bf.Local.ZombieSize) +
+		bf.LiveSize + bf.ObsoleteSize + bf.ZombieSize
+	st := diskStats{bytes: int64(used), compactionBytes: int64(m.Compact.EstimatedDebt)}
 	if s.bulk {
 		// A first load in bulk compacts what it wrote, level 0 and the
 		// memtables, once it ends; pebble's estimate counts none of it
