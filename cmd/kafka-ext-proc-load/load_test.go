@@ -31,7 +31,6 @@ func TestScenarios(t *testing.T) {
 func testScenarios(t *testing.T, split bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
 	args := []string{
 		"-scenario", "all", "-json",
 		"-clients", "4", "-conns", "2", "-duration", "200ms", "-warmup", "50ms", "-rounds", "2",
@@ -53,17 +52,14 @@ func testScenarios(t *testing.T, split bool) {
 			}
 		}
 	}
-	code := run(ctx, args, &out, &errOut)
-	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
+	stdout := runOK(ctx, t, args)
 	for _, p := range profs {
 		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
 			t.Errorf("profile %s: %v", filepath.Base(p), err)
 		}
 	}
-	raw := bytes.Clone(out.Bytes())
-	got := parseOutputs(t, out.Bytes())
+	raw := bytes.Clone(stdout)
+	got := parseOutputs(t, stdout)
 	for _, s := range []string{scenarioSingle, scenarioMerged} {
 		r := got.of(t, s)
 		for _, side := range []string{"processor", "noop"} {
@@ -161,13 +157,10 @@ func checkRRFigures(t *testing.T, r output, cpu bool) {
 func TestViewScale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
 	args := []string{"-scenario", "view-scale", "-json", "-view-keys", "3000", "-keys", "50",
 		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s"}
-	if code := run(ctx, args, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
-	r := parseOutputs(t, out.Bytes()).of(t, scenarioViewScale)
+	stdout := runOK(ctx, t, args)
+	r := parseOutputs(t, stdout).of(t, scenarioViewScale)
 	if r.num(t, "keys") != 3000 || r.num(t, "small_keys") != 50 || r.num(t, "partitions") != 4 || r.num(t, "raw_seconds") <= 0 ||
 		r.num(t, "ready_seconds") <= 0 || r.num(t, "load_ratio") <= 0 ||
 		r.num(t, "live_bytes") != 3000*float64(len("k1500"))+3000*r.num(t, "value_bytes") || r.num(t, "heap_bytes_per_key") == 0 || r.num(t, "mem_ratio") == 0 ||
@@ -199,13 +192,10 @@ func TestViewScale(t *testing.T) {
 func TestViewScaleDiskOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
 	args := []string{"-scenario", "view-scale", "-json", "-view-disk-only", "-split", "-view-keys", "12000", "-keys", "50",
 		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s"}
-	if code := run(ctx, args, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
-	r := parseOutputs(t, out.Bytes()).of(t, scenarioViewScale)
+	stdout := runOK(ctx, t, args)
+	r := parseOutputs(t, stdout).of(t, scenarioViewScale)
 	if r["disk_only"] != true || r.num(t, "raw_seconds") <= 0 {
 		t.Errorf("view-scale: %v", r)
 	}
@@ -270,15 +260,12 @@ func checkViewDisk(t *testing.T, r output, hot float64, withMem bool) {
 func TestIdleRoutes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
 	dir := t.TempDir()
 	prof, routeProf := filepath.Join(dir, "idle.pprof"), filepath.Join(dir, "rp")
 	args := []string{"-scenario", "idle-routes", "-json", "-routes", "20", "-idle", "200ms", "-clients", "4", "-timeout", "90s", "-idleprofile", prof, "-fetch-wait", "2s",
 		"-route-rounds", "2", "-routeprofile", routeProf}
-	if code := run(ctx, args, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
-	r := parseOutputs(t, out.Bytes()).of(t, scenarioIdleRoutes)
+	stdout := runOK(ctx, t, args)
+	r := parseOutputs(t, stdout).of(t, scenarioIdleRoutes)
 	// Every GET was answered 200 with the route's record (the scenario
 	// fails otherwise).
 	for _, name := range []string{"ready_seconds", "baseline_cores", "with_processor_cores",
@@ -527,16 +514,13 @@ func TestReplySoak(t *testing.T) {
 		t.Run(map[bool]string{false: "in-process", true: "split"}[split], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			var out, errOut bytes.Buffer
 			args := []string{"-scenario", "reply-soak", "-json", "-duration", "3s", "-clients", "4", "-soak-body", "200",
 				"-replay-every", "4", "-sample-every", "250ms", "-limits", "reply-index-bytes: 64KiB", "-timeout", "90s"}
 			if split {
 				args = append(args, "-split")
 			}
-			if code := run(ctx, args, &out, &errOut); code != 0 {
-				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-			}
-			r := parseOutputs(t, out.Bytes()).of(t, scenarioReplySoak)
+			stdout := runOK(ctx, t, args)
+			r := parseOutputs(t, stdout).of(t, scenarioReplySoak)
 			// Every answer was checked (the scenario fails otherwise); the
 			// figures say so too.
 			if r.num(t, "failures") != 0 || r.num(t, "mismatches") != 0 {
@@ -576,13 +560,10 @@ func TestReplySoak(t *testing.T) {
 func TestReplySoakWindow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
 	args := []string{"-scenario", "reply-soak", "-json", "-duration", "4s", "-clients", "4", "-soak-body", "200",
 		"-replay-every", "4", "-sample-every", "250ms", "-limits", "reply-index-bytes: 64KiB", "-replay-window", "1s", "-timeout", "90s"}
-	if code := run(ctx, args, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
-	r := parseOutputs(t, out.Bytes()).of(t, scenarioReplySoak)
+	stdout := runOK(ctx, t, args)
+	r := parseOutputs(t, stdout).of(t, scenarioReplySoak)
 	if r.num(t, "failures") != 0 || r.num(t, "replays") <= 0 {
 		t.Errorf("reply-soak: failures %v, replays %v", r["failures"], r["replays"])
 	}
@@ -761,19 +742,27 @@ func TestWakeProfiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	prefix := filepath.Join(t.TempDir(), "w")
-	var out, errOut bytes.Buffer
 	args := []string{"-scenario", "longpoll", "-json", "-split", "-waiters", "50", "-register-timeout", "20s", "-timeout", "90s", "-wakeprofile", prefix}
-	if code := run(ctx, args, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
+	stdout := runOK(ctx, t, args)
 	for _, s := range []string{"noop", "processor"} {
 		if fi, err := os.Stat(prefix + "-" + s + "-wake.pprof"); err != nil || fi.Size() == 0 {
 			t.Errorf("wake profile of %s: %v", s, err)
 		}
 	}
-	lp := parseOutputs(t, out.Bytes()).of(t, scenarioLongPoll)
+	lp := parseOutputs(t, stdout).of(t, scenarioLongPoll)
 	// Every answer allocates in the server (its answer at least).
 	if p, n := lp.num(t, "processor_server_wake_allocs_per_waiter"), lp.num(t, "noop_server_wake_allocs_per_waiter"); p < 1 || n < 1 {
 		t.Errorf("wake-up allocations per waiter: processor %.1f, no-op %.1f", p, n)
 	}
+}
+
+// runOK runs the load generator with args and returns what it wrote to
+// standard output; a non-zero exit fails the test.
+func runOK(ctx context.Context, t *testing.T, args []string) []byte {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	return out.Bytes()
 }

@@ -102,12 +102,10 @@ type rrSide struct {
 
 // rrWindow is the tally of one window.
 type rrWindow struct {
-	requests, errors int64
-	elapsed          time.Duration
-	lat              hist
-	firstErr         error
-	all, server      usage
-	busy, ticks      uint64 // the machine's, from /proc/stat
+	exchanges
+	elapsed     time.Duration
+	all, server usage
+	busy, ticks uint64 // the machine's, from /proc/stat
 }
 
 // runRR runs workers concurrent request loops of s for d (or budget
@@ -134,15 +132,7 @@ func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration,
 			w := &hs[i]
 			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
 				t0 := time.Now()
-				if err := s.do(lctx, i); err != nil {
-					w.errors++
-					if w.firstErr == nil {
-						w.firstErr = err
-					}
-					continue
-				}
-				w.lat.add(time.Since(t0))
-				w.requests++
+				w.record(t0, s.do(lctx, i))
 			}
 		}()
 	}
@@ -161,12 +151,7 @@ func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration,
 		out.all = out.all.add(out.server)
 	}
 	for i := range hs {
-		out.requests += hs[i].requests
-		out.errors += hs[i].errors
-		out.lat.merge(&hs[i].lat)
-		if out.firstErr == nil {
-			out.firstErr = hs[i].firstErr
-		}
+		out.merge(&hs[i].exchanges)
 	}
 	return out, nil
 }

@@ -170,10 +170,8 @@ func checkValue(r reply, key string, size int) error {
 
 // getWindow is the tally of keyed GETs in one window.
 type getWindow struct {
-	requests, errors int64
-	elapsed          time.Duration
-	lat              hist
-	firstErr         error
+	exchanges
+	elapsed time.Duration
 }
 
 // keyedLoad runs clients concurrent loops of GETs chosen by pick for d (or
@@ -199,15 +197,7 @@ func keyedLoad(ctx context.Context, s *side, clients int, d time.Duration, budge
 				if err == nil {
 					err = checkValue(rep, g.key, size)
 				}
-				if err != nil {
-					w.errors++
-					if w.firstErr == nil {
-						w.firstErr = err
-					}
-					continue
-				}
-				w.lat.add(time.Since(t0))
-				w.requests++
+				w.record(t0, err)
 			}
 		})
 	}
@@ -220,13 +210,8 @@ func keyedLoad(ctx context.Context, s *side, clients int, d time.Duration, budge
 }
 
 func (w *getWindow) add(o *getWindow) {
-	w.requests += o.requests
-	w.errors += o.errors
+	w.merge(&o.exchanges)
 	w.elapsed += o.elapsed
-	w.lat.merge(&o.lat)
-	if w.firstErr == nil {
-		w.firstErr = o.firstErr
-	}
 }
 
 // getRate is the figures of keyed GETs of one view over its windows.
