@@ -117,27 +117,10 @@ func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration,
 	}
 	before := sampleUsage(true)
 	busy0, ticks0, machineOK := machineTicks()
-	start := time.Now()
-	end := start.Add(d)
-	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
-	defer cancel()
-	var left atomic.Int64
-	left.Store(budget)
-	hs := make([]rrWindow, workers)
-	var wg sync.WaitGroup
-	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := &hs[i]
-			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
-				t0 := time.Now()
-				w.record(t0, s.do(lctx, i))
-			}
-		}()
-	}
-	wg.Wait()
-	out := rrWindow{elapsed: time.Since(start)}
+	ex, elapsed := runLoops(ctx, workers, d, budget, func(i int) func(context.Context) error {
+		return func(ctx context.Context) error { return s.do(ctx, i) }
+	})
+	out := rrWindow{exchanges: ex, elapsed: elapsed}
 	out.all = sampleUsage(false).sub(before)
 	if busy1, ticks1, ok := machineTicks(); ok && machineOK {
 		out.busy, out.ticks = busy1-busy0, ticks1-ticks0
@@ -149,9 +132,6 @@ func (e *env) runRR(ctx context.Context, s rrSide, workers int, d time.Duration,
 	if split {
 		out.server = srvAfter.sub(srvBefore)
 		out.all = out.all.add(out.server)
-	}
-	for i := range hs {
-		out.merge(&hs[i].exchanges)
 	}
 	return out, nil
 }

@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/envoy/emulator"
@@ -178,35 +176,20 @@ type getWindow struct {
 // until budget requests were sent), client i on connection i mod conns,
 // timing each exchange.
 func keyedLoad(ctx context.Context, s *side, clients int, d time.Duration, budget int64, pick keyPicker, size int) getWindow {
-	start := time.Now()
-	end := start.Add(d)
-	lctx, cancel := context.WithDeadline(ctx, end.Add(loadGrace))
-	defer cancel()
-	var left atomic.Int64
-	left.Store(budget)
-	ws := make([]getWindow, clients)
-	var wg sync.WaitGroup
-	for i := range clients {
-		c, w := s.client(i), &ws[i]
-		r := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
-		wg.Go(func() {
-			for time.Now().Before(end) && left.Add(-1) >= 0 && lctx.Err() == nil {
-				g := pick(r)
-				t0 := time.Now()
-				rep, err := exchange(lctx, c, g.req)
-				if err == nil {
-					err = checkValue(rep, g.key, size)
-				}
-				w.record(t0, err)
+	seed := uint64(time.Now().UnixNano())
+	ex, elapsed := runLoops(ctx, clients, d, budget, func(i int) func(context.Context) error {
+		c := s.client(i)
+		r := rand.New(rand.NewPCG(uint64(i), seed))
+		return func(ctx context.Context) error {
+			g := pick(r)
+			rep, err := exchange(ctx, c, g.req)
+			if err == nil {
+				err = checkValue(rep, g.key, size)
 			}
-		})
-	}
-	wg.Wait()
-	out := getWindow{elapsed: time.Since(start)}
-	for i := range ws {
-		out.add(&ws[i])
-	}
-	return out
+			return err
+		}
+	})
+	return getWindow{exchanges: ex, elapsed: elapsed}
 }
 
 func (w *getWindow) add(o *getWindow) {
