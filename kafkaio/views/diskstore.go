@@ -89,11 +89,9 @@ type diskStore struct {
 	seen *bloom.BloomFilter
 	err  error // the first write that failed; the store takes no more
 	buf  []byte
-	// entries are the hot entries decoded, gen the store's generation
-	// there (see entryCache).
-	entries      *entryCache
-	gen          uint64
-	readFailures *atomic.Uint64 // nil: not counted
+	// gen is the store's generation in the entry cache (so.entries, the
+	// hot entries decoded; see entryCache).
+	gen uint64
 	// written and checked pace the free-space check (see minFreeBytes).
 	written int64
 	checked time.Time
@@ -205,7 +203,7 @@ func openPebble(dir string, so storeOptions) (*diskStore, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	return &diskStore{db: db, so: so, fs: fs, dir: dir, entries: so.entries, gen: so.entries.gen(), readFailures: so.readFailures}, nil
+	return &diskStore{db: db, so: so, fs: fs, dir: dir, gen: so.entries.gen()}, nil
 }
 
 func openDB(dir string, so storeOptions, bulk bool) (*pebble.DB, error) {
@@ -447,7 +445,7 @@ func (s *diskStore) clear() error {
 		return fmt.Errorf("emptying the view store in %s: %w", s.dir, err)
 	}
 	s.count = 0
-	s.gen = s.entries.gen()
+	s.gen = s.so.entries.gen()
 	return nil
 }
 
@@ -555,7 +553,7 @@ func (s *diskStore) get(key string) (Entry, bool, error) {
 	if s.db == nil {
 		return Entry{}, false, s.closedErr()
 	}
-	if e, ok := s.entries.get(s.gen, key); ok {
+	if e, ok := s.so.entries.get(s.gen, key); ok {
 		return e, true, nil
 	}
 	k := make([]byte, 0, len(key)+1)
@@ -572,7 +570,7 @@ func (s *diskStore) get(key string) (Entry, bool, error) {
 		return Entry{}, false, s.readFailed(s.malformed())
 	}
 	if s.batch == nil {
-		s.entries.put(s.gen, key, e)
+		s.so.entries.put(s.gen, key, e)
 	}
 	return e, true, nil
 }
@@ -580,8 +578,8 @@ func (s *diskStore) get(key string) (Entry, bool, error) {
 // readFailed counts a look-up or scan that could not read, and returns its
 // error.
 func (s *diskStore) readFailed(err error) error {
-	if s.readFailures != nil {
-		s.readFailures.Add(1)
+	if s.so.readFailures != nil {
+		s.so.readFailures.Add(1)
 	}
 	return err
 }
@@ -663,7 +661,7 @@ func (s *diskStore) apply(r *client.Record, hdr []byte, next int64) (changed boo
 		if had {
 			// Only a key the store holds can be cached: a new key (every
 			// key of a first load) has nothing to drop.
-			s.entries.drop(s.gen, string(r.Key))
+			s.so.entries.drop(s.gen, string(r.Key))
 		}
 		if r.Value == nil {
 			_ = b.Delete(k, nil)
@@ -883,7 +881,7 @@ func (s *diskStore) remove(key string) {
 	}
 	k := entryKey(s.buf[:0], []byte(key))
 	s.buf = k
-	s.entries.drop(s.gen, key)
+	s.so.entries.drop(s.gen, key)
 	b := s.db.NewBatch()
 	_ = b.Delete(k, nil)
 	s.count--
