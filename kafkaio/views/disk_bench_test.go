@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"encoding/binary"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,7 @@ import (
 
 // diskBenchView is a ready view on disk (in dir) of n keys of 1 KiB values,
 // loaded as a catch-up loads it (gathered batches); it reports the load.
-func diskBenchView(tb testing.TB, dir string, n int, value []byte) (*View, time.Duration) {
+func diskBenchView(tb testing.TB, dir string, n int, value func(int) []byte) (*View, time.Duration) {
 	tb.Helper()
 	v := newView("items", [16]byte{1}, benchPartitions, 2*time.Millisecond)
 	cache := pebble.NewCache(storeCacheBytes)
@@ -45,12 +46,12 @@ func diskBenchView(tb testing.TB, dir string, n int, value []byte) (*View, time.
 	return v, took
 }
 
-func loadBench(v *View, n int, value []byte) {
+func loadBench(v *View, n int, value func(int) []byte) {
 	ts := time.UnixMilli(1_760_000_000_000)
 	hs := []client.Header{{Key: "content-type", Value: []byte("application/json")}}
 	for i := range n {
 		v.apply(&client.Record{Topic: "items", Partition: int32(i % benchPartitions), Offset: int64(i / benchPartitions),
-			Timestamp: ts, Key: []byte(benchKey(i)), Value: value, Headers: hs})
+			Timestamp: ts, Key: []byte(benchKey(i)), Value: value(i), Headers: hs})
 	}
 }
 
@@ -59,10 +60,7 @@ func loadBench(v *View, n int, value []byte) {
 // every key uniformly, and reports each store's load rate.
 func BenchmarkDiskViewGet(b *testing.B) {
 	const n = 200_000
-	value := make([]byte, 1024)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
+	value := benchValues()
 	mem := newView("items", [16]byte{1}, benchPartitions, 2*time.Millisecond)
 	start := time.Now()
 	loadBench(mem, n, value)
@@ -95,10 +93,7 @@ func BenchmarkDiskViewGet(b *testing.B) {
 // least).
 func BenchmarkDiskViewLoad(b *testing.B) {
 	n := benchLoadKeys()
-	value := make([]byte, 1024)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
+	value := benchValues()
 	for b.Loop() {
 		cpu0 := processCPU(b)
 		v, took := diskBenchView(b, b.TempDir(), n, value)
@@ -124,6 +119,31 @@ func processCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchValues are the 1 KiB values of the benchmarks' views, by record:
+// by default one value of the alphabet repeated, which compresses to a
+// tenth; with BENCH_VALUES=random each record's value is its own window
+// of a 64 MiB random buffer, which does not compress (snappy finds no
+// match within a block of values).
+func benchValues() func(int) []byte {
+	if os.Getenv("BENCH_VALUES") != "random" {
+		value := make([]byte, 1024)
+		for i := range value {
+			value[i] = byte('a' + i%26)
+		}
+		return func(int) []byte { return value }
+	}
+	const size = 64 << 20
+	buf := make([]byte, size+1024)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < len(buf); i += 8 {
+		binary.LittleEndian.PutUint64(buf[i:], rng.Uint64())
+	}
+	return func(i int) []byte {
+		at := (i * 1031) % size
+		return buf[at : at+1024]
+	}
 }
 
 // benchLoadKeys is the keys BenchmarkDiskViewLoad loads: BENCH_LOAD_KEYS,
