@@ -227,7 +227,11 @@ func openDB(dir string, so storeOptions, bulk bool) (*pebble.DB, error) {
 	// may wait for it instead of pebble's two, so a load stalls less
 	// (350 → 220 ms of stalls in a 2.2 s load of 200,000 keys), at up to
 	// 10 MiB more while a view loads (a catch-up's batch is a memtable).
-	opts := &pebble.Options{Cache: so.cache, FS: so.fs, Logger: pebbleLogger{so.logger}, DisableWAL: true,
+	fs := so.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	opts := &pebble.Options{Cache: so.cache, FS: bufferedFS{fs}, Logger: pebbleLogger{so.logger}, DisableWAL: true,
 		FormatMajorVersion: pebble.FormatValueSeparation, MemTableStopWritesThreshold: 4}
 	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 10,
