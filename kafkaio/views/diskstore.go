@@ -257,6 +257,12 @@ func openDB(dir string, so storeOptions, bulk bool) (*pebble.DB, error) {
 //   - The tables pile up in level 0 meanwhile, so level 0 stops no write.
 //   - 64 MiB memtables, two at most (up to 128 MiB of memory while a view
 //     loads): fewer, larger tables and blob files to merge.
+//   - A flush writes one table and one blob file, not one of each for
+//     every 2 MiB (level 0's usual target size): 1,000,000 values of 1 KiB
+//     made 533 blob files and as many syncs, and the load went from
+//     150,000 to 215,000 – 234,000 records a second. The other levels
+//     keep pebble's sizes, so the load's final compaction writes tables
+//     of the usual size.
 //   - A table may reference up to 1,024 blob files (a first load of up to
 //     64 GiB of values): the final compaction moves the values' handles,
 //     not the values. The store reopened after the load takes the usual
@@ -269,6 +275,10 @@ func bulkOptions(opts *pebble.Options) {
 	opts.L0StopWritesThreshold = 1 << 20
 	opts.MemTableSize = 64 << 20
 	opts.MemTableStopWritesThreshold = 2
+	opts.TargetFileSizes[0] = 128 << 20
+	for i := 1; i < len(opts.TargetFileSizes); i++ {
+		opts.TargetFileSizes[i] = 2 << 20 << i // pebble's defaults
+	}
 	policy := opts.Experimental.ValueSeparationPolicy()
 	policy.MaxBlobReferenceDepth = 1024
 	opts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return policy }
