@@ -841,16 +841,26 @@ func (s *diskStore) gather(records int64) {
 	s.pending = map[string]pendingHead{}
 	s.pendingPos = map[int32]int64{}
 	if s.count == 0 && records > 0 {
-		// Empty: the filter can see every key the store will hold. Sized
-		// for 1 % false positives (a read that finds nothing), 1.2 bytes
-		// a key, and no larger than maxSeenKeys' filter (48 MiB): beyond
-		// that more keys read their heads, none is missed.
-		s.seen = bloom.NewWithEstimates(uint(min(records, maxSeenKeys)), 0.01)
+		// Empty: the filter can see every key the store will hold.
+		// seenBitsPerKey bits and seenHashes probes a key: about 0.1 % of
+		// new keys read their heads for nothing. The filter's usual
+		// sizing for 1 % (10 bits, 7 probes) cost more in both ways: its
+		// probes, a cache miss each, were half a first load's look-ups,
+		// and each false positive is a read through every table the load
+		// has flushed (64 for 4 GiB of values in bulk) – the other half.
+		// No larger than maxSeenKeys' filter (48 MiB): beyond that more
+		// keys read their heads, none is missed.
+		s.seen = bloom.New(uint(min(records, maxSeenKeys))*seenBitsPerKey, seenHashes)
 	}
 }
 
-// maxSeenKeys bounds the size of a first load's filter of written keys.
-const maxSeenKeys = 40_000_000
+// The first load's filter of written keys: maxSeenKeys bounds its size,
+// seenBitsPerKey and seenHashes set its false positives (see gather).
+const (
+	maxSeenKeys    = 20_000_000
+	seenBitsPerKey = 20
+	seenHashes     = 4
+)
 
 // flush commits the gathered writes and commits each write from now on.
 func (s *diskStore) flush() error {
