@@ -255,8 +255,20 @@ func LogTailConfig(props map[string]string, kafkaTimeout time.Duration, groupID 
 
 // CatchUpConfig is for the short-lived consumers a view catches up with.
 func CatchUpConfig(props map[string]string, kafkaTimeout time.Duration, groupID string) *kafka.ConfigMap {
-	return WithoutStatistics(ConsumerConfig(props, kafkaTimeout, groupID))
+	cm := WithoutStatistics(ConsumerConfig(props, kafkaTimeout, groupID))
+	// A catch-up reads a topic's whole log as fast as it can apply it:
+	// its fetched records queue up past queued.max.messages.kbytes, and
+	// librdkafka then puts off a partition's next fetch by this much
+	// (1 s by default), while the queue drains in a fraction of it. At 1 s
+	// a catch-up of 1 GiB took 10 s to read, at 10 ms 4 s.
+	if _, ok := props["fetch.queue.backoff.ms"]; !ok {
+		(*cm)["fetch.queue.backoff.ms"] = catchUpFetchQueueBackoff
+	}
+	return cm
 }
+
+// catchUpFetchQueueBackoff is the catch-up consumers' fetch.queue.backoff.ms.
+const catchUpFetchQueueBackoff = 10
 
 // ReplyReadBackConfig is for the reply index's read-back consumer, which
 // reads evicted replies back when they are asked for: a few records that
