@@ -71,6 +71,9 @@ func startEnv(ctx context.Context, o *options, logger *slog.Logger) (_ *env, err
 	// a nil servers for close.
 	if o.split {
 		cc := childConfig{LogLevel: o.logLevel.String(), Profiles: o.profiles, Limits: o.limits}
+		if o.profileDisk {
+			cc.Profiles = profiles{}
+		}
 		if o.brokerApart {
 			_, full, err := benchConfigs(o.limits)
 			if err != nil {

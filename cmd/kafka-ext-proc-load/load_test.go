@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -188,16 +190,24 @@ func TestViewScale(t *testing.T) {
 
 // TestViewScaleDiskOnly runs view-scale with the views on disk alone, their
 // processor in a child process (-split): it reports the child's resident
-// memory, and nothing of views in memory.
+// memory, and nothing of views in memory; its profiles are that child's.
 func TestViewScaleDiskOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	allocs := filepath.Join(t.TempDir(), "allocs.pprof")
 	args := []string{"-scenario", "view-scale", "-json", "-view-disk-only", "-split", "-view-keys", "12000", "-keys", "50",
-		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s"}
+		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s",
+		"-allocprofile", allocs}
 	stdout := runOK(ctx, t, args)
 	r := parseOutputs(t, stdout).of(t, scenarioViewScale)
-	if r["disk_only"] != true || r.num(t, "raw_seconds") <= 0 {
+	if r["disk_only"] != true || r.num(t, "raw_seconds") <= 0 || r.num(t, "raw_default_seconds") <= 0 {
 		t.Errorf("view-scale: %v", r)
+	}
+	// The allocation profile is of the processor with its views on disk:
+	// it alone writes store files, each through a buffer of a megabyte
+	// (an allocation the profile always samples).
+	if !profileNames(t, allocs, "kafkaio/views.(*bufferedFile).Write") {
+		t.Errorf("the allocation profile of view-scale -split is not of the processor with its views on disk")
 	}
 	for _, name := range []string{"ready_seconds", "heap_bytes", "map_seconds", "big_get_req_per_s", "big_wake_ms", "disk_get_ratio", "disk_restart_ratio"} {
 		if r.has(name) {
@@ -214,6 +224,25 @@ func TestViewScaleDiskOnly(t *testing.T) {
 		r.obj(t, "targets")["disk_peak_rss_mib"] != "≤ 768" {
 		t.Errorf("view-scale: the disk processor in a child process: %v", r)
 	}
+}
+
+// profileNames tells whether the profile in file names function fn.
+func profileNames(t *testing.T, file, fn string) bool {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("reading the profile %s: %v", file, err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatalf("reading the profile %s: %v", file, err)
+	}
+	return bytes.Contains(b, []byte(fn))
 }
 
 // checkViewDisk checks the figures of the views on disk: the load, the

@@ -164,6 +164,11 @@ type options struct {
 	// the child (-split): set for the soak alone, whose server memory is
 	// the question and would otherwise hold every record of the run.
 	brokerApart bool
+	// profileDisk gives the profiles of a -split view-scale run to its
+	// processor with the views on disk (a child of its own, profiled
+	// from its start through its first load and GETs): the env's child
+	// serves nothing there.
+	profileDisk bool
 }
 
 // Values of -raw-headers: which headers the raw loops' records carry.
@@ -213,9 +218,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of text")
 	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")
-	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process)")
-	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process)")
-	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process)")
+	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
+	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
+	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
 	fs.StringVar(&o.profiles.Wake, "wakeprofile", "", "longpoll: write CPU profiles of the wake-up alone, from the release until every waiter was answered, to PREFIX-{noop,processor}-wake.pprof (with -split: of the server process); not with -cpuprofile")
 	fs.StringVar(&o.profiles.Heap, "heapprofile", "", "longpoll: write heap profiles to PREFIX-{noop,processor}-{before,held,woken}.pprof, before the waiters, with them held and once all were answered (with -split: of the server process); samples every 4 KiB, so the run's times are not figures")
 	fs.IntVar(&o.routeRounds, "route-rounds", 5, "idle-routes: passes of one route, and of each route again, after the first pass to each route")
@@ -258,6 +263,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-scenario %q: want %s or all", *scenario, strings.Join(names, ", "))
 	}
 	o.brokerApart = o.split && len(o.scenarios) == 1 && o.scenarios[0].name == scenarioReplySoak
+	o.profileDisk = o.split && len(o.scenarios) == 1 && o.scenarios[0].name == scenarioViewScale
 	if o.idleProfile != "" && o.profiles.CPU != "" {
 		return nil, errors.New("-idleprofile and -cpuprofile: the Go runtime takes one CPU profile at a time; give one")
 	}

@@ -59,12 +59,12 @@ func startViewDiskLocal(logger *slog.Logger, dir, broker string) (*local, error)
 // startViewDisk starts the disk leg's processor: in a child process of its
 // own with -split, so its resident set holds the processor alone (this
 // process holds the broker, which keeps every record in memory, and the
-// clients), else in this process.
-func startViewDisk(ctx context.Context, o *options, dir, broker string) (servers, error) {
+// clients), else in this process. prof are the child's profiles.
+func startViewDisk(ctx context.Context, o *options, dir, broker string, prof profiles) (servers, error) {
 	if !o.split {
 		return startViewDiskLocal(slog.New(slog.DiscardHandler), dir, broker)
 	}
-	c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Broker: broker, ViewStore: dir})
+	c, err := startChild(ctx, childConfig{LogLevel: o.logLevel.String(), Broker: broker, ViewStore: dir, Profiles: prof})
 	if err != nil {
 		return nil, err // not a nil *child in the interface
 	}
