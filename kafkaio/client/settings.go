@@ -259,8 +259,8 @@ func CatchUpConfig(props map[string]string, kafkaTimeout time.Duration, groupID 
 	// A catch-up reads a topic's whole log as fast as it can apply it:
 	// its fetched records queue up past queued.max.messages.kbytes, and
 	// librdkafka then puts off a partition's next fetch by this much
-	// (1 s by default), while the queue drains in a fraction of it. At 1 s
-	// a catch-up of 1 GiB took 10 s to read, at 10 ms 4 s.
+	// (1 s by default), while the queue drains in a fraction of it. A read
+	// of 1 GiB took 8.7 – 11 s at 1 s, 3.6 – 5.3 s at 10 ms.
 	if _, ok := props["fetch.queue.backoff.ms"]; !ok {
 		(*cm)["fetch.queue.backoff.ms"] = catchUpFetchQueueBackoff
 	}
