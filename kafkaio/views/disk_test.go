@@ -630,13 +630,15 @@ func TestDiskViewRestartKeepsHeldRecords(t *testing.T) {
 }
 
 // storeView is a view of a topic of partitions partitions on a disk store
-// of its own, written through View.apply with no broker.
-func storeView(t *testing.T, partitions int) *View {
+// of its own, written through View.apply with no broker; a first load of
+// bulkMin records or more goes in bulk (0: none does).
+func storeView(t *testing.T, partitions int, bulkMin int64) *View {
 	t.Helper()
 	v := newView("items", [16]byte{1}, partitions, 2*time.Millisecond)
 	cache := pebble.NewCache(1 << 20)
 	t.Cleanup(cache.Unref)
-	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default()})
+	so := storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default(), bulkMin: bulkMin, bulkSlot: make(chan struct{}, 1)}
+	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,7 +653,7 @@ func storeView(t *testing.T, partitions int) *View {
 // before the batch and must not cache that; a store emptied is a new
 // generation.
 func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
-	v := storeView(t, 1)
+	v := storeView(t, 1, 0)
 	off := int64(0)
 	write := func(value string) {
 		t.Helper()
@@ -706,7 +708,7 @@ func TestDiskViewEntryCacheFollowsWrites(t *testing.T) {
 // does not replace it. Whether or not the commit has finished by then,
 // the view is the same.
 func TestDiskViewBatchInFlightIsReadThrough(t *testing.T) {
-	v := storeView(t, 2)
+	v := storeView(t, 2, 0)
 	v.gatherStore(10_000)
 	value := make([]byte, 1024)
 	var off int64
@@ -735,7 +737,7 @@ func TestDiskViewBatchInFlightIsReadThrough(t *testing.T) {
 // The size a view takes on disk counts its values: with 3,000 values of
 // 1 KiB that do not compress stored, it is at least their bytes.
 func TestDiskViewBytesCountItsValues(t *testing.T) {
-	v := storeView(t, 1)
+	v := storeView(t, 1, 0)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 3000
 	for i := range n {
@@ -768,16 +770,7 @@ func TestDiskViewBytesCountItsValues(t *testing.T) {
 // counts what the load wrote (pebble's own estimate counts none of it, its
 // level 0 unbounded meanwhile); once settled, the backlog is pebble's.
 func TestDiskViewBulkLoadCountsInTheBacklog(t *testing.T) {
-	v := newView("items", [16]byte{1}, 1, 2*time.Millisecond)
-	cache := pebble.NewCache(1 << 20)
-	t.Cleanup(cache.Unref)
-	so := storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default(), bulkMin: 1, bulkSlot: make(chan struct{}, 1)}
-	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.disk = s
-	t.Cleanup(v.closeStore)
+	v := storeView(t, 1, 1)
 	v.gatherStore(100)
 	for i := range 100 {
 		v.apply(&client.Record{Topic: "items", Offset: int64(i), Timestamp: time.UnixMilli(1), Key: []byte(fmt.Sprintf("k%d", i)), Value: make([]byte, 512)})
