@@ -97,7 +97,7 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 	res.figure("raw_default_seconds", rawDefault.Seconds())
 	liveBytes := bigViewBytes(o)
 	res.figure("live_bytes", liveBytes)
-	mem := memLeg{raw: raw, rawDefault: rawDefault}
+	mem := memLeg{raw: raw}
 	if !o.viewDiskOnly {
 		var stop func()
 		mem, stop, err = viewMemLegs(ctx, e, o, broker.Addr(), raw, liveBytes, res)
@@ -105,9 +105,9 @@ func runViewScale(ctx context.Context, e *env, o *options) (_ *Result, err error
 			return nil, err
 		}
 		defer stop()
-		mem.rawDefault = rawDefault
 		res.ratio("load_default_ratio", ratio(mem.ready.Seconds(), rawDefault.Seconds()), "the same ÷ the raw read at librdkafka's default fetch.queue.backoff.ms", "")
 	}
+	mem.rawDefault = rawDefault
 	if err := viewDiskLeg(ctx, e, o, broker.Addr(), mem, res); err != nil {
 		return nil, fmt.Errorf("the view on disk: %w", err)
 	}
