@@ -194,10 +194,11 @@ func TestViewScale(t *testing.T) {
 func TestViewScaleDiskOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	allocs := filepath.Join(t.TempDir(), "allocs.pprof")
+	dir := t.TempDir()
+	allocs, trace := filepath.Join(dir, "allocs.pprof"), filepath.Join(dir, "run.trace")
 	args := []string{"-scenario", "view-scale", "-json", "-view-disk-only", "-split", "-view-keys", "12000", "-keys", "50",
 		"-clients", "4", "-conns", "2", "-duration", "100ms", "-warmup", "20ms", "-rounds", "2", "-timeout", "90s",
-		"-allocprofile", allocs}
+		"-allocprofile", allocs, "-trace", trace}
 	stdout := runOK(ctx, t, args)
 	r := parseOutputs(t, stdout).of(t, scenarioViewScale)
 	if r["disk_only"] != true || r.num(t, "raw_seconds") <= 0 || r.num(t, "raw_default_seconds") <= 0 {
@@ -208,6 +209,11 @@ func TestViewScaleDiskOnly(t *testing.T) {
 	// (an allocation the profile always samples).
 	if !profileNames(t, allocs, "kafkaio/views.(*bufferedFile).Write") {
 		t.Errorf("the allocation profile of view-scale -split is not of the processor with its views on disk")
+	}
+	// The execution trace, of the same process: Go's trace format opens
+	// with its version.
+	if b, err := os.ReadFile(trace); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1<<10 {
+		t.Errorf("the execution trace of view-scale -split: %d bytes, %v", len(b), err)
 	}
 	for _, name := range []string{"ready_seconds", "heap_bytes", "map_seconds", "big_get_req_per_s", "big_wake_ms", "disk_get_ratio", "disk_restart_ratio"} {
 		if r.has(name) {

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -220,6 +221,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.split, "split", false, "run the broker, the processor and the no-op server in a child process, so the server side's allocations, CPU and memory are measured apart from the clients'")
 	fs.StringVar(&o.profiles.CPU, "cpuprofile", "", "write a CPU profile of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
 	fs.StringVar(&o.profiles.Mutex, "mutexprofile", "", "write a mutex contention profile of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
+	fs.StringVar(&o.profiles.Trace, "trace", "", "write an execution trace of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
 	fs.StringVar(&o.profiles.Allocs, "allocprofile", "", "write an allocation profile of the whole run to this file (with -split: of the server process; for view-scale, of the processor with its views on disk until its first stop)")
 	fs.StringVar(&o.profiles.Wake, "wakeprofile", "", "longpoll: write CPU profiles of the wake-up alone, from the release until every waiter was answered, to PREFIX-{noop,processor}-wake.pprof (with -split: of the server process); not with -cpuprofile")
 	fs.StringVar(&o.profiles.Heap, "heapprofile", "", "longpoll: write heap profiles to PREFIX-{noop,processor}-{before,held,woken}.pprof, before the waiters, with them held and once all were answered (with -split: of the server process); samples every 4 KiB, so the run's times are not figures")
@@ -402,6 +404,7 @@ type profiles struct {
 	CPU    string `json:"cpu,omitempty"`
 	Mutex  string `json:"mutex,omitempty"`
 	Allocs string `json:"allocs,omitempty"`
+	Trace  string `json:"trace,omitempty"`
 	// Heap prefixes the long poll's heap profiles: before the waiters and
 	// with them held, of each server (see holdWaiters).
 	Heap string `json:"heap,omitempty"`
@@ -431,6 +434,20 @@ func startProfiles(p profiles) (func() error, error) {
 		}
 		stops = append(stops, func() error {
 			pprof.StopCPUProfile()
+			return f.Close()
+		})
+	}
+	if p.Trace != "" {
+		f, err := os.Create(p.Trace)
+		if err != nil {
+			return nil, errors.Join(err, stopAll())
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return nil, errors.Join(err, stopAll())
+		}
+		stops = append(stops, func() error {
+			trace.Stop()
 			return f.Close()
 		})
 	}
