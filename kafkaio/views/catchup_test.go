@@ -2,7 +2,9 @@ package views_test
 
 import (
 	"fmt"
+	"runtime/pprof"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +136,43 @@ func bigProducer(t *testing.T, addr, topic string, n int) {
 	for acked < n {
 		ack()
 	}
+}
+
+// Closing a client while a view catches up stops the catch-up's reader (the
+// goroutine polling its consumer) before the consumer is closed: none is
+// left once Close returns.
+func TestClosedMidCatchUpLeavesNoReader(t *testing.T) {
+	bothStores(t, testClosedMidCatchUpLeavesNoReader)
+}
+
+func testClosedMidCatchUpLeavesNoReader(t *testing.T, st store) {
+	if testing.Short() {
+		t.Skip("writes 100,000 records")
+	}
+	b := kafkatest.Broker(t, embedded.Topic{Name: "big", Partitions: 2, Compact: true})
+	bigProducer(t, b.Addr(), "big", 100_000)
+	c := newViews(t, st, b.Addr())
+	c.Warm("big")
+	ctx := kafkatest.Ctx(t, 20*time.Second)
+	for s := c.Stats(); s.Keys == 0 || s.Ready > 0; s = c.Stats() {
+		if s.Ready > 0 {
+			t.Fatal("the view caught up before the test saw it read: write more records")
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the catch-up applied no record")
+		case <-time.After(time.Millisecond): // polling the view's count
+		}
+	}
+	c.Close()
+	if stacks := goroutineStacks(); strings.Contains(stacks, "views.(*Views).read") {
+		t.Errorf("a catch-up's reader is left after Close:\n%s", stacks)
+	}
+}
+
+// goroutineStacks is every goroutine's stack.
+func goroutineStacks() string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return b.String()
 }

@@ -723,16 +723,8 @@ func (c *Views) catchUp(v *View) error {
 			return fmt.Errorf("assigning %s to the catch-up consumer: %w", topic, err)
 		}
 	}
-	for cu.remaining > 0 {
-		if c.ctx.Err() != nil {
-			return c.ctx.Err()
-		}
-		ev := cons.Poll(100)
-		if kerr, ok := ev.(kafka.Error); ok {
-			c.logger.Debug("catch-up consumer", "topic", topic, "err", kerr)
-		} else {
-			cu.event(ev)
-		}
+	if err := c.read(cons, cu); err != nil {
+		return err
 	}
 	records := cu.records
 	bulk, err := v.flushStore()
@@ -754,6 +746,69 @@ func (c *Views) catchUp(v *View) error {
 	}
 	return nil
 }
+
+// read polls the catch-up consumer on a goroutine of its own and folds its
+// events into the view on this one, until every partition is at its end.
+// Poll (librdkafka's messages made Go's) and the apply each take most of a
+// core at a first load's pace: one after the other on one goroutine, a
+// first load of 1,000,000 records of 1 KiB into a store on disk took their
+// sum, 9.4 – 10.3 s (Poll 6.6 – 7.3 s of it); side by side, 7.6 – 7.9 s.
+// The events travel in chunks, so a hand-over costs a channel operation
+// per catchUpChunk events, and at most catchUpChunks chunks wait: the
+// reader stays that far ahead of the view, no further.
+func (c *Views) read(cons *kafka.Consumer, cu *catchUp) error {
+	chunks := make(chan []kafka.Event, catchUpChunks)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			// A chunk waits for its first event, then takes what is
+			// queued already: a small catch-up is not held for a full one.
+			chunk := make([]kafka.Event, 0, catchUpChunk)
+			for wait := 100; len(chunk) < catchUpChunk; wait = 0 {
+				ev := cons.Poll(wait)
+				if ev == nil {
+					break
+				}
+				chunk = append(chunk, ev)
+			}
+			select {
+			case chunks <- chunk:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	// The consumer is closed once its reader is done with it; what the
+	// reader polled past the ends is dropped with it.
+	defer func() {
+		close(stop)
+		<-stopped
+	}()
+	for cu.remaining > 0 {
+		var chunk []kafka.Event
+		select {
+		case chunk = <-chunks:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+		for _, ev := range chunk {
+			if kerr, ok := ev.(kafka.Error); ok {
+				c.logger.Debug("catch-up consumer", "topic", cu.v.topic, "err", kerr)
+			} else {
+				cu.event(ev)
+			}
+		}
+	}
+	return nil
+}
+
+// catchUpChunk events are handed from a catch-up's reader to its view at a
+// time, and up to catchUpChunks chunks wait (see read).
+const (
+	catchUpChunk  = 256
+	catchUpChunks = 4
+)
 
 // settle compacts a view's first load in bulk, in the background once the
 // view is ready; a store that fails it takes its view out of service.
