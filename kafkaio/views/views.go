@@ -750,9 +750,11 @@ func (c *Views) catchUp(v *View) error {
 // read polls the catch-up consumer on a goroutine of its own and folds its
 // events into the view on this one, until every partition is at its end.
 // Poll (librdkafka's messages made Go's) and the apply each take most of a
-// core at a first load's pace: one after the other on one goroutine, a
-// first load of 1,000,000 records of 1 KiB into a store on disk took their
-// sum, 9.4 – 10.3 s (Poll 6.6 – 7.3 s of it); side by side, 7.6 – 7.9 s.
+// core at a first load's pace, and one after the other on one goroutine
+// they were the whole of it: Poll 6.6 – 7.3 s and the apply 2.7 – 2.9 s of
+// a 9.4 – 10.3 s first load of 1,000,000 records of 1 KiB into a store on
+// disk. Side by side, three runs alternated with three before: 6.9 – 9.0 s
+// against 8.7 – 9.6 s (BENCHMARKS.md).
 // The events travel in chunks, so a hand-over costs a channel operation
 // per catchUpChunk events, and at most catchUpChunks chunks wait: the
 // reader stays that far ahead of the view, no further.
