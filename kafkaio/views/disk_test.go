@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kafka-ext-proc/kafka-ext-proc/internal/faultfs"
@@ -636,17 +637,25 @@ func TestDiskViewRestartKeepsHeldRecords(t *testing.T) {
 // bulkMin records or more goes in bulk (0: none does).
 func storeView(t *testing.T, partitions int, bulkMin int64) *View {
 	t.Helper()
-	v := newView("items", [16]byte{1}, partitions, 2*time.Millisecond)
+	v, _ := storeViewIn(t, filepath.Join(t.TempDir(), "items"), partitions, bulkMin, nil)
+	return v
+}
+
+// storeViewIn is storeView with its store in dir, written with compression
+// (nil: the store's own); rebuilt is openDiskStore's.
+func storeViewIn(t *testing.T, dir string, partitions int, bulkMin int64, compression *sstable.CompressionProfile) (v *View, rebuilt string) {
+	t.Helper()
+	v = newView("items", [16]byte{1}, partitions, 2*time.Millisecond)
 	cache := pebble.NewCache(1 << 20)
 	t.Cleanup(cache.Unref)
-	so := storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default(), bulkMin: bulkMin, bulkSlot: make(chan struct{}, 1)}
-	s, _, err := openDiskStore(filepath.Join(t.TempDir(), "items"), v.topicID, so)
+	so := storeOptions{cache: cache, entries: newEntryCache(), logger: slog.Default(), bulkMin: bulkMin, bulkSlot: make(chan struct{}, 1), compression: compression}
+	s, rebuilt, err := openDiskStore(dir, v.topicID, so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.disk = s
 	t.Cleanup(v.closeStore) // before the cache's Unref: cleanups run last first
-	return v
+	return v, rebuilt
 }
 
 // The entry cache answers a disk view's hot keys from the heap: it must
@@ -764,6 +773,83 @@ func TestDiskViewCompressesValuesThatCompress(t *testing.T) {
 	})
 	if got > n*1024/4 {
 		t.Errorf("the view takes %d bytes on disk for %d bytes of values that compress, want at most a quarter", got, n*1024)
+	}
+}
+
+// A store written with pebble's snappy on every block, as builds before
+// the store's own compression profile wrote it, opens under that profile
+// with no rebuild and answers its records; so does a store written under
+// the profile and opened with snappy (a rollback). Either way the store's
+// OPTIONS file parses with pebble's own parser, which its tools use to
+// open a store.
+func TestDiskStoreOpensAcrossCompressionProfiles(t *testing.T) {
+	const n = 3000
+	doc := func(i int) []byte {
+		d := fmt.Sprintf(`{"id":%d,"notes":"`, i)
+		return []byte(d + strings.Repeat("lorem ipsum ", 80) + `"}`)
+	}
+	for _, c := range []struct {
+		name        string
+		write, read *sstable.CompressionProfile
+	}{
+		{"written with snappy, opened with the store's", sstable.SnappyCompression, nil},
+		{"written with the store's, opened with snappy", nil, sstable.SnappyCompression},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "items")
+			v, _ := storeViewIn(t, dir, 1, 0, c.write)
+			for i := range n {
+				v.apply(&client.Record{Topic: "items", Offset: int64(i), Timestamp: time.UnixMilli(1), Key: []byte(fmt.Sprintf("k%d", i)), Value: doc(i)})
+			}
+			v.mu.Lock()
+			err := v.disk.db.Flush()
+			if err == nil {
+				err = v.disk.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
+			}
+			v.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.Stats().DiskBytes; got > n*int64(len(doc(0)))/4 {
+				t.Fatalf("the store written takes %d bytes: its blocks are not compressed, and the test would read none", got)
+			}
+			v.closeStore()
+			checkOptionsParse(t, dir)
+
+			v2, rebuilt := storeViewIn(t, dir, 1, 0, c.read)
+			if rebuilt != "" {
+				t.Fatalf("the store was rebuilt on opening: %s", rebuilt)
+			}
+			if st := v2.Stats(); st.Keys != n {
+				t.Errorf("the store opened holds %d keys, want %d", st.Keys, n)
+			}
+			for _, i := range []int{0, n / 2, n - 1} {
+				k := fmt.Sprintf("k%d", i)
+				if e, ok, err := v2.Lookup(k); err != nil || !ok || !bytes.Equal(e.Value, doc(i)) {
+					t.Errorf("%s read back: found %v, value right %v, %v", k, ok, bytes.Equal(e.Value, doc(i)), err)
+				}
+			}
+		})
+	}
+}
+
+// checkOptionsParse parses the OPTIONS file of the store in dir as
+// pebble's tools do.
+func checkOptionsParse(t *testing.T, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the store's OPTIONS file: %v %v", files, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o pebble.Options
+		if err := o.Parse(string(data), nil); err != nil {
+			t.Errorf("%s does not parse: %v", filepath.Base(f), err)
+		}
 	}
 }
 

@@ -138,6 +138,10 @@ type storeOptions struct {
 	// a time, so the bulk's memtables (up to 128 MiB) are paid once
 	// however many views load at once; the others load as usual.
 	bulkSlot chan struct{}
+	// compression is the profile tables are written with (nil: the
+	// store's, storeCompression). Tests set pebble's snappy, the builds
+	// before storeCompression's, to check stores open across the change.
+	compression *sstable.CompressionProfile
 }
 
 // files is the file system the stores are on.
@@ -239,7 +243,10 @@ func openDB(dir string, so storeOptions, bulk bool) (*pebble.DB, error) {
 	}
 	// Every write reads its key's current head first (a new key mostly):
 	// bloom filters answer most of those reads without a block.
-	compression := storeCompression()
+	compression := so.compression
+	if compression == nil {
+		compression = storeCompression()
+	}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = pebblebloom.FilterPolicy(10)
 		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return compression }
@@ -258,11 +265,14 @@ func openDB(dir string, so storeOptions, bulk bool) (*pebble.DB, error) {
 // samples one block in ten with snappy and stores the others uncompressed
 // while the samples save less than that 12 %; values that compress are
 // compressed as before. In the same first load's profile snappy then took
-// 0.11 s. The profile's name is written in the store's OPTIONS file only
-// for people to read: pebble does not parse it back.
+// 0.11 s.
+//
+// The profile keeps snappy's name, the one written in the store's OPTIONS
+// file: pebble does not read it back on opening (each block records its
+// own compression), but its own tools parse that file and refuse a name
+// they do not know, and a store is then one they cannot open.
 func storeCompression() *sstable.CompressionProfile {
 	p := *sstable.SnappyCompression
-	p.Name = "views-adaptive-snappy"
 	p.OtherBlocks = sstable.NoCompression.OtherBlocks // the fallback: none
 	p.AdaptiveReductionCutoffPercent = p.MinReductionPercent
 	return &p
