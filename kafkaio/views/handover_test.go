@@ -25,9 +25,11 @@ func testViewsCaughtUpTogetherAreAllFollowed(t *testing.T, st store) {
 		topics[i] = embedded.Topic{Name: fmt.Sprintf("burst-%d", i), Compact: true}
 	}
 	b := kafkatest.Broker(t, topics...)
-	for _, tp := range topics {
-		kafkatest.Produce(t, b.Addr(), tp.Name, kafkatest.Rec{Key: []byte("before"), Value: []byte("b")})
+	names := make([]string, n)
+	for i, tp := range topics {
+		names[i] = tp.Name
 	}
+	kafkatest.ProduceToEach(t, b.Addr(), names, kafkatest.Rec{Key: []byte("before"), Value: []byte("b")})
 	c, err := views.New(st.options(t, views.Options{
 		Name: "kafka0", Properties: map[string]string{"bootstrap.servers": b.Addr()}, KafkaTimeout: 5 * time.Second,
 	}))
@@ -37,12 +39,9 @@ func testViewsCaughtUpTogetherAreAllFollowed(t *testing.T, st store) {
 	t.Cleanup(c.Close)
 	ctx := kafkatest.Ctx(t, 60*time.Second)
 
-	names := make([]string, n)
-	for i, tp := range topics {
-		names[i] = tp.Name
-	}
 	c.Warm(names...) // every catch-up at once: the hand-overs come in a burst
-	views := make([]*views.View, n)
+	watches := make([]views.KeyWatch, n)
+	vs := make([]*views.View, n)
 	for i, name := range names {
 		v, err := c.View(ctx, name)
 		if err != nil {
@@ -51,18 +50,17 @@ func testViewsCaughtUpTogetherAreAllFollowed(t *testing.T, st store) {
 		if e, ok := v.Get("before"); !ok || string(e.Value) != "b" {
 			t.Fatalf("view %s lacks the record written before it caught up: %+v, %v", name, e, ok)
 		}
-		views[i] = v
+		vs[i] = v
+		watches[i] = v.WatchKey("after")
+		defer watches[i].Stop()
 	}
-	for i, v := range views {
-		w := v.WatchKey("after")
-		kafkatest.Produce(t, b.Addr(), names[i], kafkatest.Rec{Key: []byte("after"), Value: []byte("a")})
+	kafkatest.ProduceToEach(t, b.Addr(), names, kafkatest.Rec{Key: []byte("after"), Value: []byte("a")})
+	for i, v := range vs {
 		select {
-		case <-w.C:
+		case <-watches[i].C:
 		case <-ctx.Done():
-			w.Stop()
 			t.Fatalf("a record written to %s after its hand-over never reached the view", names[i])
 		}
-		w.Stop()
 		e, ok := v.Get("after")
 		if !ok || string(e.Value) != "a" || e.Offset != 1 {
 			t.Fatalf("view %s: the record written after its hand-over is %+v, %v; want value a at offset 1", names[i], e, ok)

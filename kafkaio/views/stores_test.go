@@ -16,11 +16,16 @@ type store struct {
 
 var stores = []store{{name: "memory"}, {name: "disk", disk: true}}
 
-// bothStores runs test once per store, as subtests named after it.
+// bothStores runs test once per store, as subtests named after it. The
+// two run at once: each has its own broker and directory, and most of
+// their time is spent waiting on the broker.
 func bothStores(t *testing.T, test func(t *testing.T, st store)) {
 	t.Helper()
 	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) { test(t, st) })
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st)
+		})
 	}
 }
 

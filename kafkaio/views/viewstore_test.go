@@ -140,7 +140,7 @@ func TestViewBytesAreItsHeap(t *testing.T) {
 		metrics.Read(s)
 		return int64(s[0].Value.Uint64())
 	}
-	const keys = 200_000
+	const keys = 100_000
 	hs := []client.Header{{Key: "content-type", Value: []byte("application/json")}}
 	value := bytes.Repeat([]byte("x"), 200)
 	before := heap()

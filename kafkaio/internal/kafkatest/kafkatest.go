@@ -53,22 +53,45 @@ type Rec struct {
 // Produce writes records and waits for every acknowledgement.
 func Produce(t testing.TB, addr, topic string, recs ...Rec) {
 	t.Helper()
+	msgs := make([]*kafka.Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = r.message(topic)
+	}
+	produce(t, addr, msgs)
+}
+
+// ProduceToEach writes rec to each of topics with one producer (a
+// producer's start and close cost more than the records of a test).
+func ProduceToEach(t testing.TB, addr string, topics []string, rec Rec) {
+	t.Helper()
+	msgs := make([]*kafka.Message, len(topics))
+	for i, topic := range topics {
+		msgs[i] = rec.message(topic)
+	}
+	produce(t, addr, msgs)
+}
+
+func (r Rec) message(topic string) *kafka.Message {
+	return &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition},
+		Key:            r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp,
+	}
+}
+
+func produce(t testing.TB, addr string, msgs []*kafka.Message) {
+	t.Helper()
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3, "linger.ms": 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	done := make(chan kafka.Event, len(recs))
-	for _, r := range recs {
-		err := p.Produce(&kafka.Message{
-			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: r.Partition},
-			Key:            r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp,
-		}, done)
-		if err != nil {
+	done := make(chan kafka.Event, len(msgs))
+	for _, m := range msgs {
+		if err := p.Produce(m, done); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range recs {
+	for range msgs {
 		select {
 		case ev := <-done:
 			if m := ev.(*kafka.Message); m.TopicPartition.Error != nil {
