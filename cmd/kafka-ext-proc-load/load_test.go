@@ -215,6 +215,23 @@ func TestViewScaleDiskOnly(t *testing.T) {
 	if b, err := os.ReadFile(trace); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1<<10 {
 		t.Errorf("the execution trace of view-scale -split: %d bytes, %v", len(b), err)
 	}
+	// Read back, the trace gives the big view's catch-up: its reader's life
+	// within the first load, the apply and the reader running in it, and
+	// at most the two Ps of the machine held.
+	catchUp, load := r.num(t, "disk_trace_catchup_seconds"), r.num(t, "disk_first_load_seconds")
+	if catchUp <= 0 || catchUp > load || r.num(t, "disk_trace_reader_running_s") <= 0 || r.num(t, "disk_trace_apply_running_s") <= 0 ||
+		r.num(t, "disk_trace_goroutines_running") <= 0 || r.num(t, "disk_trace_procs_held") > 2.001 {
+		t.Errorf("view-scale: the catch-up read from the trace: %v", r)
+	}
+	for _, kind := range catchUpKinds {
+		var sum float64
+		for _, state := range []string{"running", "runnable", "syscall", "waiting"} {
+			sum += r.num(t, "disk_trace_"+kind+"_"+state+"_s")
+		}
+		if kind != "flush" && (sum < catchUp*0.99 || sum > catchUp*1.01) {
+			t.Errorf("view-scale: the catch-up's %s spent %.3f s in its states over a %.3f s catch-up", kind, sum, catchUp)
+		}
+	}
 	for _, name := range []string{"ready_seconds", "heap_bytes", "map_seconds", "big_get_req_per_s", "big_wake_ms", "disk_get_ratio", "disk_restart_ratio"} {
 		if r.has(name) {
 			t.Errorf("view-scale -view-disk-only measured %s: %v", name, r)

@@ -295,6 +295,14 @@ func viewDiskLeg(ctx context.Context, e *env, o *options, broker string, mem mem
 	if err != nil {
 		return err
 	}
+	if o.profileDisk && o.profiles.Trace != "" {
+		// The child wrote its trace as it stopped.
+		ct, err := readCatchUpTrace(o.profiles.Trace)
+		if err != nil {
+			return err
+		}
+		ct.figures(res)
+	}
 
 	if err := fillTopic(ctx, broker, bigTopic, o.keys, o.valueSize, o.valueRandom); err != nil {
 		return err
