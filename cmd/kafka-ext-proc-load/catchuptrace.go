@@ -33,11 +33,13 @@ type goTimes struct {
 // The catch-up's goroutines, told by a function on their stacks: its
 // reader polls the consumer, the apply is the goroutine that called
 // (*Views).read and started the reader, and pebble's flushes (of every
-// store) write the memtables out.
+// store) write the memtables out, their values through blob file writers
+// that write on goroutines of their own.
 const (
-	readerFunc = "kafkaio/views.(*Views).read.func1"
-	applyFunc  = "kafkaio/views.(*Views).read"
-	flushFunc  = "cockroachdb/pebble/v2.(*DB).flush"
+	readerFunc     = "kafkaio/views.(*Views).read.func1"
+	applyFunc      = "kafkaio/views.(*Views).read"
+	flushFunc      = "cockroachdb/pebble/v2.(*DB).flush"
+	blobWriterFunc = "cockroachdb/pebble/v2/sstable/blob.(*FileWriter).drainWriteQueue"
 )
 
 var catchUpKinds = []string{"reader", "apply", "flush"}
@@ -51,7 +53,7 @@ func kindOf(s trace.Stack) string {
 			return "reader"
 		case strings.Contains(f.Func, applyFunc):
 			kind = "apply"
-		case strings.Contains(f.Func, flushFunc) && kind == "":
+		case (strings.Contains(f.Func, flushFunc) || strings.Contains(f.Func, blobWriterFunc)) && kind == "":
 			kind = "flush"
 		}
 	}
