@@ -18,7 +18,8 @@ var stores = []store{{name: "memory"}, {name: "disk", disk: true}}
 
 // bothStores runs test once per store, as subtests named after it. The
 // two run at once: each has its own broker and directory, and most of
-// their time is spent waiting on the broker.
+// their time is spent waiting on the broker. A test that reads what the
+// whole process holds (its goroutines, its heap) runs the stores in turn.
 func bothStores(t *testing.T, test func(t *testing.T, st store)) {
 	t.Helper()
 	for _, st := range stores {
