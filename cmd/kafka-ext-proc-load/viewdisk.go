@@ -139,6 +139,13 @@ func hotPicker(c *emulator.Client, n, viewKeys int) keyPicker {
 	return func(r *rand.Rand) keyedGet { return gets[r.IntN(len(gets))] }
 }
 
+// oneKeyPicker asks for the view's key i every time.
+func oneKeyPicker(c *emulator.Client, i int) keyPicker {
+	k := viewKey(i)
+	g := keyedGet{newRequest(c, "/big/"+k), k}
+	return func(*rand.Rand) keyedGet { return g }
+}
+
 // uniformPicker draws any of the view's n keys. Its requests cannot all be
 // built beforehand (4,000,000 of them), so each is a copy of one built
 // request with its path replaced: two small allocations, beside the
