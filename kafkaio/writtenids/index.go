@@ -111,6 +111,11 @@ type Index struct {
 	wg       sync.WaitGroup
 	stopLogs chan struct{}
 	logsDone chan struct{}
+
+	// assigning, if set, runs in the first Sync of a topic just before the
+	// follower is asked to read it (a test's seam: a Sync that comes
+	// meanwhile).
+	assigning func()
 }
 
 type keyTopic struct {
@@ -124,7 +129,12 @@ type keyTopic struct {
 	keys map[useKey]*keyEntry
 
 	startMu sync.Mutex // held while the partitions are being assigned
-	started bool       // guarded by Index.mu
+	// started is set once the follower reads the topic, not before: a Sync
+	// that finds it set waits on the follower for the topic's end offsets,
+	// and one that came while the partitions were being assigned failed
+	// with "not being read" (a 503 or UNAVAILABLE that said to retry).
+	// Guarded by Index.mu.
+	started bool
 	// A look-up reads the end offsets and waits until the consumer reached
 	// them. Callers that come while one is under way share the next one:
 	// the running one may have read the offsets before their write was
@@ -409,15 +419,15 @@ func (x *Index) assign(ctx context.Context, t *keyTopic) error {
 			start[p] = end[p]
 		}
 	}
-	x.mu.Lock()
-	t.started = true // before the assignment: its first records count
-	x.mu.Unlock()
+	if x.assigning != nil {
+		x.assigning()
+	}
 	if err := x.f.Assign(t.name, start, end); err != nil {
-		x.mu.Lock()
-		t.started = false
-		x.mu.Unlock()
 		return err
 	}
+	x.mu.Lock()
+	t.started = true
+	x.mu.Unlock()
 	return nil
 }
 

@@ -262,3 +262,36 @@ func TestKeyIndexLookupKey(t *testing.T) {
 		t.Fatalf("an unused key: %+v", s)
 	}
 }
+
+// TestKeyIndexSyncWhileTheTopicIsAssigned: a Sync that comes while the
+// first Sync of its topic is assigning the topic's partitions waits for
+// the assignment, rather than taking the topic as read and failing with
+// "not being read", which the bindings answer as 503 or UNAVAILABLE (seen
+// in the end-to-end idempotency test, two gRPC calls first on one topic).
+func TestKeyIndexSyncWhileTheTopicIsAssigned(t *testing.T) {
+	b := kafkatest.BrokerWith(t, []embedded.Topic{{Name: "requests", Partitions: 2}})
+	x := testIndex(t, b.Addr(), Options{}, nil)
+	ctx := kafkatest.Ctx(t, 30*time.Second)
+	second := make(chan error, 1)
+	var once sync.Once
+	x.assigning = func() {
+		once.Do(func() {
+			go func() { second <- x.Sync(ctx, "requests", cidHeader, fpHeader) }()
+			// Taking the topic as read, the second Sync would fail within
+			// milliseconds; waiting for this assignment, it does not
+			// return. No event marks a wait that has not ended, so the
+			// first goes on after a moment either way.
+			select {
+			case err := <-second:
+				second <- err
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+	if err := x.Sync(ctx, "requests", cidHeader, fpHeader); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("a Sync during the first one's assignment: %v", err)
+	}
+}
