@@ -275,7 +275,7 @@ func profileNames(t *testing.T, file, fn string) bool {
 // otherwise).
 func checkViewDisk(t *testing.T, r output, hot float64, withMem bool) {
 	t.Helper()
-	if r.num(t, "disk_first_load_seconds") <= 0 || r.num(t, "disk_load_ratio") <= 0 || r.num(t, "disk_big_get_per_second") <= 0 ||
+	if r.num(t, "disk_first_load_seconds") <= 0 || r.num(t, "disk_load_ratio") <= 0 ||
 		r.num(t, "disk_settle_seconds") < 0 ||
 		r.num(t, "disk_restart_seconds") <= 0 || r.num(t, "hot_keys") != hot ||
 		r["page_cache_drop"] != "drop_caches" && r["page_cache_drop"] != "fadvise" || r.num(t, "disk_uniform_cold_p99_ratio") <= 0 {

@@ -342,7 +342,6 @@ func viewDiskGets(ctx context.Context, e *env, o *options, srv servers, dir stri
 		res.figures("mem_one_get", rates[0])
 	}
 	res.figures("disk_one_get", d)
-	res.figure("disk_big_get_per_second", d.PerSecond)
 	if mem.side != nil {
 		of, target := versusMemory(o, "single-key GETs per second of one key, big view on disk ÷ in memory, in the same rounds", "≥ 0.8")
 		res.ratio("disk_get_ratio", ratio(d.PerSecond, rates[0].PerSecond), of, target)
